@@ -1,0 +1,1 @@
+//! Policy: filled in by the policy work.

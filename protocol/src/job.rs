@@ -1,0 +1,93 @@
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+
+/// Everything a jailer needs to run one job. Paths are host paths.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct JobSpec {
+    /// Absolute host path of the interpreter binary the venv points at.
+    pub interpreter: PathBuf,
+    /// Host path of the venv, mounted read-only at `/venv`.
+    pub venv: PathBuf,
+    /// Host path of the session workspace, mounted read-write at `/workspace`.
+    pub workspace: PathBuf,
+    /// Python source, passed to `python -I -c`.
+    pub code: String,
+    pub limits: JobLimits,
+    #[serde(default)]
+    pub network: NetworkMode,
+    /// Host paths bound read-only at the same path inside the jail. A symlink
+    /// (such as `/lib` on merged-usr hosts) is recreated as a symlink.
+    pub ro_binds: Vec<PathBuf>,
+    /// Extra syscall names denied with EPERM on top of the built-in list.
+    #[serde(default)]
+    pub seccomp_extra_deny: Vec<String>,
+    /// Socket address families the code may create (numeric `AF_*`).
+    pub socket_families: Vec<i32>,
+    /// Fail with a setup error when the kernel cannot enforce Landlock fully.
+    pub landlock_required: bool,
+    pub cgroup: CgroupSpec,
+    /// Host uid and gid that jail uid/gid 1000 map to. Never 0.
+    pub host_uid: u32,
+    pub host_gid: u32,
+}
+
+/// Limits as plain numbers, already merged with policy.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct JobLimits {
+    pub wall_time_ms: u64,
+    pub cpu_time_ms: u64,
+    pub memory_bytes: u64,
+    pub swap_bytes: u64,
+    pub pids: u64,
+    pub open_files: u64,
+    pub file_size_bytes: u64,
+    pub output_bytes: u64,
+    pub tmp_size_bytes: u64,
+    /// CPU bandwidth in thousandths of a core (1000 = one core).
+    pub cpu_millis: u64,
+}
+
+/// What a caller may ask for. Every field can only lower the policy limit.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct LimitRequest {
+    pub wall_time_ms: Option<u64>,
+    pub cpu_time_ms: Option<u64>,
+    pub memory_bytes: Option<u64>,
+    pub pids: Option<u64>,
+    pub output_bytes: Option<u64>,
+}
+
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum NetworkMode {
+    /// An empty network namespace: `lo` stays down.
+    #[default]
+    None,
+    /// `lo` is up; nothing leaves the namespace.
+    Loopback,
+}
+
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum CgroupBackend {
+    #[default]
+    Auto,
+    V1,
+    V2,
+    None,
+}
+
+/// Where the job cgroup goes. The caller prepared `parent`; the jailer
+/// creates `<parent>/<job>`, enforces limits through it and removes it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct CgroupSpec {
+    pub backend: CgroupBackend,
+    /// Relative to the caller's own cgroup, or absolute from the hierarchy root.
+    pub parent: String,
+    /// Name of the job's cgroup directory: `[A-Za-z0-9_-]{1,64}`.
+    pub job: String,
+}
