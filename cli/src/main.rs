@@ -1,1 +1,53 @@
-fn main() {}
+//! `prims`: the PRIMS command line.
+
+mod policy_cmd;
+mod run_cmd;
+
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+
+#[derive(Parser)]
+#[command(
+    name = "prims",
+    version,
+    about = "Run untrusted Python in a Linux jail"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run one script in the jail, with no server.
+    Run(run_cmd::RunArgs),
+    /// Policy tools.
+    Policy {
+        #[command(subcommand)]
+        command: PolicyCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum PolicyCommand {
+    /// Print the effective policy, or every error in FILE. Exits 0 or 1.
+    Check { file: PathBuf },
+}
+
+fn main() {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let code = match cli.command {
+        Command::Run(args) => run_cmd::main(args),
+        Command::Policy {
+            command: PolicyCommand::Check { file },
+        } => policy_cmd::check(&file),
+    };
+    std::process::exit(code);
+}

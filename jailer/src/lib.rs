@@ -1,1 +1,224 @@
-//! The jailer library.
+//! prims-jailer builds the jail for one job and reports a single outcome.
+//!
+//! It must stay single-threaded: it forks, changes credentials and installs
+//! seccomp filters, none of which is sound in a multi-threaded process.
+
+mod error;
+mod idmap;
+mod init;
+mod landlock_rules;
+mod monitor;
+mod net;
+mod privs;
+mod report;
+mod rootfs;
+mod seccomp;
+mod sys;
+
+pub use error::JailError;
+pub use landlock_rules::kernel_abi as landlock_abi;
+
+use init::{InitFds, Prepared};
+use nix::errno::Errno;
+use prims_cgroup::{JobCgroup, Limits, Version};
+use prims_protocol::{CgroupBackend, Enforced, Enforcement, JobSpec, Outcome, Status};
+use std::os::fd::{AsFd, OwnedFd};
+use std::time::Instant;
+
+const NAMESPACES: u64 = (libc::CLONE_NEWUSER
+    | libc::CLONE_NEWNS
+    | libc::CLONE_NEWPID
+    | libc::CLONE_NEWNET
+    | libc::CLONE_NEWIPC
+    | libc::CLONE_NEWUTS
+    | libc::CLONE_NEWCGROUP) as u64;
+
+/// Run one job and describe how it ended. Never panics on bad input: every
+/// failure becomes a `setup_error` outcome.
+pub fn run(spec: &JobSpec) -> Outcome {
+    let start = Instant::now();
+    match run_jail(spec, start) {
+        Ok(outcome) => outcome,
+        Err(e) => setup_failure(&e, start),
+    }
+}
+
+pub fn setup_failure(e: &JailError, start: Instant) -> Outcome {
+    Outcome {
+        status: Status::SetupError,
+        wall_ms: start.elapsed().as_millis() as u64,
+        setup_error: Some(e.to_setup_error()),
+        ..Default::default()
+    }
+}
+
+fn validate(spec: &JobSpec) -> Result<(), JailError> {
+    if spec.host_uid == 0 || spec.host_gid == 0 {
+        return Err(JailError::Spec(
+            "host_uid and host_gid must not be 0: the jail never maps host root".into(),
+        ));
+    }
+    if !spec.interpreter.is_absolute() {
+        return Err(JailError::Spec(format!(
+            "interpreter {} must be an absolute path",
+            spec.interpreter.display()
+        )));
+    }
+    let exists =
+        |what: &'static str, path: &std::path::Path, dir: bool| match std::fs::metadata(path) {
+            Ok(m) if m.is_dir() == dir => Ok(()),
+            Ok(_) => Err(JailError::Input {
+                what,
+                path: path.to_path_buf(),
+                errno: if dir { Errno::ENOTDIR } else { Errno::EISDIR },
+            }),
+            Err(e) => Err(JailError::Input {
+                what,
+                path: path.to_path_buf(),
+                errno: Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)),
+            }),
+        };
+    exists("interpreter", &spec.interpreter, false)?;
+    exists("venv", &spec.venv, true)?;
+    exists("venv python", &spec.venv.join("bin/python"), false)?;
+    exists("workspace", &spec.workspace, true)?;
+    if spec.code.contains('\0') {
+        return Err(JailError::Spec("code contains a NUL byte".into()));
+    }
+    for fd in [1, 2] {
+        // SAFETY: isatty only inspects the fd.
+        if unsafe { libc::isatty(fd) } == 1 {
+            return Err(JailError::Terminal);
+        }
+    }
+    Ok(())
+}
+
+fn cap_last_cap() -> u32 {
+    std::fs::read_to_string("/proc/sys/kernel/cap_last_cap")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(63)
+}
+
+fn job_cgroup(spec: &JobSpec) -> Result<Option<Box<dyn JobCgroup>>, JailError> {
+    let version = match spec.cgroup.backend {
+        CgroupBackend::None => return Ok(None),
+        CgroupBackend::V1 => Version::V1,
+        CgroupBackend::V2 => Version::V2,
+        CgroupBackend::Auto => {
+            return Err(JailError::Spec(
+                "cgroup.backend must be resolved to v1, v2 or none before the jailer runs".into(),
+            ))
+        }
+    };
+    let manager = prims_cgroup::manager(version, &spec.cgroup.parents)?;
+    let limits = Limits {
+        memory_bytes: spec.limits.memory_bytes,
+        swap_bytes: spec.limits.swap_bytes,
+        pids: spec.limits.pids,
+        cpu_millis: spec.limits.cpu_millis,
+    };
+    Ok(Some(manager.create_job(&spec.cgroup.job, &limits)?))
+}
+
+fn pipe() -> Result<(OwnedFd, OwnedFd), JailError> {
+    nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(JailError::Pipe)
+}
+
+fn run_jail(spec: &JobSpec, start: Instant) -> Result<Outcome, JailError> {
+    validate(spec)?;
+    let filters = seccomp::build(&spec.seccomp_extra_deny, &spec.socket_families)?;
+    let cgroup = job_cgroup(spec)?;
+    let result = run_in_cgroup(spec, filters, cgroup.as_deref(), start);
+    if let Some(cg) = cgroup {
+        // The pid namespace is gone by now; this catches stragglers anyway.
+        let _ = cg.kill();
+        let _ = cg.destroy();
+    }
+    result
+}
+
+fn run_in_cgroup(
+    spec: &JobSpec,
+    filters: seccomp::Filters,
+    cgroup: Option<&dyn JobCgroup>,
+    start: Instant,
+) -> Result<Outcome, JailError> {
+    // The init inherits our supplementary groups, and setgroups is denied
+    // inside the user namespace: drop them here.
+    // SAFETY: setgroups with an empty list.
+    if unsafe { libc::setgroups(0, std::ptr::null()) } < 0 {
+        return Err(JailError::Setgroups(Errno::last()));
+    }
+    let (release_r, release_w) = pipe()?;
+    let (report_r, report_w) = pipe()?;
+    let prepared = Prepared {
+        spec,
+        filters,
+        cap_last_cap: cap_last_cap(),
+        memory_backstop: cgroup.is_none(),
+    };
+    let cg_fd = cgroup.and_then(|c| c.dir_fd());
+    let forked = sys::clone_fork(NAMESPACES, cg_fd).map_err(JailError::Clone)?;
+    let (pid, pidfd) = match forked {
+        sys::Forked::Child => {
+            drop(release_w);
+            drop(report_r);
+            init::run(
+                prepared,
+                InitFds {
+                    release: release_r,
+                    report: report_w,
+                },
+            )
+        }
+        sys::Forked::Parent { pid, pidfd } => (pid, pidfd),
+    };
+    drop(release_r);
+    drop(report_w);
+    let released = (|| {
+        idmap::write(pid, spec.host_uid, spec.host_gid)?;
+        if let Some(cg) = cgroup {
+            if cg_fd.is_none() {
+                cg.attach(pid)?;
+            }
+        }
+        // Make python the first choice of the OOM killer, not the host's daemons.
+        let _ = std::fs::write(format!("/proc/{pid}/oom_score_adj"), "1000");
+        nix::unistd::write(&release_w, &[1u8]).map_err(JailError::Pipe)?;
+        Ok::<(), JailError>(())
+    })();
+    if let Err(e) = released {
+        let _ = sys::pidfd_send_signal(pidfd.as_fd(), libc::SIGKILL);
+        let _ = sys::wait_pidfd(pidfd.as_fd());
+        return Err(e);
+    }
+    drop(release_w);
+    let watch = monitor::watch(spec, pidfd.as_fd(), cgroup, start)?;
+    let reports = report::read_all(report_r.as_fd());
+    Ok(monitor::outcome(spec, cgroup, watch, reports, start))
+}
+
+/// What this host enforces each limit with, before any job runs.
+pub(crate) fn enforced_base(spec: &JobSpec, cgroup: Option<&dyn JobCgroup>) -> Enforced {
+    let by_cgroup = if cgroup.is_some() {
+        Enforcement::Cgroup
+    } else {
+        Enforcement::Rlimit
+    };
+    Enforced {
+        memory: by_cgroup,
+        pids: by_cgroup,
+        cpu_time: by_cgroup,
+        wall_time: Enforcement::Timer,
+        landlock: Enforcement::None,
+        landlock_abi: 0,
+        seccomp: Enforcement::Full,
+        cgroup: match (cgroup.is_some(), spec.cgroup.backend) {
+            (true, CgroupBackend::V1) => "v1".into(),
+            (true, CgroupBackend::V2) => "v2".into(),
+            _ => "none".into(),
+        },
+    }
+}

@@ -1,1 +1,95 @@
-fn main() {}
+//! `prims-jailer --spec-fd N --outcome-fd M`: read a job spec from fd N, run
+//! it in a fresh jail, write one outcome record (JSON) to fd M.
+//!
+//! python's stdout and stderr are this process's fds 1 and 2. Exit status:
+//! 0 when an outcome was written (whatever it says), 2 on bad arguments,
+//! 3 when the outcome could not be written.
+
+use prims_protocol::{decode_spec, Outcome};
+use std::fs::File;
+use std::io::{Read, Write};
+use std::os::fd::{FromRawFd, RawFd};
+use std::time::Instant;
+
+fn parse_args() -> Result<(RawFd, RawFd), String> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut spec = None;
+    let mut outcome = None;
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        let val = it
+            .next()
+            .and_then(|v| v.parse::<RawFd>().ok())
+            .filter(|v| *v > 2);
+        match a.as_str() {
+            "--spec-fd" => spec = val,
+            "--outcome-fd" => outcome = val,
+            _ => return Err(format!("unknown argument {a:?}")),
+        }
+    }
+    match (spec, outcome) {
+        (Some(s), Some(o)) if s != o => Ok((s, o)),
+        _ => Err("usage: prims-jailer --spec-fd N --outcome-fd M (N, M > 2 and distinct)".into()),
+    }
+}
+
+fn main() {
+    let start = Instant::now();
+    let (spec_fd, outcome_fd) = match parse_args() {
+        Ok(fds) => fds,
+        Err(msg) => {
+            eprintln!("prims-jailer: {msg}");
+            std::process::exit(2);
+        }
+    };
+    // Nothing but stdio and our two fds may reach the jail.
+    let keep = [spec_fd, outcome_fd];
+    close_others(&keep);
+    // SAFETY: the caller handed us these fds; nothing else in this process owns them.
+    let mut spec_file = unsafe { File::from_raw_fd(spec_fd) };
+    // SAFETY: as above.
+    let mut out_file = unsafe { File::from_raw_fd(outcome_fd) };
+    let mut bytes = Vec::new();
+    let read = (&mut spec_file)
+        .take(prims_protocol::MAX_SPEC_BYTES as u64 + 1)
+        .read_to_end(&mut bytes);
+    drop(spec_file);
+    let outcome: Outcome = match read {
+        Err(e) => prims_jailer::setup_failure(
+            &prims_jailer::JailError::Spec(format!("reading the job spec: {e}")),
+            start,
+        ),
+        Ok(_) => match decode_spec(&bytes) {
+            Err(e) => {
+                prims_jailer::setup_failure(&prims_jailer::JailError::Spec(e.to_string()), start)
+            }
+            Ok(spec) => prims_jailer::run(&spec),
+        },
+    };
+    let json = serde_json::to_vec(&outcome).unwrap_or_else(|_| b"{}".to_vec());
+    if out_file
+        .write_all(&json)
+        .and_then(|_| out_file.flush())
+        .is_err()
+    {
+        std::process::exit(3);
+    }
+}
+
+fn close_others(keep: &[RawFd]) {
+    let Ok(entries) = std::fs::read_dir("/proc/self/fd") else {
+        return;
+    };
+    let fds: Vec<RawFd> = entries
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .filter(|fd| *fd > 2 && !keep.contains(fd))
+        .collect();
+    for fd in fds {
+        // SAFETY: closing an inherited fd that nothing in this process uses.
+        unsafe { libc::close(fd) };
+    }
+    for (k, _) in std::env::vars_os().collect::<Vec<_>>() {
+        // SAFETY: single-threaded at this point; nothing reads the environment concurrently.
+        unsafe { std::env::remove_var(k) };
+    }
+}

@@ -1,1 +1,142 @@
-//! Policy: filled in by the policy work.
+//! The PRIMS policy: the admin-edited TOML that bounds every run.
+//!
+//! Parsing is strict (unknown keys are errors) and every message names the
+//! key path, line and column, because a policy typo that is silently ignored
+//! is a limit that is silently not enforced.
+
+mod errors;
+mod merge;
+mod schema;
+mod spans;
+pub mod syscalls;
+mod units;
+mod validate;
+
+pub use errors::{Issue, PolicyError};
+pub use merge::{
+    FLOOR_CPU_TIME_MS, FLOOR_MEMORY_BYTES, FLOOR_OUTPUT_BYTES, FLOOR_PIDS, FLOOR_WALL_TIME_MS,
+};
+pub use schema::{
+    Cgroup, Filesystem, Identity, Landlock, Limits, Network, Policy, Python, Seccomp, Sessions,
+    SocketFamily,
+};
+pub use spans::Location;
+pub use units::{ByteSize, HumanDuration};
+
+use prims_protocol::{JobLimits, LimitRequest, NetworkMode};
+use std::path::Path;
+use toml::de::DeTable;
+
+impl Policy {
+    /// Parses and validates policy text; the error lists every problem found.
+    pub fn from_toml_str(text: &str) -> Result<Policy, PolicyError> {
+        let doc = DeTable::parse(text).map_err(|e| PolicyError::Invalid {
+            file: None,
+            issues: vec![errors::syntax_issue(text, &e)],
+        })?;
+        let policy: Policy = toml::from_str(text).map_err(|e| PolicyError::Invalid {
+            file: None,
+            issues: vec![errors::schema_issue(text, doc.get_ref(), &e)],
+        })?;
+        let issues: Vec<Issue> = validate::check(&policy)
+            .into_iter()
+            .map(|f| errors::semantic_issue(Some(text), Some(doc.get_ref()), &f.paths, f.message))
+            .collect();
+        if issues.is_empty() {
+            Ok(policy)
+        } else {
+            Err(PolicyError::Invalid { file: None, issues })
+        }
+    }
+
+    /// Reads, parses and validates a policy file; messages carry its path.
+    pub fn load(path: &Path) -> Result<Policy, PolicyError> {
+        let text = std::fs::read_to_string(path).map_err(|source| PolicyError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Policy::from_toml_str(&text).map_err(|e| e.with_file(path))
+    }
+
+    /// Checks a policy built in code, with the same rules as a parsed one.
+    pub fn validate(&self) -> Result<(), PolicyError> {
+        let issues: Vec<Issue> = validate::check(self)
+            .into_iter()
+            .map(|f| errors::semantic_issue(None, None, &f.paths, f.message))
+            .collect();
+        if issues.is_empty() {
+            Ok(())
+        } else {
+            Err(PolicyError::Invalid { file: None, issues })
+        }
+    }
+
+    /// The effective policy as TOML with human units; `max_concurrent_runs`
+    /// is written out resolved so the admin sees what is actually in force.
+    pub fn to_toml_string(&self) -> String {
+        let mut effective = self.clone();
+        effective.limits.max_concurrent_runs = Some(self.max_concurrent_runs());
+        match toml::to_string(&effective) {
+            Ok(s) => s,
+            // Only reachable with a non-finite `cpus`, which validation rejects.
+            Err(e) => format!("# cannot render policy: {e}\n"),
+        }
+    }
+
+    /// Facts about this host that do not make the policy invalid but will
+    /// probably make runs fail or differ from what the admin expects.
+    pub fn warnings(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for (i, bind) in self.filesystem.ro_binds.iter().enumerate() {
+            if std::fs::symlink_metadata(bind).is_err() {
+                out.push(format!(
+                    "filesystem.ro_binds[{i}]: {} does not exist on this host",
+                    bind.display()
+                ));
+            }
+        }
+        for (name, path) in &self.filesystem.interpreters {
+            let key = spans::KeyPath::new(&["filesystem", "interpreters", name]);
+            match std::fs::metadata(path) {
+                Err(_) => out.push(format!(
+                    "{key}: {} does not exist on this host",
+                    path.display()
+                )),
+                Ok(m) if !m.is_file() => {
+                    out.push(format!("{key}: {} is not a regular file", path.display()))
+                }
+                Ok(_) => {}
+            }
+        }
+        out
+    }
+
+    /// Merges a caller's request into concrete limits; it can only lower them.
+    pub fn job_limits(&self, req: &LimitRequest) -> JobLimits {
+        merge::job_limits(self, req)
+    }
+
+    /// The `AF_*` numbers seccomp lets `socket()` create. Loopback mode needs
+    /// IP sockets to be useful, so it adds them.
+    pub fn socket_family_numbers(&self) -> Vec<i32> {
+        let mut v: Vec<i32> = self
+            .seccomp
+            .socket_families
+            .iter()
+            .map(|f| f.number())
+            .collect();
+        if self.network.mode == NetworkMode::Loopback {
+            v.extend([libc::AF_INET, libc::AF_INET6]);
+        }
+        v.sort_unstable();
+        v.dedup();
+        v
+    }
+
+    /// How many runs may execute at once; defaults to the number of cores.
+    pub fn max_concurrent_runs(&self) -> usize {
+        self.limits.max_concurrent_runs.unwrap_or_else(|| {
+            std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+        })
+    }
+}

@@ -1,4 +1,5 @@
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 /// Everything a jailer needs to run one job. Paths are host paths.
@@ -80,14 +81,18 @@ pub enum CgroupBackend {
     None,
 }
 
-/// Where the job cgroup goes. The caller prepared `parent`; the jailer
-/// creates `<parent>/<job>`, enforces limits through it and removes it.
+/// Where the job cgroup goes. The caller resolved and prepared the parent
+/// directories; the jailer creates `<parent>/<job>` in each, enforces limits
+/// through it and removes it.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
 pub struct CgroupSpec {
+    /// `v1`, `v2` or `none`; `auto` is resolved by the caller.
     pub backend: CgroupBackend,
-    /// Relative to the caller's own cgroup, or absolute from the hierarchy root.
-    pub parent: String,
+    /// Controller name (`memory`, `pids`, `cpu`, `cpuacct`; `unified` for v2)
+    /// to the absolute parent directory.
+    #[serde(default)]
+    pub parents: BTreeMap<String, PathBuf>,
     /// Name of the job's cgroup directory: `[A-Za-z0-9_-]{1,64}`.
     pub job: String,
 }

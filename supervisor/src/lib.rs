@@ -1,1 +1,11 @@
-//! Supervisor.
+//! prims-supervisor runs jobs on the host: it prepares venvs and workspaces,
+//! turns policy plus a request into a job spec, and drives one jailer process
+//! per run. The daemon that serves these over a socket builds on this crate.
+
+pub mod cgroups;
+pub mod runner;
+pub mod spec;
+pub mod venv;
+pub mod workspace;
+
+pub use runner::{run_job, RunError, RunResult, Stream};

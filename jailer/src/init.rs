@@ -1,0 +1,251 @@
+//! The jail's pid 1: it builds the jail from the inside, forks python as
+//! pid 2, reaps every process, and reports how python ended. When it exits,
+//! the kernel kills whatever is left in the pid namespace.
+
+use crate::error::JailError;
+use crate::landlock_rules::{self, Paths};
+use crate::report::{self, Report};
+use crate::rootfs::{self, JAIL_UID};
+use crate::seccomp::Filters;
+use crate::{net, privs};
+use nix::errno::Errno;
+use nix::sys::wait::{waitpid, WaitStatus};
+use nix::unistd::{fork, ForkResult, Pid};
+use prims_protocol::{JobSpec, NetworkMode};
+use std::ffi::CString;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::path::PathBuf;
+
+/// What the init inherits from the jailer across the clone.
+pub struct InitFds {
+    /// Read end of the release pipe: one byte once the id maps are written.
+    pub release: OwnedFd,
+    /// Write end of the report pipe.
+    pub report: OwnedFd,
+}
+
+pub struct Prepared<'a> {
+    pub spec: &'a JobSpec,
+    pub filters: Filters,
+    pub cap_last_cap: u32,
+    pub memory_backstop: bool,
+}
+
+/// Entry point of the cloned child. Never returns.
+pub fn run(p: Prepared<'_>, fds: InitFds) -> ! {
+    let code = match setup_and_supervise(&p, &fds) {
+        Ok(code) => code,
+        Err(e) => {
+            report::send(fds.report.as_fd(), &Report::SetupFailed(e.to_setup_error()));
+            1
+        }
+    };
+    // SAFETY: _exit skips destructors and atexit handlers, as a forked child must.
+    unsafe { libc::_exit(code) }
+}
+
+fn wait_release(fds: &InitFds) -> Result<(), JailError> {
+    let mut b = [0u8; 1];
+    loop {
+        // SAFETY: reading one byte into a live buffer.
+        let n = unsafe { libc::read(fds.release.as_raw_fd(), b.as_mut_ptr().cast(), 1) };
+        match n {
+            1 => return Ok(()),
+            0 => return Err(JailError::ParentGone),
+            _ if Errno::last() == Errno::EINTR => continue,
+            _ => return Err(JailError::ParentGone),
+        }
+    }
+}
+
+fn set_pdeathsig() -> Result<(), JailError> {
+    // SAFETY: prctl with integer arguments only.
+    if unsafe {
+        libc::prctl(
+            libc::PR_SET_PDEATHSIG,
+            libc::SIGKILL as libc::c_ulong,
+            0,
+            0,
+            0,
+        )
+    } < 0
+    {
+        return Err(JailError::Pdeathsig(Errno::last()));
+    }
+    Ok(())
+}
+
+fn set_fs_identity() -> Result<(), JailError> {
+    // setfsuid reports the previous value, so a second call confirms the first.
+    // SAFETY: setfsuid/setfsgid have no memory-safety preconditions.
+    unsafe {
+        libc::setfsgid(JAIL_UID);
+        libc::setfsuid(JAIL_UID);
+        if libc::setfsuid(u32::MAX) as u32 != JAIL_UID
+            || libc::setfsgid(u32::MAX) as u32 != JAIL_UID
+        {
+            return Err(JailError::SetFsId(Errno::EPERM));
+        }
+    }
+    Ok(())
+}
+
+fn setup_and_supervise(p: &Prepared<'_>, fds: &InitFds) -> Result<i32, JailError> {
+    let spec = p.spec;
+    // Set before waiting, so a jailer that dies early takes us with it.
+    set_pdeathsig()?;
+    wait_release(fds)?;
+    nix::unistd::setsid().map_err(JailError::Setsid)?;
+    nix::mount::mount(
+        None::<&str>,
+        "/",
+        None::<&str>,
+        nix::mount::MsFlags::MS_REC | nix::mount::MsFlags::MS_PRIVATE,
+        None::<&str>,
+    )
+    .map_err(JailError::MakePrivate)?;
+    let sources = rootfs::open_sources(spec)?;
+    set_fs_identity()?;
+    rootfs::build(spec, sources)?;
+    if spec.network == NetworkMode::Loopback {
+        net::loopback_up()?;
+    }
+    nix::unistd::sethostname("sandbox").map_err(JailError::Hostname)?;
+    privs::set_rlimits(&spec.limits, p.memory_backstop)?;
+    privs::drop_privileges(p.cap_last_cap)?;
+    // A credential change clears the parent-death signal: set it again.
+    set_pdeathsig()?;
+    let (enforcement, abi) =
+        landlock_rules::apply(&landlock_paths(spec), spec.network, spec.landlock_required)?;
+    report::send(fds.report.as_fd(), &Report::Landlock { enforcement, abi });
+    // SAFETY: prctl with integer arguments only; keeps python from reading our memory.
+    unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) };
+
+    let argv = python_argv(spec)?;
+    let envp = python_env();
+    // SAFETY: this process is single-threaded, so fork is sound.
+    match unsafe { fork() }.map_err(JailError::Fork)? {
+        ForkResult::Child => exec_python(&p.filters, &argv, &envp, fds),
+        ForkResult::Parent { child } => {
+            // Only python may hold the output pipes, so they close when it ends.
+            redirect_stdio_to_null();
+            Ok(reap_until(child, fds))
+        }
+    }
+}
+
+fn landlock_paths(spec: &JobSpec) -> Paths {
+    let mut read_exec: Vec<PathBuf> = spec.ro_binds.clone();
+    read_exec.extend(["/venv", "/etc", "/proc", "/dev"].map(PathBuf::from));
+    read_exec.push(spec.interpreter.clone());
+    Paths {
+        read_exec,
+        read_write: ["/workspace", "/tmp", "/dev/null", "/dev/zero", "/dev/full"]
+            .map(PathBuf::from)
+            .to_vec(),
+    }
+}
+
+fn python_argv(spec: &JobSpec) -> Result<Vec<CString>, JailError> {
+    let code = CString::new(spec.code.as_bytes())
+        .map_err(|_| JailError::Spec("code contains a NUL byte".into()))?;
+    let mut argv: Vec<CString> = ["/venv/bin/python", "-I", "-u", "-c"]
+        .iter()
+        .filter_map(|s| CString::new(*s).ok())
+        .collect();
+    argv.push(code);
+    Ok(argv)
+}
+
+fn python_env() -> Vec<CString> {
+    [
+        "PATH=/venv/bin:/usr/local/bin:/usr/bin:/bin",
+        "HOME=/tmp",
+        "LANG=C.UTF-8",
+        "TMPDIR=/tmp",
+        "VIRTUAL_ENV=/venv",
+        "PYTHONUNBUFFERED=1",
+    ]
+    .iter()
+    .filter_map(|s| CString::new(*s).ok())
+    .collect()
+}
+
+fn redirect_stdio_to_null() {
+    // SAFETY: open/dup2/close on fds this process owns.
+    unsafe {
+        let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR | libc::O_CLOEXEC);
+        if null >= 0 {
+            for fd in 0..=2 {
+                libc::dup2(null, fd);
+            }
+            libc::close(null);
+        }
+    }
+}
+
+fn exec_python(filters: &Filters, argv: &[CString], envp: &[CString], fds: &InitFds) -> ! {
+    let fail = |e: JailError| -> ! {
+        report::send(fds.report.as_fd(), &Report::SetupFailed(e.to_setup_error()));
+        // SAFETY: leaving a forked child without running destructors.
+        unsafe { libc::_exit(127) }
+    };
+    // python reads nothing: stdin is /dev/null.
+    // SAFETY: open/dup2 on fds this process owns.
+    unsafe {
+        let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDONLY);
+        if null >= 0 {
+            libc::dup2(null, 0);
+            libc::close(null);
+        }
+    }
+    if let Err(errno) = nix::unistd::chdir("/workspace") {
+        fail(JailError::Chdir {
+            path: "/workspace".into(),
+            errno,
+        });
+    }
+    if let Err(errno) = crate::sys::close_range(3, libc::CLOSE_RANGE_CLOEXEC) {
+        fail(JailError::Exec {
+            path: "close_range".into(),
+            errno,
+        });
+    }
+    if let Err(e) = filters.apply() {
+        fail(e);
+    }
+    let argv_ptrs: Vec<*const libc::c_char> = argv
+        .iter()
+        .map(|a| a.as_ptr())
+        .chain(std::iter::once(std::ptr::null()))
+        .collect();
+    let env_ptrs: Vec<*const libc::c_char> = envp
+        .iter()
+        .map(|a| a.as_ptr())
+        .chain(std::iter::once(std::ptr::null()))
+        .collect();
+    // SAFETY: both arrays are NULL-terminated and point at live CStrings.
+    unsafe { libc::execve(argv_ptrs[0], argv_ptrs.as_ptr(), env_ptrs.as_ptr()) };
+    fail(JailError::Exec {
+        path: "/venv/bin/python".into(),
+        errno: Errno::last(),
+    })
+}
+
+/// Reap everything; return when python (pid 2) has ended, after reporting how.
+fn reap_until(python: Pid, fds: &InitFds) -> i32 {
+    loop {
+        match waitpid(None, None) {
+            Ok(WaitStatus::Exited(pid, code)) if pid == python => {
+                report::send(fds.report.as_fd(), &Report::Exited(code));
+                return 0;
+            }
+            Ok(WaitStatus::Signaled(pid, sig, _)) if pid == python => {
+                report::send(fds.report.as_fd(), &Report::Signaled(sig as i32));
+                return 0;
+            }
+            Ok(_) | Err(Errno::EINTR) => continue,
+            Err(_) => return 1,
+        }
+    }
+}

@@ -1,0 +1,92 @@
+//! Landlock: read and execute on the read-only binds, read and write on the
+//! workspace, `/tmp` and the writable device nodes, no TCP without a network,
+//! and scoped abstract sockets and signals. Applied after all mount work.
+
+use crate::error::JailError;
+use landlock::{
+    path_beneath_rules, Access, AccessFs, AccessNet, CompatLevel, Compatible, Ruleset, RulesetAttr,
+    RulesetCreatedAttr, RulesetStatus, Scope, ABI,
+};
+use prims_protocol::{Enforcement, NetworkMode};
+use std::path::{Path, PathBuf};
+
+/// The newest ABI this build asks for; older kernels get what they support.
+const WANT: ABI = ABI::V6;
+
+/// The ABI version the running kernel reports (0 without Landlock).
+pub fn kernel_abi() -> u32 {
+    // SAFETY: LANDLOCK_CREATE_RULESET_VERSION with a null attr only queries.
+    let v = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<u8>(),
+            0usize,
+            1u32,
+        )
+    };
+    if v < 0 {
+        0
+    } else {
+        v as u32
+    }
+}
+
+/// Paths, inside the new root, that get each kind of access.
+pub struct Paths {
+    pub read_exec: Vec<PathBuf>,
+    pub read_write: Vec<PathBuf>,
+}
+
+pub fn apply(
+    paths: &Paths,
+    network: NetworkMode,
+    required: bool,
+) -> Result<(Enforcement, u32), JailError> {
+    let abi = kernel_abi();
+    if abi == 0 {
+        if required {
+            return Err(JailError::LandlockUnsupported);
+        }
+        return Ok((Enforcement::None, 0));
+    }
+    let err = |e: landlock::RulesetError| JailError::Landlock(format!("landlock: {e}"));
+    let existing = |v: &[PathBuf]| -> Vec<PathBuf> {
+        v.iter()
+            .filter(|p| Path::new(p).exists())
+            .cloned()
+            .collect()
+    };
+    let mut ruleset = Ruleset::default()
+        .set_compatibility(CompatLevel::BestEffort)
+        .handle_access(AccessFs::from_all(WANT))
+        .map_err(err)?;
+    if network == NetworkMode::None {
+        ruleset = ruleset
+            .handle_access(AccessNet::from_all(WANT))
+            .map_err(err)?;
+    }
+    let status = ruleset
+        .scope(Scope::from_all(WANT))
+        .map_err(err)?
+        .create()
+        .map_err(err)?
+        .add_rules(path_beneath_rules(
+            existing(&paths.read_exec),
+            AccessFs::from_read(WANT),
+        ))
+        .map_err(err)?
+        .add_rules(path_beneath_rules(
+            existing(&paths.read_write),
+            AccessFs::from_all(WANT),
+        ))
+        .map_err(err)?
+        .restrict_self()
+        .map_err(err)?;
+    let enforcement = match status.ruleset {
+        RulesetStatus::FullyEnforced => Enforcement::Full,
+        RulesetStatus::PartiallyEnforced => Enforcement::Partial,
+        RulesetStatus::NotEnforced if required => return Err(JailError::LandlockUnsupported),
+        RulesetStatus::NotEnforced => Enforcement::None,
+    };
+    Ok((enforcement, abi))
+}

@@ -1,0 +1,72 @@
+//! Resource limits and the final drop to an unprivileged, capability-free
+//! identity with no_new_privs.
+
+use crate::error::JailError;
+use crate::rootfs::JAIL_UID;
+use caps::CapSet;
+use nix::errno::Errno;
+use nix::sys::resource::{setrlimit, Resource};
+use nix::unistd::{setresgid, setresuid, Gid, Uid};
+use prims_protocol::JobLimits;
+
+pub fn set_rlimits(limits: &JobLimits, memory_backstop: bool) -> Result<(), JailError> {
+    let cpu_s = limits.cpu_time_ms.div_ceil(1000);
+    let mut list = vec![
+        (Resource::RLIMIT_CORE, "core", 0, 0),
+        (
+            Resource::RLIMIT_NOFILE,
+            "nofile",
+            limits.open_files,
+            limits.open_files,
+        ),
+        (
+            Resource::RLIMIT_FSIZE,
+            "fsize",
+            limits.file_size_bytes,
+            limits.file_size_bytes,
+        ),
+        (Resource::RLIMIT_MEMLOCK, "memlock", 64 << 10, 64 << 10),
+        // Backstops: the cgroup and the jailer's timer are the real limits.
+        (Resource::RLIMIT_NPROC, "nproc", limits.pids, limits.pids),
+        (Resource::RLIMIT_CPU, "cpu", cpu_s + 1, cpu_s + 2),
+    ];
+    if memory_backstop {
+        let as_bytes = limits.memory_bytes.saturating_add(limits.swap_bytes);
+        list.push((Resource::RLIMIT_AS, "as", as_bytes, as_bytes));
+    }
+    for (res, name, soft, hard) in list {
+        setrlimit(res, soft, hard).map_err(|errno| JailError::Rlimit {
+            resource: name,
+            errno,
+        })?;
+    }
+    Ok(())
+}
+
+/// Drop every capability and become jail uid/gid 1000 for good.
+pub fn drop_privileges(cap_last_cap: u32) -> Result<(), JailError> {
+    // The caps crate knows fewer capabilities than newer kernels have.
+    for cap in 0..=cap_last_cap {
+        // SAFETY: prctl with integer arguments only.
+        let r = unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap as libc::c_ulong, 0, 0, 0) };
+        if r < 0 && Errno::last() != Errno::EINVAL {
+            return Err(JailError::CapDrop(format!(
+                "PR_CAPBSET_DROP {cap}: {}",
+                Errno::last()
+            )));
+        }
+    }
+    caps::clear(None, CapSet::Ambient).map_err(|e| JailError::CapDrop(e.to_string()))?;
+    let gid = Gid::from_raw(JAIL_UID);
+    setresgid(gid, gid, gid).map_err(JailError::SetGid)?;
+    let uid = Uid::from_raw(JAIL_UID);
+    setresuid(uid, uid, uid).map_err(JailError::SetUid)?;
+    for set in [CapSet::Effective, CapSet::Permitted, CapSet::Inheritable] {
+        caps::clear(None, set).map_err(|e| JailError::CapDrop(e.to_string()))?;
+    }
+    // SAFETY: prctl with integer arguments only.
+    if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } < 0 {
+        return Err(JailError::NoNewPrivs(Errno::last()));
+    }
+    Ok(())
+}

@@ -1,0 +1,366 @@
+//! The jail's filesystem: a fresh tmpfs root holding read-only binds, the
+//! workspace, `/tmp`, a new `/proc`, a minimal `/dev`, then `pivot_root`.
+//!
+//! Sources are opened with `O_PATH|O_NOFOLLOW` while the init still has its
+//! host filesystem identity, then bound from `/proc/self/fd/N`, so no path
+//! that jailed code could have planted is ever followed.
+
+use crate::error::JailError;
+use crate::sys::{self, MOUNT_ATTR_NODEV, MOUNT_ATTR_NOEXEC, MOUNT_ATTR_NOSUID, MOUNT_ATTR_RDONLY};
+use nix::errno::Errno;
+use nix::mount::{mount, umount2, MntFlags, MsFlags};
+use prims_protocol::JobSpec;
+use std::ffi::CString;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+/// Where the new root is assembled before `pivot_root`. The mount namespace
+/// is private, so covering the host's `/tmp` here changes nothing outside.
+const NEW_ROOT: &str = "/tmp";
+const DEV_NODES: [&str; 5] = ["null", "zero", "full", "random", "urandom"];
+const PROC_READ_ONLY: [&str; 4] = ["sys", "sysrq-trigger", "irq", "bus"];
+pub const JAIL_UID: u32 = 1000;
+
+enum Source {
+    Dir(PathBuf, OwnedFd),
+    File(PathBuf, OwnedFd),
+    Link(PathBuf, PathBuf),
+}
+
+pub struct Sources {
+    binds: Vec<Source>,
+    venv: OwnedFd,
+    workspace: OwnedFd,
+    mounts_dir: Option<OwnedFd>,
+    devs: Vec<(&'static str, OwnedFd)>,
+}
+
+fn cpath(p: &Path) -> Result<CString, JailError> {
+    CString::new(p.as_os_str().as_bytes())
+        .map_err(|_| JailError::Spec(format!("path {} contains a NUL byte", p.display())))
+}
+
+fn open_path(path: &Path, extra: i32) -> Result<OwnedFd, Errno> {
+    let c = CString::new(path.as_os_str().as_bytes()).map_err(|_| Errno::EINVAL)?;
+    // SAFETY: c is NUL-terminated; the returned fd is owned by the caller.
+    let fd = unsafe {
+        libc::open(
+            c.as_ptr(),
+            libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC | extra,
+        )
+    };
+    if fd < 0 {
+        return Err(Errno::last());
+    }
+    // SAFETY: fd was just returned by open and nothing else owns it.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+fn file_type(fd: &OwnedFd) -> Result<libc::mode_t, Errno> {
+    // SAFETY: stat is plain data; fstat fills it for a valid fd.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: fd is valid for the call and st is a valid out-pointer.
+    if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } < 0 {
+        return Err(Errno::last());
+    }
+    Ok(st.st_mode & libc::S_IFMT)
+}
+
+fn open_dir(path: &Path) -> Result<OwnedFd, JailError> {
+    open_path(path, libc::O_DIRECTORY).map_err(|errno| match errno {
+        Errno::ENOTDIR | Errno::ELOOP => JailError::NotADirectory {
+            path: path.to_path_buf(),
+        },
+        errno => JailError::OpenSource {
+            path: path.to_path_buf(),
+            errno,
+        },
+    })
+}
+
+/// Open every source while the process can still see the host.
+pub fn open_sources(spec: &JobSpec) -> Result<Sources, JailError> {
+    let mut paths: Vec<&PathBuf> = spec.ro_binds.iter().collect();
+    paths.sort();
+    paths.dedup();
+    let mut binds = Vec::new();
+    let mut taken: Vec<&PathBuf> = Vec::new();
+    for p in paths {
+        // A bind below an earlier one is already visible through it.
+        if taken.iter().any(|t| p.starts_with(t)) {
+            continue;
+        }
+        let fd = match open_path(p, 0) {
+            Ok(fd) => fd,
+            Err(Errno::ENOENT) => continue,
+            Err(errno) => {
+                return Err(JailError::OpenSource {
+                    path: p.clone(),
+                    errno,
+                })
+            }
+        };
+        let kind = file_type(&fd).map_err(|errno| JailError::OpenSource {
+            path: p.clone(),
+            errno,
+        })?;
+        let src = match kind {
+            libc::S_IFDIR => Source::Dir(p.clone(), fd),
+            libc::S_IFLNK => {
+                let target = std::fs::read_link(p).map_err(|e| JailError::OpenSource {
+                    path: p.clone(),
+                    errno: Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)),
+                })?;
+                Source::Link(p.clone(), target)
+            }
+            _ => Source::File(p.clone(), fd),
+        };
+        taken.push(p);
+        binds.push(src);
+    }
+    let venv = open_dir(&spec.venv)?;
+    let workspace = open_dir(&spec.workspace)?;
+    let mounts_path = spec.workspace.join("mounts");
+    let mounts_dir = match open_path(&mounts_path, 0) {
+        Err(Errno::ENOENT) => None,
+        Err(errno) => {
+            return Err(JailError::OpenSource {
+                path: mounts_path,
+                errno,
+            })
+        }
+        Ok(fd) if file_type(&fd) == Ok(libc::S_IFDIR) => Some(fd),
+        Ok(_) => return Err(JailError::NotADirectory { path: mounts_path }),
+    };
+    let mut devs = Vec::new();
+    for name in DEV_NODES {
+        let p = Path::new("/dev").join(name);
+        let fd = open_path(&p, 0).map_err(|errno| JailError::OpenSource { path: p, errno })?;
+        devs.push((name, fd));
+    }
+    Ok(Sources {
+        binds,
+        venv,
+        workspace,
+        mounts_dir,
+        devs,
+    })
+}
+
+fn fd_path(fd: &OwnedFd) -> String {
+    format!("/proc/self/fd/{}", fd.as_raw_fd())
+}
+
+fn in_root(p: &Path) -> PathBuf {
+    Path::new(NEW_ROOT).join(p.strip_prefix("/").unwrap_or(p))
+}
+
+fn mkdir_p(p: &Path) -> Result<(), JailError> {
+    std::fs::create_dir_all(p).map_err(|e| JailError::Mkdir {
+        path: p.display().to_string(),
+        errno: Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)),
+    })
+}
+
+fn touch(p: &Path) -> Result<(), JailError> {
+    if let Some(parent) = p.parent() {
+        mkdir_p(parent)?;
+    }
+    write_file(p, b"")
+}
+
+fn write_file(p: &Path, data: &[u8]) -> Result<(), JailError> {
+    std::fs::write(p, data).map_err(|e| JailError::WriteFile {
+        path: p.display().to_string(),
+        errno: Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)),
+    })
+}
+
+fn bind(src: &str, target: &Path, recursive: bool) -> Result<(), JailError> {
+    let mut flags = MsFlags::MS_BIND;
+    if recursive {
+        flags |= MsFlags::MS_REC;
+    }
+    mount(Some(src), target, None::<&str>, flags, None::<&str>).map_err(|errno| JailError::Bind {
+        src: src.to_string(),
+        target: target.display().to_string(),
+        errno,
+    })
+}
+
+fn set_attr(target: &Path, attrs: u64, recursive: bool) -> Result<(), JailError> {
+    let c = cpath(target)?;
+    sys::mount_setattr(&c, attrs, recursive).map_err(|errno| JailError::Remount {
+        target: target.display().to_string(),
+        errno,
+    })
+}
+
+fn tmpfs(target: &Path, flags: MsFlags, options: &str) -> Result<(), JailError> {
+    mount(Some("tmpfs"), target, Some("tmpfs"), flags, Some(options)).map_err(|errno| {
+        JailError::MountTmpfs {
+            target: target.display().to_string(),
+            errno,
+        }
+    })
+}
+
+fn symlink(target: &Path, link: &Path) -> Result<(), JailError> {
+    std::os::unix::fs::symlink(target, link).map_err(|e| JailError::Symlink {
+        path: link.display().to_string(),
+        errno: Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)),
+    })
+}
+
+const RO: u64 = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
+
+/// Assemble the new root and pivot into it. Runs as the jail's fs identity.
+pub fn build(spec: &JobSpec, src: Sources) -> Result<(), JailError> {
+    let root = Path::new(NEW_ROOT);
+    let nosuid_nodev = MsFlags::MS_NOSUID | MsFlags::MS_NODEV;
+    tmpfs(root, nosuid_nodev, "mode=0755,size=1m,nr_inodes=4096")?;
+
+    let mut etc_is_bound = false;
+    for bind_src in &src.binds {
+        match bind_src {
+            Source::Dir(p, fd) => {
+                let t = in_root(p);
+                mkdir_p(&t)?;
+                bind(&fd_path(fd), &t, true)?;
+                set_attr(&t, RO, true)?;
+                etc_is_bound |= p == Path::new("/etc");
+            }
+            Source::File(p, fd) => {
+                let t = in_root(p);
+                touch(&t)?;
+                bind(&fd_path(fd), &t, false)?;
+                set_attr(&t, RO, false)?;
+            }
+            Source::Link(p, target) => {
+                let t = in_root(p);
+                if let Some(parent) = t.parent() {
+                    mkdir_p(parent)?;
+                }
+                symlink(target, &t)?;
+            }
+        }
+    }
+
+    let venv = in_root(Path::new("/venv"));
+    mkdir_p(&venv)?;
+    bind(&fd_path(&src.venv), &venv, true)?;
+    set_attr(&venv, RO, true)?;
+
+    let ws = in_root(Path::new("/workspace"));
+    mkdir_p(&ws)?;
+    bind(&fd_path(&src.workspace), &ws, false)?;
+    set_attr(&ws, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, false)?;
+    if let Some(mounts) = &src.mounts_dir {
+        // Resolve the target inside the bound workspace without following links.
+        let target = open_dir(&ws.join("mounts"))?;
+        let t = PathBuf::from(fd_path(&target));
+        bind(&fd_path(mounts), &t, false)?;
+        set_attr(&ws.join("mounts"), RO | MOUNT_ATTR_NOEXEC, false)?;
+    }
+
+    let tmp = in_root(Path::new("/tmp"));
+    mkdir_p(&tmp)?;
+    let opts = format!(
+        "mode=1777,size={},nr_inodes={}",
+        spec.limits.tmp_size_bytes,
+        tmp_inodes(spec.limits.tmp_size_bytes)
+    );
+    tmpfs(&tmp, nosuid_nodev, &opts)?;
+
+    build_dev(root, &src.devs)?;
+    build_proc(root)?;
+    if !etc_is_bound {
+        build_etc(root)?;
+    }
+    pivot(root)
+}
+
+/// One inode per 4 KiB of space, so a million empty files hit ENOSPC early.
+fn tmp_inodes(size: u64) -> u64 {
+    (size / 4096).clamp(1024, 1 << 20)
+}
+
+fn build_dev(root: &Path, devs: &[(&'static str, OwnedFd)]) -> Result<(), JailError> {
+    let dev = root.join("dev");
+    mkdir_p(&dev)?;
+    tmpfs(
+        &dev,
+        MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC,
+        "mode=0755,size=64k,nr_inodes=64",
+    )?;
+    for (name, fd) in devs {
+        let t = dev.join(name);
+        touch(&t)?;
+        bind(&fd_path(fd), &t, false)?;
+        set_attr(&t, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, false)?;
+    }
+    for (link, target) in [
+        ("fd", "/proc/self/fd"),
+        ("stdin", "/proc/self/fd/0"),
+        ("stdout", "/proc/self/fd/1"),
+        ("stderr", "/proc/self/fd/2"),
+    ] {
+        symlink(Path::new(target), &dev.join(link))?;
+    }
+    set_attr(
+        &dev,
+        MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC,
+        false,
+    )
+}
+
+fn build_proc(root: &Path) -> Result<(), JailError> {
+    let proc_dir = root.join("proc");
+    mkdir_p(&proc_dir)?;
+    mount(
+        Some("proc"),
+        &proc_dir,
+        Some("proc"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
+        None::<&str>,
+    )
+    .map_err(JailError::MountProc)?;
+    for name in PROC_READ_ONLY {
+        let p = proc_dir.join(name);
+        if p.symlink_metadata().is_err() {
+            continue;
+        }
+        bind(&p.display().to_string(), &p, true)?;
+        set_attr(&p, RO | MOUNT_ATTR_NOEXEC, true)?;
+    }
+    Ok(())
+}
+
+fn build_etc(root: &Path) -> Result<(), JailError> {
+    let etc = root.join("etc");
+    mkdir_p(&etc)?;
+    write_file(
+        &etc.join("passwd"),
+        b"sandbox:x:1000:1000:sandbox:/tmp:/usr/sbin/nologin\n",
+    )?;
+    write_file(&etc.join("group"), b"sandbox:x:1000:\n")?;
+    write_file(
+        &etc.join("hosts"),
+        b"127.0.0.1 localhost sandbox\n::1 localhost\n",
+    )
+}
+
+fn pivot(root: &Path) -> Result<(), JailError> {
+    let chdir = |p: &Path| {
+        nix::unistd::chdir(p).map_err(|errno| JailError::Chdir {
+            path: p.display().to_string(),
+            errno,
+        })
+    };
+    chdir(root)?;
+    nix::unistd::pivot_root(".", ".").map_err(JailError::PivotRoot)?;
+    umount2(".", MntFlags::MNT_DETACH).map_err(JailError::DetachOldRoot)?;
+    chdir(Path::new("/"))?;
+    set_attr(Path::new("/"), RO, false)
+}

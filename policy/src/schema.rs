@@ -1,0 +1,226 @@
+//! The policy file's shape. Every table denies unknown keys so a typo is an
+//! error instead of a silently ignored limit, and every field has a default so
+//! an empty file is a complete policy.
+
+use crate::units::{ByteSize, HumanDuration};
+use prims_protocol::{CgroupBackend, NetworkMode};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Policy {
+    pub limits: Limits,
+    pub network: Network,
+    pub filesystem: Filesystem,
+    pub seccomp: Seccomp,
+    pub landlock: Landlock,
+    pub cgroup: Cgroup,
+    pub identity: Identity,
+    pub python: Python,
+    pub sessions: Sessions,
+}
+
+/// Per-run ceilings; a request can only lower them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Limits {
+    pub wall_time: HumanDuration,
+    pub cpu_time: HumanDuration,
+    pub memory: ByteSize,
+    pub swap: ByteSize,
+    pub pids: u64,
+    pub open_files: u64,
+    pub file_size: ByteSize,
+    pub output_bytes: ByteSize,
+    pub tmp_size: ByteSize,
+    /// `None` means one run per available core.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_concurrent_runs: Option<usize>,
+    /// CPU bandwidth in cores.
+    pub cpus: f64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            wall_time: HumanDuration::secs(30),
+            cpu_time: HumanDuration::secs(20),
+            memory: ByteSize::mib(512),
+            swap: ByteSize(0),
+            pids: 64,
+            open_files: 256,
+            file_size: ByteSize::mib(64),
+            output_bytes: ByteSize::mib(1),
+            tmp_size: ByteSize::mib(64),
+            max_concurrent_runs: None,
+            cpus: 1.0,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Network {
+    pub mode: NetworkMode,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Filesystem {
+    /// Host paths bound read-only at the same path in the jail.
+    pub ro_binds: Vec<PathBuf>,
+    /// Interpreter name (as callers ask for it) to host binary.
+    pub interpreters: BTreeMap<String, PathBuf>,
+    pub default_interpreter: String,
+}
+
+impl Default for Filesystem {
+    fn default() -> Self {
+        Filesystem {
+            ro_binds: ["/usr", "/lib", "/lib64", "/bin"]
+                .into_iter()
+                .map(PathBuf::from)
+                .collect(),
+            interpreters: BTreeMap::from([(
+                "3.11".to_string(),
+                PathBuf::from("/usr/bin/python3.11"),
+            )]),
+            default_interpreter: "3.11".to_string(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Seccomp {
+    /// Syscall names denied with EPERM on top of the jailer's built-in list.
+    pub extra_deny: Vec<String>,
+    pub socket_families: Vec<SocketFamily>,
+}
+
+impl Default for Seccomp {
+    fn default() -> Self {
+        Seccomp {
+            extra_deny: Vec::new(),
+            socket_families: vec![SocketFamily::Unix],
+        }
+    }
+}
+
+/// The socket families a policy may allow; anything else (raw, netlink,
+/// packet...) is kernel attack surface the jail never needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum SocketFamily {
+    #[serde(rename = "AF_UNIX")]
+    Unix,
+    #[serde(rename = "AF_INET")]
+    Inet,
+    #[serde(rename = "AF_INET6")]
+    Inet6,
+}
+
+impl SocketFamily {
+    pub fn number(self) -> i32 {
+        match self {
+            SocketFamily::Unix => libc::AF_UNIX,
+            SocketFamily::Inet => libc::AF_INET,
+            SocketFamily::Inet6 => libc::AF_INET6,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Landlock {
+    /// Refuse to run when the kernel cannot enforce Landlock.
+    pub required: bool,
+}
+
+impl Default for Landlock {
+    fn default() -> Self {
+        Landlock { required: true }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Cgroup {
+    pub backend: CgroupBackend,
+    /// Relative to the supervisor's own cgroup, or absolute from the root.
+    pub parent: String,
+}
+
+impl Default for Cgroup {
+    fn default() -> Self {
+        Cgroup {
+            backend: CgroupBackend::Auto,
+            parent: "prims".to_string(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Identity {
+    /// Jail uid 1000 maps to a host uid in `[uid_base, uid_base + uid_count)`.
+    pub uid_base: u32,
+    pub uid_count: u32,
+}
+
+impl Default for Identity {
+    fn default() -> Self {
+        Identity {
+            uid_base: 200_000,
+            uid_count: 65_536,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Python {
+    pub default_packages: Vec<String>,
+    /// Empty means uv's default index.
+    pub index_url: String,
+    pub extra_index_urls: Vec<String>,
+    pub find_links: Vec<String>,
+    /// Wheels only, so no package build script runs at install time.
+    pub only_binary: bool,
+    pub env_cache_bytes: ByteSize,
+}
+
+impl Default for Python {
+    fn default() -> Self {
+        Python {
+            default_packages: ["pandas", "openpyxl", "requests"]
+                .into_iter()
+                .map(String::from)
+                .collect(),
+            index_url: String::new(),
+            extra_index_urls: Vec::new(),
+            find_links: Vec::new(),
+            only_binary: true,
+            env_cache_bytes: ByteSize::gib(10),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Sessions {
+    pub idle_ttl: HumanDuration,
+    pub disk_quota: ByteSize,
+    pub max_sessions: u32,
+}
+
+impl Default for Sessions {
+    fn default() -> Self {
+        Sessions {
+            idle_ttl: HumanDuration::secs(3600),
+            disk_quota: ByteSize::gib(1),
+            max_sessions: 256,
+        }
+    }
+}

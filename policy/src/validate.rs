@@ -1,0 +1,321 @@
+//! Semantic rules that serde cannot express. Each rule exists because the
+//! value would break the jail, weaken it, or make every run fail.
+
+use crate::schema::Policy;
+use crate::spans::KeyPath;
+use crate::syscalls;
+use crate::units::{ByteSize, HumanDuration};
+use std::path::Path;
+use std::time::Duration;
+
+pub const MIN_MEMORY: ByteSize = ByteSize::mib(16);
+pub const MIN_PIDS: u64 = 4;
+pub const MIN_OPEN_FILES: u64 = 16;
+pub const MAX_OPEN_FILES: u64 = 1_048_576;
+pub const MIN_TMP_SIZE: ByteSize = ByteSize::mib(1);
+pub const MIN_OUTPUT_BYTES: ByteSize = ByteSize::kib(1);
+pub const MAX_RUN_TIME: HumanDuration = HumanDuration::secs(24 * 3600);
+/// cpu_millis must not round to 0.
+pub const MIN_CPUS: f64 = 0.001;
+pub const MIN_UID_BASE: u32 = 1000;
+/// The kernel reserves (uid_t)-1; the top usable uid is one below it.
+pub const MAX_UID_END: u64 = 4_294_967_294;
+/// `nobody` (the overflow uid) must never be a jail identity.
+pub const OVERFLOW_UID: u64 = 65_534;
+
+/// A rule violation: the first path names it, the rest are fallbacks for
+/// locating it when the first key is not in the file.
+pub struct Finding {
+    pub paths: Vec<KeyPath>,
+    pub message: String,
+}
+
+#[derive(Default)]
+struct Findings(Vec<Finding>);
+
+impl Findings {
+    fn add(&mut self, path: KeyPath, message: String) {
+        self.0.push(Finding {
+            paths: vec![path],
+            message,
+        });
+    }
+}
+
+pub fn check(p: &Policy) -> Vec<Finding> {
+    let mut f = Findings::default();
+    limits(p, &mut f);
+    filesystem(p, &mut f);
+    seccomp(p, &mut f);
+    identity(p, &mut f);
+    cgroup(p, &mut f);
+    python(p, &mut f);
+    sessions(p, &mut f);
+    f.0
+}
+
+fn limits(p: &Policy, f: &mut Findings) {
+    let l = &p.limits;
+    let at = |k: &str| KeyPath::new(&["limits", k]);
+    for (key, d) in [("wall_time", l.wall_time), ("cpu_time", l.cpu_time)] {
+        if d.0.is_zero() || d > MAX_RUN_TIME {
+            f.add(
+                at(key),
+                format!("{d} is out of range (must be more than 0s and at most {MAX_RUN_TIME})"),
+            );
+        }
+    }
+    let at_least = |f: &mut Findings, key: &str, got: ByteSize, min: ByteSize| {
+        if got < min {
+            f.add(at(key), format!("{got} is too small (at least {min})"));
+        }
+    };
+    at_least(f, "memory", l.memory, MIN_MEMORY);
+    at_least(f, "tmp_size", l.tmp_size, MIN_TMP_SIZE);
+    at_least(f, "output_bytes", l.output_bytes, MIN_OUTPUT_BYTES);
+    if l.pids < MIN_PIDS {
+        f.add(
+            at("pids"),
+            format!("{} is too small (at least {MIN_PIDS})", l.pids),
+        );
+    }
+    if !(MIN_OPEN_FILES..=MAX_OPEN_FILES).contains(&l.open_files) {
+        f.add(
+            at("open_files"),
+            format!(
+                "{} is out of range (must be between {MIN_OPEN_FILES} and {MAX_OPEN_FILES})",
+                l.open_files
+            ),
+        );
+    }
+    if !(l.cpus.is_finite() && l.cpus >= MIN_CPUS) {
+        f.add(
+            at("cpus"),
+            format!(
+                "{} is not a usable CPU share (must be a number of cores of at least {MIN_CPUS}, e.g. 1.0 or 0.5)",
+                l.cpus
+            ),
+        );
+    }
+    if l.max_concurrent_runs == Some(0) {
+        f.add(
+            at("max_concurrent_runs"),
+            "0 would never run anything (at least 1; leave it out for one per core)".to_string(),
+        );
+    }
+}
+
+/// Why `path` is not an absolute, normalized path, if it is not.
+fn path_problem(path: &Path) -> Option<String> {
+    let Some(s) = path.to_str() else {
+        return Some("is not valid UTF-8".to_string());
+    };
+    if !s.starts_with('/') {
+        return Some(format!(
+            "{s:?} is not an absolute path (it must start with /)"
+        ));
+    }
+    if s.contains('\0') {
+        return Some(format!("{s:?} contains a NUL byte"));
+    }
+    if s.len() > 1 && s.ends_with('/') {
+        return Some(format!(
+            "{s:?} has a trailing slash (write {:?})",
+            s.trim_end_matches('/')
+        ));
+    }
+    if s.contains("//") {
+        return Some(format!("{s:?} contains an empty component (//)"));
+    }
+    if s.split('/').any(|c| c == "." || c == "..") {
+        return Some(format!("{s:?} is not normalized (no . or .. components)"));
+    }
+    None
+}
+
+const FORBIDDEN_BIND_ROOTS: &[&str] = &["/proc", "/sys", "/dev", "/run"];
+
+fn filesystem(p: &Policy, f: &mut Findings) {
+    let fs = &p.filesystem;
+    for (i, bind) in fs.ro_binds.iter().enumerate() {
+        let at = KeyPath::new(&["filesystem", "ro_binds"]).index(i);
+        if let Some(problem) = path_problem(bind) {
+            f.add(at, problem);
+        } else if bind == Path::new("/") {
+            f.add(
+                at,
+                "\"/\" would expose the whole host (bind specific directories such as \"/usr\")"
+                    .to_string(),
+            );
+        } else if let Some(root) = FORBIDDEN_BIND_ROOTS.iter().find(|r| bind.starts_with(r)) {
+            f.add(
+                at,
+                format!(
+                    "{:?} is under {root}, which the jail provides itself (not allowed: {})",
+                    bind.display().to_string(),
+                    FORBIDDEN_BIND_ROOTS.join(", ")
+                ),
+            );
+        }
+    }
+    for (name, path) in &fs.interpreters {
+        let at = KeyPath::new(&["filesystem", "interpreters", name]);
+        if name.is_empty() {
+            f.add(
+                at.clone(),
+                "an interpreter name must not be empty".to_string(),
+            );
+        }
+        if let Some(problem) = path_problem(path) {
+            f.add(at, problem);
+        }
+    }
+    if !fs.interpreters.contains_key(&fs.default_interpreter) {
+        let names: Vec<&str> = fs.interpreters.keys().map(String::as_str).collect();
+        let have = if names.is_empty() {
+            "filesystem.interpreters is empty".to_string()
+        } else {
+            format!("expected one of: {}", names.join(", "))
+        };
+        f.0.push(Finding {
+            paths: vec![
+                KeyPath::new(&["filesystem", "default_interpreter"]),
+                KeyPath::new(&["filesystem", "interpreters"]),
+            ],
+            message: format!(
+                "{:?} is not a key of filesystem.interpreters ({have})",
+                fs.default_interpreter
+            ),
+        });
+    }
+}
+
+fn seccomp(p: &Policy, f: &mut Findings) {
+    for (i, name) in p.seccomp.extra_deny.iter().enumerate() {
+        if syscalls::number(name).is_none() {
+            f.add(
+                KeyPath::new(&["seccomp", "extra_deny"]).index(i),
+                format!("{name:?} is not an x86_64 syscall name (such as \"ptrace\" or \"mount\")"),
+            );
+        }
+    }
+}
+
+fn identity(p: &Policy, f: &mut Findings) {
+    let id = &p.identity;
+    let base = u64::from(id.uid_base);
+    let count = u64::from(id.uid_count);
+    if id.uid_base < MIN_UID_BASE {
+        f.add(
+            KeyPath::new(&["identity", "uid_base"]),
+            format!("{base} is a system uid (at least {MIN_UID_BASE}; never 0)"),
+        );
+    }
+    if count == 0 {
+        f.add(
+            KeyPath::new(&["identity", "uid_count"]),
+            "0 leaves no uid to run as (at least 1)".to_string(),
+        );
+    }
+    let range = || {
+        vec![
+            KeyPath::new(&["identity", "uid_count"]),
+            KeyPath::new(&["identity", "uid_base"]),
+        ]
+    };
+    let end = base + count;
+    if end > MAX_UID_END {
+        f.0.push(Finding {
+            paths: range(),
+            message: format!(
+                "uid_base + uid_count = {end} is past the largest usable uid (at most {MAX_UID_END})"
+            ),
+        });
+    }
+    if count > 0 && (base..end).contains(&OVERFLOW_UID) {
+        f.0.push(Finding {
+            paths: range(),
+            message: format!(
+                "uids {base}..{end} include {OVERFLOW_UID} (nobody), which must not own jailed processes"
+            ),
+        });
+    }
+}
+
+fn cgroup(p: &Policy, f: &mut Findings) {
+    let parent = &p.cgroup.parent;
+    let at = KeyPath::new(&["cgroup", "parent"]);
+    let allowed = "letters, digits, _ . / -";
+    if parent.is_empty() {
+        f.add(at, "must not be empty (e.g. \"prims\")".to_string());
+    } else if let Some(c) = parent
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '/' | '-')))
+    {
+        f.add(
+            at,
+            format!("{parent:?} contains {c:?} (allowed: {allowed})"),
+        );
+    } else if parent.split('/').any(|c| c == "..") {
+        f.add(
+            at,
+            format!("{parent:?} must not contain .. (it must stay inside the hierarchy)"),
+        );
+    }
+}
+
+fn no_flag_or_space(s: &str) -> Option<String> {
+    if s.is_empty() {
+        Some("must not be empty".to_string())
+    } else if s.trim() != s {
+        Some(format!("{s:?} has whitespace at the ends"))
+    } else if s.starts_with('-') {
+        Some(format!(
+            "{s:?} starts with - and would be read as an installer option"
+        ))
+    } else if s.chars().any(char::is_control) {
+        Some(format!("{s:?} contains a control character"))
+    } else {
+        None
+    }
+}
+
+fn python(p: &Policy, f: &mut Findings) {
+    let py = &p.python;
+    let lists = [
+        ("default_packages", &py.default_packages),
+        ("extra_index_urls", &py.extra_index_urls),
+        ("find_links", &py.find_links),
+    ];
+    for (key, list) in lists {
+        for (i, item) in list.iter().enumerate() {
+            if let Some(problem) = no_flag_or_space(item) {
+                f.add(KeyPath::new(&["python", key]).index(i), problem);
+            }
+        }
+    }
+    if !py.index_url.is_empty() {
+        if let Some(problem) = no_flag_or_space(&py.index_url) {
+            f.add(
+                KeyPath::new(&["python", "index_url"]),
+                format!("{problem} (leave it empty for uv's default index)"),
+            );
+        }
+    }
+}
+
+fn sessions(p: &Policy, f: &mut Findings) {
+    let s = &p.sessions;
+    if s.idle_ttl.0 < Duration::from_secs(1) {
+        f.add(
+            KeyPath::new(&["sessions", "idle_ttl"]),
+            format!("{} is too short (at least 1s)", s.idle_ttl),
+        );
+    }
+    if s.max_sessions == 0 {
+        f.add(
+            KeyPath::new(&["sessions", "max_sessions"]),
+            "0 would refuse every session (at least 1)".to_string(),
+        );
+    }
+}

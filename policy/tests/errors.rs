@@ -1,0 +1,585 @@
+//! Error wording and positions: what the admin sees when a policy is wrong.
+
+use prims_policy::{Issue, Location, Policy, PolicyError};
+use proptest::prelude::*;
+use std::path::Path;
+
+fn issues(text: &str) -> Vec<Issue> {
+    match Policy::from_toml_str(text) {
+        Ok(_) => panic!("expected an error for:\n{text}"),
+        Err(e) => e.issues().to_vec(),
+    }
+}
+
+fn only_issue(text: &str) -> Issue {
+    let mut v = issues(text);
+    assert_eq!(v.len(), 1, "expected one issue, got {v:#?}");
+    v.remove(0)
+}
+
+fn at(line: usize, column: usize) -> Option<Location> {
+    Some(Location { line, column })
+}
+
+#[test]
+fn bad_size_exact_text() {
+    let text = "[limits]\nwall_time = \"30s\"\ncpu_time = \"20s\"\nmemory = \"12XB\"\n";
+    let err = Policy::from_toml_str(text).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        r#"limits.memory: "12XB" is not a size (try "512MiB") at line 4, column 10"#
+    );
+}
+
+#[test]
+fn unknown_key_lists_what_is_allowed() {
+    let text = "[limits]\nwall_time = \"30s\"\nmemroy = \"1GiB\"\n";
+    let err = Policy::from_toml_str(text).unwrap_err().to_string();
+    assert!(
+        err.starts_with(
+            "limits.memroy: unknown key (expected one of: wall_time, cpu_time, memory,"
+        ),
+        "{err}"
+    );
+    assert!(err.ends_with(") at line 3, column 1"), "{err}");
+}
+
+#[test]
+fn unknown_section() {
+    let i = only_issue("\n[limitz]\n");
+    assert_eq!(i.key, "limitz");
+    assert!(i
+        .message
+        .starts_with("unknown key (expected one of: limits, network,"));
+    assert_eq!(i.location, at(2, 2));
+}
+
+#[test]
+fn wrong_types() {
+    let i = only_issue("[limits]\npids = \"many\"\n");
+    assert_eq!(
+        i.to_string(),
+        "limits.pids: invalid type: string \"many\", expected a non-negative integer at line 2, column 8"
+    );
+    let i = only_issue("[landlock]\nrequired = \"yes\"\n");
+    assert_eq!(i.key, "landlock.required");
+    assert!(i.message.contains("expected a boolean"), "{i}");
+    let i = only_issue("limits = 3\n");
+    assert_eq!(i.key, "limits");
+    assert!(i.message.contains("expected a table"), "{i}");
+    let i = only_issue("[filesystem]\nro_binds = \"/usr\"\n");
+    assert!(i.message.contains("expected an array"), "{i}");
+    let i = only_issue("[identity]\nuid_base = 5000000000\n");
+    assert_eq!(i.key, "identity.uid_base");
+    assert!(i.message.contains("from 0 to 4294967295"), "{i}");
+}
+
+#[test]
+fn bare_number_duration_suggests_a_unit() {
+    let i = only_issue("[limits]\nwall_time = 30\n");
+    assert_eq!(i.key, "limits.wall_time");
+    assert!(
+        i.message.contains("bare number") && i.message.contains("\"30s\""),
+        "{i}"
+    );
+    assert_eq!(i.location, at(2, 13));
+    let i = only_issue("[sessions]\nidle_ttl = 45\n");
+    assert!(i.message.contains("e.g. \"45s\""), "{i}");
+    let i = only_issue("[sessions]\nidle_ttl = \"45\"\n");
+    assert!(i.message.contains("no unit (try \"45s\")"), "{i}");
+}
+
+#[test]
+fn enum_values_list_choices() {
+    let i = only_issue("[network]\nmode = \"wifi\"\n");
+    assert_eq!(
+        i.to_string(),
+        "network.mode: unknown value \"wifi\" (expected one of: none, loopback) at line 2, column 8"
+    );
+    let i = only_issue("[cgroup]\nbackend = \"v3\"\n");
+    assert_eq!(
+        i.message,
+        "unknown value \"v3\" (expected one of: auto, v1, v2, none)"
+    );
+    let i = only_issue("[seccomp]\nsocket_families = [\"AF_UNIX\", \"AF_PACKET\"]\n");
+    assert_eq!(i.key, "seccomp.socket_families[1]");
+    assert_eq!(
+        i.message,
+        "unknown value \"AF_PACKET\" (expected one of: AF_UNIX, AF_INET, AF_INET6)"
+    );
+    assert_eq!(i.location, at(2, 31));
+}
+
+#[test]
+fn syntax_errors_have_positions() {
+    let i = only_issue("[limits]\nmemory = 12XB\n");
+    assert!(i.message.starts_with("invalid TOML:"), "{i}");
+    assert_eq!(i.location, at(2, 10));
+    let i = only_issue("[limits]\nmemory = \"1GiB\"\nmemory = \"2GiB\"\n");
+    assert!(i.message.contains("duplicate key"), "{i}");
+    assert_eq!(i.location.map(|l| l.line), Some(3));
+}
+
+/// (section, key, value, expected key path, words the message must contain)
+const RULES: &[(&str, &str, &str, &str, &str)] = &[
+    (
+        "limits",
+        "wall_time",
+        "\"0s\"",
+        "limits.wall_time",
+        "more than 0s",
+    ),
+    (
+        "limits",
+        "wall_time",
+        "\"25h\"",
+        "limits.wall_time",
+        "at most 24h",
+    ),
+    (
+        "limits",
+        "cpu_time",
+        "\"0ms\"",
+        "limits.cpu_time",
+        "more than 0s",
+    ),
+    (
+        "limits",
+        "cpu_time",
+        "\"24h1s\"",
+        "limits.cpu_time",
+        "at most 24h",
+    ),
+    (
+        "limits",
+        "memory",
+        "\"15MiB\"",
+        "limits.memory",
+        "at least 16MiB",
+    ),
+    ("limits", "pids", "3", "limits.pids", "at least 4"),
+    (
+        "limits",
+        "open_files",
+        "15",
+        "limits.open_files",
+        "between 16 and 1048576",
+    ),
+    (
+        "limits",
+        "open_files",
+        "1048577",
+        "limits.open_files",
+        "between 16 and 1048576",
+    ),
+    (
+        "limits",
+        "tmp_size",
+        "\"1023KiB\"",
+        "limits.tmp_size",
+        "at least 1MiB",
+    ),
+    (
+        "limits",
+        "output_bytes",
+        "1023",
+        "limits.output_bytes",
+        "at least 1KiB",
+    ),
+    ("limits", "cpus", "0.0", "limits.cpus", "at least 0.001"),
+    ("limits", "cpus", "-1.5", "limits.cpus", "at least 0.001"),
+    ("limits", "cpus", "inf", "limits.cpus", "number of cores"),
+    (
+        "limits",
+        "max_concurrent_runs",
+        "0",
+        "limits.max_concurrent_runs",
+        "at least 1",
+    ),
+    (
+        "filesystem",
+        "ro_binds",
+        "[\"usr\"]",
+        "filesystem.ro_binds[0]",
+        "absolute",
+    ),
+    (
+        "filesystem",
+        "ro_binds",
+        "[\"/usr/../etc\"]",
+        "filesystem.ro_binds[0]",
+        "normalized",
+    ),
+    (
+        "filesystem",
+        "ro_binds",
+        "[\"/usr/./lib\"]",
+        "filesystem.ro_binds[0]",
+        "normalized",
+    ),
+    (
+        "filesystem",
+        "ro_binds",
+        "[\"/usr/\"]",
+        "filesystem.ro_binds[0]",
+        "trailing slash",
+    ),
+    (
+        "filesystem",
+        "ro_binds",
+        "[\"/usr//lib\"]",
+        "filesystem.ro_binds[0]",
+        "//",
+    ),
+    (
+        "filesystem",
+        "ro_binds",
+        "[\"/\"]",
+        "filesystem.ro_binds[0]",
+        "whole host",
+    ),
+    (
+        "filesystem",
+        "ro_binds",
+        "[\"/proc\"]",
+        "filesystem.ro_binds[0]",
+        "under /proc",
+    ),
+    (
+        "filesystem",
+        "ro_binds",
+        "[\"/sys/fs\"]",
+        "filesystem.ro_binds[0]",
+        "under /sys",
+    ),
+    (
+        "filesystem",
+        "ro_binds",
+        "[\"/dev\"]",
+        "filesystem.ro_binds[0]",
+        "under /dev",
+    ),
+    (
+        "filesystem",
+        "ro_binds",
+        "[\"/run/user\"]",
+        "filesystem.ro_binds[0]",
+        "under /run",
+    ),
+    (
+        "filesystem",
+        "default_interpreter",
+        "\"2.7\"",
+        "filesystem.default_interpreter",
+        "not a key of filesystem.interpreters (expected one of: 3.11)",
+    ),
+    (
+        "seccomp",
+        "extra_deny",
+        "[\"not_a_syscall\"]",
+        "seccomp.extra_deny[0]",
+        "not an x86_64 syscall name",
+    ),
+    (
+        "identity",
+        "uid_base",
+        "999\nuid_count = 100",
+        "identity.uid_base",
+        "at least 1000",
+    ),
+    (
+        "identity",
+        "uid_base",
+        "0\nuid_count = 100",
+        "identity.uid_base",
+        "never 0",
+    ),
+    (
+        "identity",
+        "uid_count",
+        "0",
+        "identity.uid_count",
+        "at least 1",
+    ),
+    (
+        "identity",
+        "uid_base",
+        "4294967000",
+        "identity.uid_count",
+        "at most 4294967294",
+    ),
+    (
+        "identity",
+        "uid_base",
+        "65000",
+        "identity.uid_count",
+        "65534",
+    ),
+    (
+        "cgroup",
+        "parent",
+        "\"\"",
+        "cgroup.parent",
+        "must not be empty",
+    ),
+    (
+        "cgroup",
+        "parent",
+        "\"a b\"",
+        "cgroup.parent",
+        "allowed: letters, digits",
+    ),
+    ("cgroup", "parent", "\"../escape\"", "cgroup.parent", ".."),
+    (
+        "python",
+        "default_packages",
+        "[\"\"]",
+        "python.default_packages[0]",
+        "must not be empty",
+    ),
+    (
+        "python",
+        "default_packages",
+        "[\" pandas\"]",
+        "python.default_packages[0]",
+        "whitespace",
+    ),
+    (
+        "python",
+        "default_packages",
+        "[\"--index-url=x\"]",
+        "python.default_packages[0]",
+        "installer option",
+    ),
+    (
+        "python",
+        "index_url",
+        "\" https://x\"",
+        "python.index_url",
+        "whitespace",
+    ),
+    (
+        "python",
+        "extra_index_urls",
+        "[\"\"]",
+        "python.extra_index_urls[0]",
+        "must not be empty",
+    ),
+    (
+        "python",
+        "find_links",
+        "[\"a\\nb\"]",
+        "python.find_links[0]",
+        "control character",
+    ),
+    (
+        "sessions",
+        "idle_ttl",
+        "\"999ms\"",
+        "sessions.idle_ttl",
+        "at least 1s",
+    ),
+    (
+        "sessions",
+        "max_sessions",
+        "0",
+        "sessions.max_sessions",
+        "at least 1",
+    ),
+];
+
+#[test]
+fn every_rule_names_key_and_position() {
+    for (section, key, value, path, words) in RULES {
+        let text = format!("# policy\n[{section}]\n{key} = {value}\n");
+        let i = only_issue(&text);
+        assert_eq!(i.key, *path, "{text}");
+        assert!(i.message.contains(words), "{text}\n=> {i}");
+        let loc = i.location.unwrap_or_else(|| panic!("no location for {i}"));
+        assert_eq!(loc.line, 3, "{i}");
+        assert!(loc.column > key.len(), "{i}");
+    }
+}
+
+#[test]
+fn valid_edges_pass() {
+    for text in [
+        "[limits]\nwall_time = \"24h\"\ncpu_time = \"1ns\"\nmemory = \"16MiB\"\npids = 4\n",
+        "[limits]\nopen_files = 16\ntmp_size = \"1MiB\"\noutput_bytes = \"1KiB\"\ncpus = 0.001\n",
+        "[limits]\nopen_files = 1048576\nmax_concurrent_runs = 1\ncpus = 2\n",
+        "[identity]\nuid_base = 1000\nuid_count = 64534\n",
+        "[identity]\nuid_base = 65535\nuid_count = 4294901759\n",
+        "[cgroup]\nparent = \"/system.slice/prims-jobs_1\"\n",
+        "[seccomp]\nextra_deny = [\"ptrace\", \"clone3\", \"io_uring_setup\"]\nsocket_families = [\"AF_INET6\", \"AF_INET\"]\n",
+        "[sessions]\nidle_ttl = \"1s\"\nmax_sessions = 1\n",
+        "[python]\ndefault_packages = []\nindex_url = \"https://pypi.example/simple\"\n",
+    ] {
+        if let Err(e) = Policy::from_toml_str(text) {
+            panic!("{text}\n=> {e}");
+        }
+    }
+}
+
+#[test]
+fn interpreter_paths_are_checked() {
+    let i = only_issue("[filesystem]\ninterpreters = { \"3.11\" = \"python3\" }\n");
+    assert_eq!(i.key, "filesystem.interpreters.\"3.11\"");
+    assert!(i.message.contains("absolute"), "{i}");
+    assert_eq!(i.location, at(2, 27));
+}
+
+#[test]
+fn default_interpreter_points_at_interpreters_when_it_is_not_written() {
+    let i = only_issue("[filesystem]\ninterpreters = { \"3.12\" = \"/usr/bin/python3.12\" }\n");
+    assert_eq!(i.key, "filesystem.default_interpreter");
+    assert!(i.message.contains("expected one of: 3.12"), "{i}");
+    assert_eq!(i.location, at(2, 16));
+}
+
+#[test]
+fn reports_every_semantic_error() {
+    let text = "\
+[limits]
+memory = \"1MiB\"
+pids = 1
+
+[filesystem]
+ro_binds = [\"/usr\", \"/proc/x\", \"rel\"]
+
+[sessions]
+max_sessions = 0
+";
+    let err = Policy::from_toml_str(text).unwrap_err();
+    let lines: Vec<String> = err.to_string().lines().map(String::from).collect();
+    assert_eq!(
+        lines,
+        [
+            "limits.memory: 1MiB is too small (at least 16MiB) at line 2, column 10",
+            "limits.pids: 1 is too small (at least 4) at line 3, column 8",
+            "filesystem.ro_binds[1]: \"/proc/x\" is under /proc, which the jail provides itself (not allowed: /proc, /sys, /dev, /run) at line 6, column 21",
+            "filesystem.ro_binds[2]: \"rel\" is not an absolute path (it must start with /) at line 6, column 32",
+            "sessions.max_sessions: 0 would refuse every session (at least 1) at line 9, column 16",
+        ]
+    );
+}
+
+#[test]
+fn validate_without_a_file_has_no_positions() {
+    let mut p = Policy::default();
+    p.limits.pids = 0;
+    p.identity.uid_count = 0;
+    let err = p.validate().unwrap_err();
+    assert_eq!(err.issues().len(), 2);
+    assert!(err.issues().iter().all(|i| i.location.is_none()));
+    assert!(Policy::default().validate().is_ok());
+}
+
+#[test]
+fn load_names_the_file() {
+    let missing = Path::new("/nonexistent/prims/policy.toml");
+    let err = Policy::load(missing).unwrap_err();
+    assert!(matches!(err, PolicyError::Read { .. }));
+    assert_eq!(
+        err.to_string(),
+        "/nonexistent/prims/policy.toml: policy file not found"
+    );
+
+    let dir = std::env::temp_dir().join(format!("prims-policy-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("policy.toml");
+    std::fs::write(&file, "[limits]\npids = 1\ncpus = 0.0\n").unwrap();
+    let err = Policy::load(&file).unwrap_err().to_string();
+    let shown = file.display().to_string();
+    assert_eq!(
+        err.lines().collect::<Vec<_>>(),
+        [
+            format!("{shown}: limits.pids: 1 is too small (at least 4) at line 2, column 8"),
+            format!("{shown}: limits.cpus: 0 is not a usable CPU share (must be a number of cores of at least 0.001, e.g. 1.0 or 0.5) at line 3, column 8"),
+        ]
+    );
+    std::fs::write(&file, "[limits]\npids = 8\n").unwrap();
+    assert_eq!(Policy::load(&file).unwrap().limits.pids, 8);
+
+    // A directory is unreadable as a file: still a clear error naming it.
+    let err = Policy::load(&dir).unwrap_err().to_string();
+    assert!(err.starts_with(&format!("{}: ", dir.display())), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Pieces of plausible and implausible policy text, glued at random.
+const FRAGMENTS: &[&str] = &[
+    "[limits]",
+    "[network]",
+    "[filesystem]",
+    "[seccomp]",
+    "[identity]",
+    "[python]",
+    "[sessions]",
+    "[cgroup]",
+    "[landlock]",
+    "[[limits]]",
+    "[limits.x]",
+    "wall_time = ",
+    "memory = ",
+    "pids = ",
+    "cpus = ",
+    "ro_binds = ",
+    "interpreters = ",
+    "mode = ",
+    "uid_base = ",
+    "uid_count = ",
+    "extra_deny = ",
+    "parent = ",
+    "idle_ttl = ",
+    "\"30s\"",
+    "\"512MiB\"",
+    "\"12XB\"",
+    "30",
+    "-1",
+    "1e308",
+    "nan",
+    "-inf",
+    "9223372036854775807",
+    "\"1h30m\"",
+    "\"99999999999999999999h\"",
+    "[\"/usr\", \"/proc\"]",
+    "{ \"3.11\" = \"/x\" }",
+    "{ a = { b = 1 } }",
+    "true",
+    "\"\"",
+    "\"loopback\"",
+    "\"é\"",
+    "'",
+    "\"",
+    "=",
+    "\n",
+    "\n",
+    " ",
+    ".",
+    "#",
+    "\u{0}",
+    "\r\n",
+    "[",
+    "]",
+    "{",
+    "}",
+    ",",
+];
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2000))]
+
+    #[test]
+    fn junk_text_never_panics(s in "\\PC{0,200}") {
+        let _ = Policy::from_toml_str(&s).map_err(|e| e.to_string());
+    }
+
+    #[test]
+    fn junk_toml_never_panics(parts in prop::collection::vec(prop::sample::select(FRAGMENTS), 0..40)) {
+        let text = parts.concat();
+        match Policy::from_toml_str(&text) {
+            Ok(p) => { let _ = p.to_toml_string(); let _ = p.warnings(); }
+            Err(e) => { prop_assert!(!e.issues().is_empty()); let _ = e.to_string(); }
+        }
+    }
+}

@@ -1,0 +1,61 @@
+//! Turning policy plus a request into the job spec a jailer runs.
+
+use prims_policy::Policy;
+use prims_protocol::{CgroupSpec, JobSpec, LimitRequest};
+use std::path::{Path, PathBuf};
+
+/// Where on the host a job runs.
+pub struct Placement {
+    pub interpreter: PathBuf,
+    pub venv: PathBuf,
+    pub workspace: PathBuf,
+    pub host_uid: u32,
+    pub cgroup: CgroupSpec,
+}
+
+/// The read-only binds a job needs: the policy's, plus the interpreter's
+/// prefix when no bind covers it (pyenv builds must sit at their own path).
+pub fn ro_binds(policy: &Policy, interpreter: &Path) -> Vec<PathBuf> {
+    let mut binds = policy.filesystem.ro_binds.clone();
+    let covered = binds.iter().any(|b| interpreter.starts_with(b));
+    if !covered {
+        if let Some(prefix) = interpreter.parent().and_then(Path::parent) {
+            if prefix != Path::new("/") {
+                binds.push(prefix.to_path_buf());
+            }
+        }
+    }
+    binds
+}
+
+pub fn build(policy: &Policy, code: String, req: &LimitRequest, place: Placement) -> JobSpec {
+    JobSpec {
+        ro_binds: ro_binds(policy, &place.interpreter),
+        interpreter: place.interpreter,
+        venv: place.venv,
+        workspace: place.workspace,
+        code,
+        limits: policy.job_limits(req),
+        network: policy.network.mode,
+        seccomp_extra_deny: policy.seccomp.extra_deny.clone(),
+        socket_families: policy.socket_family_numbers(),
+        landlock_required: policy.landlock.required,
+        cgroup: place.cgroup,
+        host_uid: place.host_uid,
+        host_gid: place.host_uid,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn interpreter_prefix_is_bound_only_when_uncovered() {
+        let p = Policy::default();
+        let debian = ro_binds(&p, Path::new("/usr/bin/python3.11"));
+        assert_eq!(debian, p.filesystem.ro_binds);
+        let pyenv = ro_binds(&p, Path::new("/opt/py/3.12.1/bin/python3.12"));
+        assert_eq!(pyenv.last().unwrap(), Path::new("/opt/py/3.12.1"));
+    }
+}
