@@ -241,7 +241,11 @@ fn kill_pid(pid: libc::pid_t) -> io::Result<()> {
 /// files are read again, and only pids still listed are signalled through
 /// their pidfd.
 fn sigkill_listed(files: &[PathBuf]) -> Result<Vec<libc::pid_t>, CgroupError> {
-    let first = listed(files)?;
+    let mut first = listed(files)?;
+    // Never the caller itself, should it sit in the cgroup by mistake.
+    if let Ok(me) = libc::pid_t::try_from(std::process::id()) {
+        first.remove(&me);
+    }
     let mut pinned = Vec::new();
     let mut no_pidfd = Vec::new();
     for &pid in first.iter().filter(|p| **p > 0) {
@@ -298,7 +302,7 @@ fn millis(d: Duration) -> u64 {
 }
 
 /// rmdir `dir` and every cgroup below it, innermost first, retrying on
-/// EBUSY until `deadline`. An already absent directory is fine.
+/// EBUSY until `SETTLE_TIMEOUT` after `start`. An absent directory is fine.
 pub(crate) fn remove_tree(dir: &Path, start: Instant) -> Result<(), CgroupError> {
     remove_tree_at(dir, start, 0)
 }
@@ -348,7 +352,7 @@ fn rmdir_retry(dir: &Path, start: Instant) -> Result<(), CgroupError> {
     }
 }
 
-/// Sub-directories of `dir` whose names are valid job names, sorted.
+/// Add the sub-directories of `dir` whose names are valid job names.
 pub(crate) fn list_job_dirs(dir: &Path, out: &mut BTreeSet<String>) -> Result<(), CgroupError> {
     let rd = fs::read_dir(dir).map_err(|source| CgroupError::ListDir {
         path: dir.to_path_buf(),

@@ -178,17 +178,13 @@ mod tests {
     fn manager_refuses_non_cgroup_dirs() {
         let d = tempfile::tempdir().unwrap();
         let p = BTreeMap::from([(UNIFIED.to_string(), d.path().to_path_buf())]);
-        let e = manager(Version::V2, &p)
-            .err()
-            .expect("a tmp dir is not cgroup2");
+        let e = manager(Version::V2, &p).expect_err("a tmp dir is not cgroup2");
         assert!(matches!(e, CgroupError::NotCgroupFs { .. }), "{e}");
         let p: BTreeMap<String, PathBuf> = V1_CONTROLLERS
             .iter()
             .map(|c| (c.to_string(), d.path().to_path_buf()))
             .collect();
-        let e = manager(Version::V1, &p)
-            .err()
-            .expect("a tmp dir is not cgroupfs");
+        let e = manager(Version::V1, &p).expect_err("a tmp dir is not cgroupfs");
         assert!(matches!(e, CgroupError::NotCgroupFs { .. }), "{e}");
     }
 }

@@ -442,8 +442,10 @@ pub fn v2_move_self_to_leaf(leaf: &str) -> Result<(), CgroupError> {
         });
     }
     let own_dir = locate(&candidates, UNIFIED, &own)?.dir();
-    // SAFETY: getpid has no preconditions and cannot fail.
-    let pid = unsafe { libc::getpid() };
+    let pid = libc::pid_t::try_from(std::process::id()).map_err(|_| CgroupError::Parse {
+        path: PathBuf::from("/proc/self"),
+        what: "own pid does not fit pid_t".into(),
+    })?;
     move_pid_to_leaf(&own_dir, leaf, pid)?;
     *guard = Some(Delegation {
         root: own,

@@ -48,7 +48,7 @@ impl V2Manager {
     /// Create the job cgroup and write no limit at all: for accounting only,
     /// or for a hierarchy without controllers (such as the unified
     /// hierarchy of a hybrid host, used by the tests).
-    pub fn create_job_without_limits(&self, name: &str) -> Result<V2Job, CgroupError> {
+    pub fn create_job_without_limits(&self, name: &str) -> Result<Box<V2Job>, CgroupError> {
         validate_name(name)?;
         let dir = self.parent.join(name);
         match fs::mkdir(&dir) {
@@ -59,7 +59,7 @@ impl V2Manager {
             Err(source) => return Err(CgroupError::CreateDir { path: dir, source }),
         }
         match fs::open_dir(&dir) {
-            Ok(fd) => Ok(V2Job { dir, fd }),
+            Ok(fd) => Ok(Box::new(V2Job { dir, fd })),
             Err(e) => {
                 let _ = fs::remove_tree(&dir, Instant::now());
                 Err(e)
@@ -130,7 +130,7 @@ impl Manager for V2Manager {
             let _ = fs::remove_tree(&job.dir, Instant::now());
             return Err(e);
         }
-        Ok(Box::new(job))
+        Ok(job)
     }
 
     fn list_jobs(&self) -> Result<Vec<String>, CgroupError> {
@@ -306,7 +306,7 @@ mod tests {
         sfs::write(d.path().join("not-a-dir"), "").unwrap();
         sfs::create_dir(d.path().join("bad name")).unwrap();
         assert_eq!(m.list_jobs().unwrap(), vec!["j1"]);
-        Box::new(job).destroy().unwrap();
+        job.destroy().unwrap();
         assert!(!d.path().join("j1").exists());
         sfs::create_dir(d.path().join("j2")).unwrap();
         m.remove_job("j2").unwrap();

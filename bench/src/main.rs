@@ -1,0 +1,116 @@
+//! `prims-bench jail`: `prims run` of `pass` against the same venv python
+//! run directly, interleaved in one run so both see the same machine noise.
+
+use anyhow::{anyhow, bail, Context, Result};
+use clap::Parser;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+#[derive(Parser)]
+#[command(about = "Measure jail overhead against the unjailed python floor")]
+struct Args {
+    /// Runs of each variant.
+    #[arg(long, default_value_t = 50)]
+    runs: usize,
+    /// The prims binary (default: next to this one).
+    #[arg(long)]
+    prims: Option<PathBuf>,
+    /// State directory holding the venv cache.
+    #[arg(long, default_value = "/var/lib/prims")]
+    state_dir: PathBuf,
+}
+
+fn time_ms(cmd: &mut Command) -> Result<f64> {
+    let start = Instant::now();
+    let status = cmd
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .with_context(|| format!("running {cmd:?}"))?;
+    let ms = start.elapsed().as_secs_f64() * 1000.0;
+    if !status.success() {
+        bail!("{cmd:?} failed with {status}");
+    }
+    Ok(ms)
+}
+
+struct Stats {
+    median: f64,
+    p90: f64,
+    min: f64,
+}
+
+fn stats(mut xs: Vec<f64>) -> Stats {
+    xs.sort_by(f64::total_cmp);
+    let at = |q: f64| xs[((xs.len() - 1) as f64 * q).round() as usize];
+    Stats {
+        median: at(0.5),
+        p90: at(0.9),
+        min: xs[0],
+    }
+}
+
+fn find_venv(state_dir: &Path) -> Result<PathBuf> {
+    let envs = state_dir.join("envs");
+    std::fs::read_dir(&envs)
+        .with_context(|| format!("reading {}", envs.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .find(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("empty-"))
+        })
+        .ok_or_else(|| anyhow!("no empty venv under {}", envs.display()))
+}
+
+fn main() -> Result<()> {
+    let args = Args::parse();
+    if args.runs < 2 {
+        bail!("--runs must be at least 2");
+    }
+    let prims = match args.prims {
+        Some(p) => p,
+        None => std::env::current_exe()?.with_file_name("prims"),
+    };
+    let dir = std::env::temp_dir().join(format!("prims-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let script = dir.join("pass.py");
+    std::fs::write(&script, "pass\n")?;
+    let state = args.state_dir.to_string_lossy().into_owned();
+    let mut jail = Command::new(&prims);
+    jail.args(["run", "--state-dir", &state]).arg(&script);
+    // Warm up: builds the venv and fills the page cache.
+    for _ in 0..3 {
+        time_ms(&mut jail)?;
+    }
+    let python = find_venv(&args.state_dir)?.join("bin/python");
+    let mut plain = Command::new(&python);
+    plain.args(["-I", "-c", "pass"]);
+    let (mut p, mut j) = (Vec::new(), Vec::new());
+    for _ in 0..args.runs {
+        p.push(time_ms(&mut plain)?);
+        j.push(time_ms(&mut jail)?);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    let (p, j) = (stats(p), stats(j));
+    println!("runs: {} of each, interleaved", args.runs);
+    println!("| what | min ms | median ms | p90 ms |");
+    println!("|---|---|---|---|");
+    println!(
+        "| venv python -I -c pass (unjailed) | {:.1} | {:.1} | {:.1} |",
+        p.min, p.median, p.p90
+    );
+    println!(
+        "| prims run pass.py (jailed) | {:.1} | {:.1} | {:.1} |",
+        j.min, j.median, j.p90
+    );
+    println!(
+        "| jail overhead | {:.1} | {:.1} | {:.1} |",
+        j.min - p.min,
+        j.median - p.median,
+        j.p90 - p.p90
+    );
+    println!("ratio jailed/unjailed (median): {:.2}", j.median / p.median);
+    Ok(())
+}
