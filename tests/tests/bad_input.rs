@@ -59,7 +59,11 @@ fn bad_input_policy_check_bad_value_names_key_and_position() {
     no_panic(&out);
     assert_eq!(out.code, Some(1), "{}", out.describe());
     let all = format!("{}{}", out.stdout_str(), out.stderr_str());
-    assert!(all.contains("limits.wall_time"), "key path:\n{}", out.describe());
+    assert!(
+        all.contains("limits.wall_time"),
+        "key path:\n{}",
+        out.describe()
+    );
     assert!(
         all.contains("line 2") || all.contains(":2:"),
         "line number 2:\n{}",
@@ -197,12 +201,22 @@ fn bad_input_cgroup_backend_none_uses_rlimits() {
         .run();
     run.assert_ok();
     assert_eq!(run.stdout(), "ran\n");
-    assert_eq!(run.json["enforced"]["memory"], "rlimit", "{}", run.describe());
+    assert_eq!(
+        run.json["enforced"]["memory"],
+        "rlimit",
+        "{}",
+        run.describe()
+    );
     assert_eq!(run.json["enforced"]["cgroup"], "none", "{}", run.describe());
     // Pair: the default on this host is a real cgroup.
     let dflt = Job::new("print('ran')").run();
     dflt.assert_ok();
-    assert_ne!(dflt.json["enforced"]["cgroup"], "none", "{}", dflt.describe());
+    assert_ne!(
+        dflt.json["enforced"]["cgroup"],
+        "none",
+        "{}",
+        dflt.describe()
+    );
 }
 
 #[test]
@@ -272,11 +286,6 @@ fn jailer_with_spec(spec: Vec<u8>) -> (RawOutput, Vec<u8>) {
 fn assert_jailer_setup_error(spec: Vec<u8>, what: &str) -> serde_json::Value {
     let (out, outcome) = jailer_with_spec(spec);
     no_panic(&out);
-    assert!(
-        out.code.is_some() && out.code != Some(0),
-        "{what}: the jailer exits non-zero:\n{}",
-        out.describe()
-    );
     let v: serde_json::Value = serde_json::from_slice(outcome.trim_ascii()).unwrap_or_else(|e| {
         panic!(
             "{what}: fd 4 holds no JSON outcome ({e}): {:?}\n{}",
@@ -286,8 +295,17 @@ fn assert_jailer_setup_error(spec: Vec<u8>, what: &str) -> serde_json::Value {
     });
     assert_eq!(v["status"], "setup_error", "{what}: {v}");
     assert!(
-        v["setup_error"]["message"].as_str().is_some_and(|m| !m.is_empty()),
+        v["setup_error"]["message"]
+            .as_str()
+            .is_some_and(|m| !m.is_empty()),
         "{what}: a setup_error message: {v}"
+    );
+    // The brief's contract: a refused spec makes the jailer exit non-zero.
+    assert!(
+        out.code.is_some() && out.code != Some(0),
+        "{what}: the jailer wrote a setup_error outcome ({v}) but exited {:?}; expected non-zero:\n{}",
+        out.code,
+        out.describe()
     );
     v
 }
@@ -319,38 +337,74 @@ fn bad_input_jailer_oversized_spec_setup_error() {
 }
 
 /// A well-formed spec that asks to map jail uid 1000 to host root must be
-/// refused before anything runs.
+/// refused before anything runs. Pair: the same spec with an unprivileged
+/// host uid runs the code.
 #[test]
 fn bad_input_jailer_refuses_host_uid_0() {
-    let ws = workspace_dir();
     let venv = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(venv.path().join("bin")).unwrap();
     std::os::unix::fs::symlink("/usr/bin/python3.11", venv.path().join("bin/python")).unwrap();
     std::fs::write(
         venv.path().join("pyvenv.cfg"),
-        "home = /usr/bin\ninclude-system-site-packages = false\nversion = 3.11.2\n",
+        "home = /usr/bin\ninclude-system-site-packages = false\n",
     )
     .unwrap();
-    let spec = serde_json::json!({
-        "interpreter": "/usr/bin/python3.11",
-        "venv": venv.path(),
-        "workspace": ws.path(),
-        "code": "open('/workspace/ran', 'w').write('yes')",
-        "limits": {
-            "wall_time_ms": 5000, "cpu_time_ms": 5000, "memory_bytes": 268435456u64,
-            "swap_bytes": 0, "pids": 32, "open_files": 256, "file_size_bytes": 16777216,
-            "output_bytes": 65536, "tmp_size_bytes": 16777216, "cpu_millis": 1000
+    let spec_for = |ws: &std::path::Path, uid: u32| prims_protocol::JobSpec {
+        interpreter: "/usr/bin/python3.11".into(),
+        venv: venv.path().to_path_buf(),
+        workspace: ws.to_path_buf(),
+        code: "open('/workspace/ran', 'w').write('yes')".into(),
+        limits: prims_protocol::JobLimits {
+            wall_time_ms: 10_000,
+            cpu_time_ms: 10_000,
+            memory_bytes: 256 << 20,
+            swap_bytes: 0,
+            pids: 32,
+            open_files: 256,
+            file_size_bytes: 16 << 20,
+            output_bytes: 65536,
+            tmp_size_bytes: 16 << 20,
+            cpu_millis: 1000,
         },
-        "network": "none",
-        "ro_binds": ["/usr", "/lib", "/lib64", "/bin"],
-        "seccomp_extra_deny": [],
-        "socket_families": [1],
-        "landlock_required": false,
-        "cgroup": {"backend": "none", "parent": "", "job": unique("job").replace('.', "-")},
-        "host_uid": 0,
-        "host_gid": 0
-    });
-    let v = assert_jailer_setup_error(serde_json::to_vec(&spec).unwrap(), "host_uid 0");
+        network: prims_protocol::NetworkMode::None,
+        ro_binds: ["/usr", "/lib", "/lib64", "/bin"]
+            .into_iter()
+            .map(Into::into)
+            .collect(),
+        seccomp_extra_deny: Vec::new(),
+        socket_families: vec![libc::AF_UNIX],
+        landlock_required: false,
+        cgroup: prims_protocol::CgroupSpec {
+            backend: prims_protocol::CgroupBackend::None,
+            parents: Default::default(),
+            job: unique("job"),
+        },
+        host_uid: uid,
+        host_gid: uid,
+    };
+    // Pair: with host uid 200000 the spec is valid and the code runs.
+    let ok_ws = workspace_dir();
+    std::os::unix::fs::chown(ok_ws.path(), Some(200_000), Some(200_000)).unwrap();
+    let (out, outcome) =
+        jailer_with_spec(serde_json::to_vec(&spec_for(ok_ws.path(), 200_000)).unwrap());
+    no_panic(&out);
+    let v: serde_json::Value = serde_json::from_slice(outcome.trim_ascii()).unwrap_or_default();
+    assert_eq!(
+        v["status"],
+        "ok",
+        "pairing: a valid spec runs: {v}\n{}",
+        out.describe()
+    );
+    assert!(
+        ok_ws.path().join("ran").exists(),
+        "pairing: the code ran: {v}"
+    );
+
+    let ws = workspace_dir();
+    let v = assert_jailer_setup_error(
+        serde_json::to_vec(&spec_for(ws.path(), 0)).unwrap(),
+        "host_uid 0",
+    );
     assert!(
         !ws.path().join("ran").exists(),
         "the code ran as host root: {v}"

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Installs what building and testing PRIMS needs on Debian/Ubuntu, once.
+set -euo pipefail
+
+need=()
+[ -x /usr/bin/python3 ] || need+=(python3)
+command -v cc >/dev/null || need+=(gcc)
+if [ ${#need[@]} -gt 0 ]; then
+  echo "== apt-get install ${need[*]}"
+  apt-get update -q
+  apt-get install -y -q "${need[@]}"
+fi
+if ! command -v cargo >/dev/null; then
+  echo "install-deps: cargo is missing; install a Rust toolchain (https://rustup.rs) first" >&2
+  exit 1
+fi

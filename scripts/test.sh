@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# The whole PRIMS test suite: lint, build, and every test against the real
+# kernel. Needs root (namespaces, cgroups, id maps). `.ci/run` calls this.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "scripts/test.sh: the jail tests need root (namespaces, cgroups, id maps); run it with sudo" >&2
+  exit 1
+fi
+
+scripts/install-deps.sh
+
+echo "== cargo fmt --check"
+cargo fmt --all -- --check
+echo "== cargo clippy"
+cargo clippy --workspace --all-targets --locked -- -D warnings
+echo "== cargo build"
+cargo build --workspace --all-targets --locked
+echo "== cargo test"
+cargo test --workspace --locked -- --test-threads="${PRIMS_TEST_THREADS:-4}"
