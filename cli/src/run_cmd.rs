@@ -42,10 +42,27 @@ pub fn main(args: RunArgs) -> i32 {
     match run(&args) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("prims: {e:#}");
+            eprintln!("prims: {}", render(&e));
             EXIT_SETUP
         }
     }
+}
+
+/// The error and its causes on one line, skipping a cause whose text the
+/// message already includes (library errors often embed their source).
+fn render(e: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if out.contains(&text) {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push_str(": ");
+        }
+        out.push_str(&text);
+    }
+    out
 }
 
 fn jailer_path(flag: &Option<PathBuf>) -> Result<PathBuf> {

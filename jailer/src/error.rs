@@ -38,6 +38,8 @@ pub enum JailError {
     Pdeathsig(Errno),
     #[error("the jailer exited before the jail was released")]
     ParentGone,
+    #[error("new cgroup namespace: {0}")]
+    UnshareCgroup(Errno),
     #[error("setsid: {0}")]
     Setsid(Errno),
     #[error("making mounts private: {0}")]
@@ -115,6 +117,7 @@ impl JailError {
             IdMap { .. } | Setgroups(_) => "idmap",
             ChildLost | Wait(_) | Child(_) | ParentGone | Pdeathsig(_) => "init",
             Setsid(_) => "setsid",
+            UnshareCgroup(_) => "clone",
             MakePrivate(_) | OpenSource { .. } | NotADirectory { .. } | SetFsId(_) => "mounts",
             MountTmpfs { .. } | Mkdir { .. } | Bind { .. } | Remount { .. } => "mounts",
             Symlink { .. } | WriteFile { .. } | MountProc(_) => "mounts",
@@ -146,10 +149,9 @@ impl JailError {
             | Rlimit { errno, .. }
             | Exec { errno, .. } => Some(*errno),
             Pipe(e) | Clone(e) | Setgroups(e) | Wait(e) | Pdeathsig(e) | Setsid(e)
-            | MakePrivate(e) | SetFsId(e) | MountProc(e) | PivotRoot(e) | DetachOldRoot(e)
-            | LoopbackUp(e) | Hostname(e) | SetGid(e) | SetUid(e) | NoNewPrivs(e) | Fork(e) => {
-                Some(*e)
-            }
+            | UnshareCgroup(e) | MakePrivate(e) | SetFsId(e) | MountProc(e) | PivotRoot(e)
+            | DetachOldRoot(e) | LoopbackUp(e) | Hostname(e) | SetGid(e) | SetUid(e)
+            | NoNewPrivs(e) | Fork(e) => Some(*e),
             _ => None,
         }
     }

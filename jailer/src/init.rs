@@ -95,6 +95,8 @@ fn setup_and_supervise(p: &Prepared<'_>, fds: &InitFds) -> Result<i32, JailError
     // Set before waiting, so a jailer that dies early takes us with it.
     set_pdeathsig()?;
     wait_release(fds)?;
+    nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWCGROUP)
+        .map_err(JailError::UnshareCgroup)?;
     nix::unistd::setsid().map_err(JailError::Setsid)?;
     nix::mount::mount(
         None::<&str>,

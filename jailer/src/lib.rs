@@ -25,13 +25,14 @@ use prims_protocol::{CgroupBackend, Enforced, Enforcement, JobSpec, Outcome, Sta
 use std::os::fd::{AsFd, OwnedFd};
 use std::time::Instant;
 
+/// The cgroup namespace is not among these: the init unshares it once it
+/// sits in its job cgroup, so `/proc/self/cgroup` shows `/` and no host path.
 const NAMESPACES: u64 = (libc::CLONE_NEWUSER
     | libc::CLONE_NEWNS
     | libc::CLONE_NEWPID
     | libc::CLONE_NEWNET
     | libc::CLONE_NEWIPC
-    | libc::CLONE_NEWUTS
-    | libc::CLONE_NEWCGROUP) as u64;
+    | libc::CLONE_NEWUTS) as u64;
 
 /// Run one job and describe how it ended. Never panics on bad input: every
 /// failure becomes a `setup_error` outcome.
@@ -48,6 +49,10 @@ pub fn setup_failure(e: &JailError, start: Instant) -> Outcome {
         status: Status::SetupError,
         wall_ms: start.elapsed().as_millis() as u64,
         setup_error: Some(e.to_setup_error()),
+        enforced: Enforced {
+            cgroup: "none".into(),
+            ..Default::default()
+        },
         ..Default::default()
     }
 }
@@ -57,6 +62,23 @@ fn validate(spec: &JobSpec) -> Result<(), JailError> {
         return Err(JailError::Spec(
             "host_uid and host_gid must not be 0: the jail never maps host root".into(),
         ));
+    }
+    let l = &spec.limits;
+    for (name, v) in [
+        ("wall_time_ms", l.wall_time_ms),
+        ("cpu_time_ms", l.cpu_time_ms),
+        ("memory_bytes", l.memory_bytes),
+        ("pids", l.pids),
+        ("open_files", l.open_files),
+        ("output_bytes", l.output_bytes),
+        ("tmp_size_bytes", l.tmp_size_bytes),
+        ("cpu_millis", l.cpu_millis),
+    ] {
+        if v == 0 {
+            return Err(JailError::Spec(format!(
+                "limits.{name} must be greater than 0"
+            )));
+        }
     }
     if !spec.interpreter.is_absolute() {
         return Err(JailError::Spec(format!(

@@ -2,8 +2,9 @@
 //! it in a fresh jail, write one outcome record (JSON) to fd M.
 //!
 //! python's stdout and stderr are this process's fds 1 and 2. Exit status:
-//! 0 when an outcome was written (whatever it says), 2 on bad arguments,
-//! 3 when the outcome could not be written.
+//! 0 when python ran (whatever its outcome), 1 when the jail could not be
+//! built (the outcome says why), 2 on bad arguments, 3 when the outcome
+//! could not be written.
 
 use prims_protocol::{decode_spec, Outcome};
 use std::fs::File;
@@ -73,6 +74,9 @@ fn main() {
         .is_err()
     {
         std::process::exit(3);
+    }
+    if outcome.status == prims_protocol::Status::SetupError {
+        std::process::exit(1);
     }
 }
 

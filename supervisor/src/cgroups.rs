@@ -36,12 +36,48 @@ pub fn resolve(policy: &Policy) -> Result<Parents, CgroupError> {
         CgroupBackend::V2 => Version::V2,
         CgroupBackend::Auto => prims_cgroup::detect()?,
     };
-    let dirs = prims_cgroup::resolve_parents(version, &policy.cgroup.parent)?;
+    let dirs = match prims_cgroup::resolve_parents(version, &policy.cgroup.parent) {
+        // A process alone in a delegated v2 cgroup (`systemd-run --scope -p
+        // Delegate=yes prims run …`) steps into a leaf so its own cgroup may
+        // hand controllers to job cgroups.
+        Err(CgroupError::NotDelegated { .. })
+            if version == Version::V2 && alone_in_own_v2_cgroup() =>
+        {
+            prims_cgroup::v2_move_self_to_leaf("prims-self")?;
+            prims_cgroup::resolve_parents(version, &policy.cgroup.parent)?
+        }
+        other => other?,
+    };
     let backend = match version {
         Version::V1 => CgroupBackend::V1,
         Version::V2 => CgroupBackend::V2,
     };
     Ok(Parents { backend, dirs })
+}
+
+/// True when this process is the only one in its own v2 cgroup.
+fn alone_in_own_v2_cgroup() -> bool {
+    use prims_cgroup::mountinfo::{own_v2_path, parse_mountinfo, parse_proc_cgroup, v2_mounts};
+    let (Ok(mi), Ok(pc)) = (
+        std::fs::read_to_string("/proc/self/mountinfo"),
+        std::fs::read_to_string("/proc/self/cgroup"),
+    ) else {
+        return false;
+    };
+    let entries = parse_proc_cgroup(&pc);
+    let Some(own) = own_v2_path(&entries) else {
+        return false;
+    };
+    let mounts = parse_mountinfo(&mi);
+    let Some(mount) = v2_mounts(&mounts).into_iter().find(|m| m.root == "/") else {
+        return false;
+    };
+    let procs = mount
+        .mount_point
+        .join(own.trim_start_matches('/'))
+        .join("cgroup.procs");
+    let me = std::process::id().to_string();
+    std::fs::read_to_string(procs).is_ok_and(|t| t.lines().eq([me.as_str()]))
 }
 
 /// Remove a job cgroup a jailer left behind (it crashed or was killed).

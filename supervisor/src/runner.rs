@@ -30,17 +30,17 @@ pub struct RunResult {
 
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
-    #[error("creating a memfd for the job spec: {0}")]
+    #[error("creating a memfd for the job spec")]
     Memfd(#[source] io::Error),
-    #[error("starting the jailer {path}: {source}")]
+    #[error("starting the jailer {path}")]
     Spawn {
         path: PathBuf,
         #[source]
         source: io::Error,
     },
-    #[error("encoding the job spec: {0}")]
+    #[error("encoding the job spec")]
     Encode(#[from] serde_json::Error),
-    #[error("waiting for the jailer: {0}")]
+    #[error("waiting for the jailer")]
     Wait(#[source] io::Error),
 }
 

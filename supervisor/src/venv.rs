@@ -11,7 +11,7 @@ pub enum VenvError {
     BadInterpreter(PathBuf),
     #[error("python version {0:?} is not of the form X.Y")]
     BadVersion(String),
-    #[error("creating venv at {path}: {source}")]
+    #[error("creating venv at {path}")]
     Io {
         path: PathBuf,
         #[source]

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 #[derive(Debug, thiserror::Error)]
 pub enum WorkspaceError {
-    #[error("workspace {path}: {source}")]
+    #[error("workspace {path}")]
     Io {
         path: PathBuf,
         #[source]

@@ -169,11 +169,10 @@ fn bad_input_run_missing_interpreter_setup_error() {
             assert_eq!(j["status"], "setup_error", "{}", out.describe());
             let msg = j["setup_error"]["message"].as_str().unwrap_or("");
             assert!(
-                msg.contains("/nonexistent/python") || j["setup_error"]["step"].is_string(),
-                "setup_error says what failed:\n{}",
+                msg.contains("/nonexistent/python"),
+                "setup_error.message names the missing interpreter:\n{}",
                 out.describe()
             );
-            assert!(!msg.is_empty(), "setup_error.message:\n{}", out.describe());
         }
         Err(_) => {
             // Refused before the jail: the CLI's own message.

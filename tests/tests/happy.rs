@@ -341,3 +341,17 @@ fn happy_outcome_fields_present() {
         );
     c.finish();
 }
+
+#[test]
+fn happy_temp_workspace_removed_after_run() {
+    let run = Job::new("open('/workspace/output/x.txt', 'w').write('x')\n").run();
+    run.assert_ok();
+    let ws = run.json["workspace"]
+        .as_str()
+        .unwrap_or_else(|| panic!("workspace path:\n{}", run.describe()))
+        .to_string();
+    assert!(
+        !std::path::Path::new(&ws).exists(),
+        "the temporary workspace {ws} was removed"
+    );
+}

@@ -36,6 +36,7 @@ print("forked", n, "errno", err, flush=True)
     let f: Vec<&str> = line.split_whitespace().collect();
     let n: i64 = f.get(1).and_then(|s| s.parse().ok()).unwrap_or(-1);
     let errno = f.get(3).copied().unwrap_or("?");
+    eprintln!("note: fork bomb: {line:?}, wall_ms {:?}", run.wall_ms());
     let mut c = run.checks();
     c.check(
         errno == libc::EAGAIN.to_string(),
@@ -86,6 +87,14 @@ fn memory_twice_the_limit_oom_or_memoryerror() {
         && run.exit_code() == Some(1)
         && run.stderr().contains("MemoryError")
         && run.prims_exit() == Some(1);
+    eprintln!(
+        "note: memory: status {:?}, oom_killed {}, exit_code {:?}, memory_peak_bytes {}, stderr tail {:?}",
+        run.status(),
+        run.json["oom_killed"],
+        run.exit_code(),
+        run.json["memory_peak_bytes"],
+        run.stderr().lines().last().unwrap_or("")
+    );
     let mut c = run.checks();
     c.check(
         oom || memerr,
@@ -184,6 +193,12 @@ kv('created', n)
     let run = Job::probe(code)
         .policy("[limits]\nwall_time = \"20s\"\ntmp_size = \"4MiB\"\n")
         .run();
+    eprintln!(
+        "note: million files: created {:?}, errno {:?}, wall_ms {:?}",
+        run.kv("created"),
+        run.kv("errno"),
+        run.wall_ms()
+    );
     let mut c = run.checks();
     c.check(
         run.status() == "ok",
@@ -208,7 +223,20 @@ if pid == 0:
         os.execv('/venv/bin/python', ['python', '-c', 'import time; time.sleep(60)  # {marker}'])
     os._exit(0)
 os.waitpid(pid, 0)
-time.sleep(0.5)
+seen = False
+for _ in range(50):
+    for p in os.listdir('/proc'):
+        if p.isdigit() and int(p) != os.getpid():
+            try:
+                cmd = open('/proc/%s/cmdline' % p, 'rb').read()
+            except OSError:
+                continue
+            if cmd.startswith(b'python\0-c\0import time') and b'{marker}' in cmd:
+                seen = True
+    if seen:
+        break
+    time.sleep(0.1)
+print('seen_orphan', seen, flush=True)
 print('main exits', flush=True)
 "#
     );

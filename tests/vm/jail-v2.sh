@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Runs inside the Debian 12 VM of ../shared/vm (systemd, cgroup v2, Landlock
+# ABI 2): `prims run` against the v2 backend, for real. Expects prims and
+# prims-jailer next to this script. Prints one PASS/FAIL line per check.
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+install -d /opt/prims
+install -m 0755 "$here/prims" "$here/prims-jailer" /opt/prims/
+work=$(mktemp -d)
+fails=0
+
+run() { # policy-text script-text -> JSON on stdout
+  printf '%s\n' "$1" > "$work/policy.toml"
+  printf '%s\n' "$2" > "$work/script.py"
+  systemd-run --scope -q -p Delegate=yes /opt/prims/prims run --json --policy "$work/policy.toml" "$work/script.py"
+}
+
+check() { # name json python-expression-over-d
+  if python3 -c "import json,sys; d=json.loads(sys.argv[1]); sys.exit(0 if ($3) else 1)" "$2"; then
+    echo "PASS $1"
+  else
+    echo "FAIL $1: $2"; fails=$((fails+1))
+  fi
+}
+
+echo "kernel $(uname -r), cgroup fs $(stat -fc %T /sys/fs/cgroup)"
+j=$(run '' 'import os; print(os.getuid(), os.getpid())')
+check v2_hello "$j" 'd["status"]=="ok" and d["stdout"]=="1000 2\n" and d["enforced"]["cgroup"]=="v2" and d["enforced"]["memory"]=="cgroup"'
+check v2_landlock_degrades_to_partial "$j" 'd["enforced"]["landlock"]=="partial" and d["enforced"]["landlock_abi"]==2'
+check v2_memory_peak_reported "$j" 'd["memory_peak_bytes"] and d["memory_peak_bytes"] > 1000000'
+
+j=$(run $'[limits]\nmemory = "64MiB"' "b = b'\\1' * (256 << 20)")
+check v2_memory_hog_is_oom "$j" 'd["status"]=="oom" and d["oom_killed"] is True'
+
+j=$(run $'[limits]\npids = 16' $'import os, time\nn = 0\ntry:\n    for i in range(200):\n        if os.fork() == 0:\n            time.sleep(5); os._exit(0)\n        n += 1\nexcept OSError as e:\n    print("EAGAIN" if e.errno == 11 else e.errno, n)')
+check v2_fork_loop_stops_at_pids_max "$j" 'd["status"]=="ok" and d["stdout"].startswith("EAGAIN") and int(d["stdout"].split()[1]) < 16'
+
+j=$(run $'[limits]\nwall_time = "2s"' 'while True: pass')
+check v2_busy_loop_times_out "$j" 'd["status"]=="timeout" and d["timeout_kind"]=="wall"'
+
+j=$(run $'[limits]\ncpu_time = "1s"\nwall_time = "20s"' 'while True: pass')
+check v2_cpu_limit_times_out "$j" 'd["status"]=="timeout" and d["timeout_kind"]=="cpu" and d["wall_ms"] < 10000'
+
+left=$(find /sys/fs/cgroup -type d -name 'run-*' | wc -l)
+if [ "$left" -eq 0 ]; then echo "PASS v2_no_job_cgroups_left"; else echo "FAIL v2_no_job_cgroups_left: $left"; fails=$((fails+1)); fi
+echo "$fails failed"
+exit $((fails > 0))
