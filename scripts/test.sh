@@ -18,4 +18,18 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 echo "== cargo build"
 cargo build --workspace --all-targets --locked
 echo "== cargo test"
-cargo test --workspace --locked -- --test-threads="${PRIMS_TEST_THREADS:-4}"
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+set +e
+cargo test --workspace --locked -- --test-threads="${PRIMS_TEST_THREADS:-4}" 2>&1 | tee "$log"
+status=${PIPESTATUS[0]}
+set -e
+passed=$(awk '/^test result:/ {p += $4} END {print p + 0}' "$log")
+failed=$(awk '/^test result:/ {f += $6} END {print f + 0}' "$log")
+[ "$status" -eq 0 ] || exit "$status"
+
+if [ "${PRIMS_VM_TESTS:-1}" != 0 ]; then
+  echo "== cgroup v2 in a VM (PRIMS_VM_TESTS=0 skips)"
+  scripts/vm-check.sh
+fi
+echo "cargo-test: $passed passed, $failed failed"
