@@ -16,9 +16,6 @@ struct Args {
     /// The prims binary (default: next to this one).
     #[arg(long)]
     prims: Option<PathBuf>,
-    /// State directory holding the venv cache.
-    #[arg(long, default_value = "/var/lib/prims")]
-    state_dir: PathBuf,
 }
 
 fn time_ms(cmd: &mut Command) -> Result<f64> {
@@ -73,44 +70,59 @@ fn main() -> Result<()> {
         Some(p) => p,
         None => std::env::current_exe()?.with_file_name("prims"),
     };
+    // A private state dir, so the venv timed unjailed is the one the jail uses.
     let dir = std::env::temp_dir().join(format!("prims-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
+    let result = measure(&prims, &dir, args.runs);
+    let _ = std::fs::remove_dir_all(&dir);
+    result
+}
+
+fn measure(prims: &Path, dir: &Path, runs: usize) -> Result<()> {
     let script = dir.join("pass.py");
     std::fs::write(&script, "pass\n")?;
-    let state = args.state_dir.to_string_lossy().into_owned();
-    let mut jail = Command::new(&prims);
-    jail.args(["run", "--state-dir", &state]).arg(&script);
+    let no_cgroup = dir.join("no-cgroup.toml");
+    std::fs::write(&no_cgroup, "[cgroup]\nbackend = \"none\"\n")?;
+    let state = dir.join("state");
+    let jail = |policy: Option<&Path>| {
+        let mut c = Command::new(prims);
+        c.arg("run").arg("--state-dir").arg(&state);
+        if let Some(p) = policy {
+            c.arg("--policy").arg(p);
+        }
+        c.arg(&script);
+        c
+    };
+    let mut with_cg = jail(None);
+    let mut without_cg = jail(Some(&no_cgroup));
     // Warm up: builds the venv and fills the page cache.
     for _ in 0..3 {
-        time_ms(&mut jail)?;
+        time_ms(&mut with_cg)?;
     }
-    let python = find_venv(&args.state_dir)?.join("bin/python");
-    let mut plain = Command::new(&python);
+    let mut plain = Command::new(find_venv(&state)?.join("bin/python"));
     plain.args(["-I", "-c", "pass"]);
-    let (mut p, mut j) = (Vec::new(), Vec::new());
-    for _ in 0..args.runs {
+    let (mut p, mut j, mut n) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..runs {
         p.push(time_ms(&mut plain)?);
-        j.push(time_ms(&mut jail)?);
+        j.push(time_ms(&mut with_cg)?);
+        n.push(time_ms(&mut without_cg)?);
     }
-    let _ = std::fs::remove_dir_all(&dir);
-    let (p, j) = (stats(p), stats(j));
-    println!("runs: {} of each, interleaved", args.runs);
-    println!("| what | min ms | median ms | p90 ms |");
-    println!("|---|---|---|---|");
-    println!(
-        "| venv python -I -c pass (unjailed) | {:.1} | {:.1} | {:.1} |",
-        p.min, p.median, p.p90
-    );
-    println!(
-        "| prims run pass.py (jailed) | {:.1} | {:.1} | {:.1} |",
-        j.min, j.median, j.p90
-    );
-    println!(
-        "| jail overhead | {:.1} | {:.1} | {:.1} |",
-        j.min - p.min,
-        j.median - p.median,
-        j.p90 - p.p90
-    );
+    let (p, j, n) = (stats(p), stats(j), stats(n));
+    println!("runs: {runs} of each, interleaved");
+    println!("| what | min ms | median ms | p90 ms | median overhead ms |");
+    println!("|---|---|---|---|---|");
+    let row = |name: &str, s: &Stats| {
+        println!(
+            "| {name} | {:.1} | {:.1} | {:.1} | {:+.1} |",
+            s.min,
+            s.median,
+            s.p90,
+            s.median - p.median
+        );
+    };
+    row("venv python -I -c pass (unjailed)", &p);
+    row("prims run pass.py (jailed, cgroups)", &j);
+    row("prims run pass.py (jailed, cgroup.backend = none)", &n);
     println!("ratio jailed/unjailed (median): {:.2}", j.median / p.median);
     Ok(())
 }

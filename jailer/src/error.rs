@@ -38,6 +38,8 @@ pub enum JailError {
     Pdeathsig(Errno),
     #[error("the jailer exited before the jail was released")]
     ParentGone,
+    #[error("joining the job cgroup through {path}: {errno}")]
+    CgroupSelfAttach { path: PathBuf, errno: Errno },
     #[error("new cgroup namespace: {0}")]
     UnshareCgroup(Errno),
     #[error("setsid: {0}")]
@@ -111,7 +113,7 @@ impl JailError {
             Spec(_) => "spec",
             Input { .. } => "input",
             Terminal => "stdio",
-            Cgroup(_) => "cgroup",
+            Cgroup(_) | CgroupSelfAttach { .. } => "cgroup",
             Pipe(_) => "pipe",
             Clone(_) => "clone",
             IdMap { .. } | Setgroups(_) => "idmap",
@@ -147,6 +149,7 @@ impl JailError {
             | WriteFile { errno, .. }
             | Chdir { errno, .. }
             | Rlimit { errno, .. }
+            | CgroupSelfAttach { errno, .. }
             | Exec { errno, .. } => Some(*errno),
             Pipe(e) | Clone(e) | Setgroups(e) | Wait(e) | Pdeathsig(e) | Setsid(e)
             | UnshareCgroup(e) | MakePrivate(e) | SetFsId(e) | MountProc(e) | PivotRoot(e)

@@ -29,6 +29,8 @@ pub struct Prepared<'a> {
     pub filters: Filters,
     pub cap_last_cap: u32,
     pub memory_backstop: bool,
+    /// v1 `tasks` files the init writes "0" into to join its job cgroup.
+    pub self_attach: Vec<PathBuf>,
 }
 
 /// Entry point of the cloned child. Never returns.
@@ -95,6 +97,12 @@ fn setup_and_supervise(p: &Prepared<'_>, fds: &InitFds) -> Result<i32, JailError
     // Set before waiting, so a jailer that dies early takes us with it.
     set_pdeathsig()?;
     wait_release(fds)?;
+    for tasks in &p.self_attach {
+        std::fs::write(tasks, "0").map_err(|e| JailError::CgroupSelfAttach {
+            path: tasks.clone(),
+            errno: Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)),
+        })?;
+    }
     nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWCGROUP)
         .map_err(JailError::UnshareCgroup)?;
     nix::unistd::setsid().map_err(JailError::Setsid)?;

@@ -180,6 +180,7 @@ fn run_in_cgroup(
         filters,
         cap_last_cap: cap_last_cap(),
         memory_backstop: cgroup.is_none(),
+        self_attach: v1_tasks_files(spec, cgroup),
     };
     let cg_fd = cgroup.and_then(|c| c.dir_fd());
     let forked = sys::clone_fork(NAMESPACES, cg_fd).map_err(JailError::Clone)?;
@@ -202,7 +203,7 @@ fn run_in_cgroup(
     let released = (|| {
         idmap::write(pid, spec.host_uid, spec.host_gid)?;
         if let Some(cg) = cgroup {
-            if cg_fd.is_none() {
+            if cg_fd.is_none() && spec.cgroup.backend == CgroupBackend::V2 {
                 cg.attach(pid)?;
             }
         }
@@ -220,6 +221,17 @@ fn run_in_cgroup(
     let watch = monitor::watch(spec, pidfd.as_fd(), cgroup, start)?;
     let reports = report::read_all(report_r.as_fd());
     Ok(monitor::outcome(spec, cgroup, watch, reports, start))
+}
+
+/// On v1 the init moves itself by writing "0" to each job directory's
+/// `tasks` file: a thread moving itself skips the global threadgroup lock
+/// whose write side waits for an RCU grace period (5-20 ms per run), which
+/// a write of another pid to `cgroup.procs` would take.
+fn v1_tasks_files(spec: &JobSpec, cgroup: Option<&dyn JobCgroup>) -> Vec<std::path::PathBuf> {
+    match (spec.cgroup.backend, cgroup) {
+        (CgroupBackend::V1, Some(cg)) => cg.paths().iter().map(|d| d.join("tasks")).collect(),
+        _ => Vec::new(),
+    }
 }
 
 /// What this host enforces each limit with, before any job runs.
