@@ -132,7 +132,7 @@ fn setup_and_supervise(p: &Prepared<'_>, fds: &InitFds) -> Result<i32, JailError
     unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) };
 
     let argv = python_argv(spec)?;
-    let envp = python_env();
+    let envp = python_env(spec);
     // SAFETY: this process is single-threaded, so fork is sound.
     match unsafe { fork() }.map_err(JailError::Fork)? {
         ForkResult::Child => exec_python(&p.filters, &argv, &envp, fds),
@@ -148,15 +148,35 @@ fn landlock_paths(spec: &JobSpec) -> Paths {
     let mut read_exec: Vec<PathBuf> = spec.ro_binds.clone();
     read_exec.extend(["/venv", "/etc", "/proc", "/dev"].map(PathBuf::from));
     read_exec.push(spec.interpreter.clone());
+    let mut read_write: Vec<PathBuf> =
+        ["/workspace", "/tmp", "/dev/null", "/dev/zero", "/dev/full"]
+            .map(PathBuf::from)
+            .to_vec();
+    for b in &spec.binds {
+        if b.writable {
+            read_write.push(b.target.clone());
+        } else {
+            read_exec.push(b.target.clone());
+        }
+    }
+    if spec.venv_writable {
+        read_write.push(PathBuf::from("/venv"));
+    }
     Paths {
         read_exec,
-        read_write: ["/workspace", "/tmp", "/dev/null", "/dev/zero", "/dev/full"]
-            .map(PathBuf::from)
-            .to_vec(),
+        read_write,
     }
 }
 
 fn python_argv(spec: &JobSpec) -> Result<Vec<CString>, JailError> {
+    if !spec.argv.is_empty() {
+        return spec
+            .argv
+            .iter()
+            .map(|a| CString::new(a.as_bytes()))
+            .collect::<Result<_, _>>()
+            .map_err(|_| JailError::Spec("argv contains a NUL byte".into()));
+    }
     let code = CString::new(spec.code.as_bytes())
         .map_err(|_| JailError::Spec("code contains a NUL byte".into()))?;
     let mut argv: Vec<CString> = ["/venv/bin/python", "-I", "-u", "-c"]
@@ -167,18 +187,23 @@ fn python_argv(spec: &JobSpec) -> Result<Vec<CString>, JailError> {
     Ok(argv)
 }
 
-fn python_env() -> Vec<CString> {
-    [
+fn python_env(spec: &JobSpec) -> Vec<CString> {
+    let base = [
         "PATH=/venv/bin:/usr/local/bin:/usr/bin:/bin",
         "HOME=/tmp",
         "LANG=C.UTF-8",
         "TMPDIR=/tmp",
         "VIRTUAL_ENV=/venv",
         "PYTHONUNBUFFERED=1",
-    ]
-    .iter()
-    .filter_map(|s| CString::new(*s).ok())
-    .collect()
+    ];
+    // A spec entry replaces the base entry of the same key.
+    let key = |e: &str| e.split('=').next().unwrap_or("").to_string();
+    let extra: Vec<&str> = spec.env.iter().map(String::as_str).collect();
+    base.iter()
+        .filter(|b| !extra.iter().any(|e| key(e) == key(b)))
+        .chain(extra.iter())
+        .filter_map(|s| CString::new(*s).ok())
+        .collect()
 }
 
 fn redirect_stdio_to_null() {

@@ -21,7 +21,7 @@ pub use landlock_rules::kernel_abi as landlock_abi;
 use init::{InitFds, Prepared};
 use nix::errno::Errno;
 use prims_cgroup::{JobCgroup, Limits, Version};
-use prims_protocol::{CgroupBackend, Enforced, Enforcement, JobSpec, Outcome, Status};
+use prims_protocol::{CgroupBackend, Enforced, Enforcement, JobSpec, NetworkMode, Outcome, Status};
 use std::os::fd::{AsFd, OwnedFd};
 use std::time::Instant;
 
@@ -104,6 +104,29 @@ fn validate(spec: &JobSpec) -> Result<(), JailError> {
     exists("venv", &spec.venv, true)?;
     exists("venv python", &spec.venv.join("bin/python"), false)?;
     exists("workspace", &spec.workspace, true)?;
+    for b in &spec.binds {
+        let t = &b.target;
+        let reserved = ["/proc", "/dev", "/workspace", "/venv", "/tmp"]
+            .iter()
+            .any(|r| t.starts_with(r));
+        let clean = t.components().all(|c| {
+            matches!(
+                c,
+                std::path::Component::RootDir | std::path::Component::Normal(_)
+            )
+        });
+        if !t.is_absolute() || !clean || reserved || t == std::path::Path::new("/") {
+            return Err(JailError::Spec(format!(
+                "bind target {} must be absolute, normalized and outside /proc, /dev, /tmp, /venv and /workspace",
+                t.display()
+            )));
+        }
+    }
+    if spec.argv.first().is_some_and(|a| !a.starts_with('/')) {
+        return Err(JailError::Spec(
+            "argv[0] must be an absolute path inside the jail".into(),
+        ));
+    }
     if spec.code.contains('\0') {
         return Err(JailError::Spec("code contains a NUL byte".into()));
     }
@@ -183,7 +206,11 @@ fn run_in_cgroup(
         self_attach: v1_tasks_files(spec, cgroup),
     };
     let cg_fd = cgroup.and_then(|c| c.dir_fd());
-    let forked = sys::clone_fork(NAMESPACES, cg_fd).map_err(JailError::Clone)?;
+    let mut namespaces = NAMESPACES;
+    if spec.network == NetworkMode::Host {
+        namespaces &= !(libc::CLONE_NEWNET as u64);
+    }
+    let forked = sys::clone_fork(namespaces, cg_fd).map_err(JailError::Clone)?;
     let (pid, pidfd) = match forked {
         sys::Forked::Child => {
             drop(release_w);

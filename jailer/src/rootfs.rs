@@ -30,6 +30,8 @@ enum Source {
 
 pub struct Sources {
     binds: Vec<Source>,
+    /// Extra binds from the spec: (target, fd, writable).
+    extra: Vec<(PathBuf, OwnedFd, bool)>,
     venv: OwnedFd,
     workspace: OwnedFd,
     mounts_dir: Option<OwnedFd>,
@@ -119,6 +121,10 @@ pub fn open_sources(spec: &JobSpec) -> Result<Sources, JailError> {
         taken.push(p);
         binds.push(src);
     }
+    let mut extra = Vec::new();
+    for b in &spec.binds {
+        extra.push((b.target.clone(), open_dir(&b.source)?, b.writable));
+    }
     let venv = open_dir(&spec.venv)?;
     let workspace = open_dir(&spec.workspace)?;
     let mounts_path = spec.workspace.join("mounts");
@@ -141,6 +147,7 @@ pub fn open_sources(spec: &JobSpec) -> Result<Sources, JailError> {
     }
     Ok(Sources {
         binds,
+        extra,
         venv,
         workspace,
         mounts_dir,
@@ -250,7 +257,22 @@ pub fn build(spec: &JobSpec, src: Sources) -> Result<(), JailError> {
     let venv = in_root(Path::new("/venv"));
     mkdir_p(&venv)?;
     bind(&fd_path(&src.venv), &venv, true)?;
-    set_attr(&venv, RO, true)?;
+    if spec.venv_writable {
+        set_attr(&venv, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, true)?;
+    } else {
+        set_attr(&venv, RO, true)?;
+    }
+    for (target, fd, writable) in &src.extra {
+        let t = in_root(target);
+        mkdir_p(&t)?;
+        bind(&fd_path(fd), &t, true)?;
+        let attrs = if *writable {
+            MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV
+        } else {
+            RO
+        };
+        set_attr(&t, attrs, true)?;
+    }
 
     let ws = in_root(Path::new("/workspace"));
     mkdir_p(&ws)?;
@@ -340,15 +362,22 @@ fn build_proc(root: &Path) -> Result<(), JailError> {
 fn build_etc(root: &Path) -> Result<(), JailError> {
     let etc = root.join("etc");
     mkdir_p(&etc)?;
-    write_file(
-        &etc.join("passwd"),
-        b"sandbox:x:1000:1000:sandbox:/tmp:/usr/sbin/nologin\n",
-    )?;
-    write_file(&etc.join("group"), b"sandbox:x:1000:\n")?;
-    write_file(
-        &etc.join("hosts"),
-        b"127.0.0.1 localhost sandbox\n::1 localhost\n",
-    )
+    let files: [(&str, &[u8]); 3] = [
+        (
+            "passwd",
+            b"sandbox:x:1000:1000:sandbox:/tmp:/usr/sbin/nologin\n",
+        ),
+        ("group", b"sandbox:x:1000:\n"),
+        ("hosts", b"127.0.0.1 localhost sandbox\n::1 localhost\n"),
+    ];
+    for (name, text) in files {
+        // A file bound from the host (an environment build's /etc/hosts) wins.
+        let p = etc.join(name);
+        if p.symlink_metadata().is_err() {
+            write_file(&p, text)?;
+        }
+    }
+    Ok(())
 }
 
 fn pivot(root: &Path) -> Result<(), JailError> {

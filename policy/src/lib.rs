@@ -17,13 +17,13 @@ pub use merge::{
     FLOOR_CPU_TIME_MS, FLOOR_MEMORY_BYTES, FLOOR_OUTPUT_BYTES, FLOOR_PIDS, FLOOR_WALL_TIME_MS,
 };
 pub use schema::{
-    Cgroup, Filesystem, Identity, Landlock, Limits, Network, Policy, Python, Seccomp, Sessions,
-    SocketFamily,
+    Cgroup, Filesystem, Identity, Landlock, Limits, Network, NetworkPolicy, Policy, Python,
+    Seccomp, Sessions, SocketFamily,
 };
 pub use spans::Location;
 pub use units::{ByteSize, HumanDuration};
 
-use prims_protocol::{JobLimits, LimitRequest, NetworkMode};
+use prims_protocol::{JobLimits, LimitRequest};
 use std::path::Path;
 use toml::de::DeTable;
 
@@ -125,7 +125,7 @@ impl Policy {
             .iter()
             .map(|f| f.number())
             .collect();
-        if self.network.mode == NetworkMode::Loopback {
+        if self.network.mode == NetworkPolicy::Loopback {
             v.extend([libc::AF_INET, libc::AF_INET6]);
         }
         v.sort_unstable();

@@ -63,7 +63,26 @@ impl Default for Limits {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Network {
-    pub mode: NetworkMode,
+    pub mode: NetworkPolicy,
+}
+
+/// The networks user code may have. The jailer's `host` mode, used for
+/// environment builds, is deliberately not expressible here.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum NetworkPolicy {
+    #[default]
+    None,
+    Loopback,
+}
+
+impl From<NetworkPolicy> for NetworkMode {
+    fn from(p: NetworkPolicy) -> Self {
+        match p {
+            NetworkPolicy::None => NetworkMode::None,
+            NetworkPolicy::Loopback => NetworkMode::Loopback,
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

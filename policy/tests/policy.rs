@@ -1,10 +1,10 @@
 //! Defaults, round trips, derived values and limit merging.
 
 use prims_policy::{
-    ByteSize, HumanDuration, Policy, SocketFamily, FLOOR_CPU_TIME_MS, FLOOR_MEMORY_BYTES,
-    FLOOR_OUTPUT_BYTES, FLOOR_PIDS, FLOOR_WALL_TIME_MS,
+    ByteSize, HumanDuration, NetworkPolicy, Policy, SocketFamily, FLOOR_CPU_TIME_MS,
+    FLOOR_MEMORY_BYTES, FLOOR_OUTPUT_BYTES, FLOOR_PIDS, FLOOR_WALL_TIME_MS,
 };
-use prims_protocol::{CgroupBackend, JobLimits, LimitRequest, NetworkMode};
+use prims_protocol::{CgroupBackend, JobLimits, LimitRequest};
 use proptest::prelude::*;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -36,7 +36,7 @@ fn defaults_match_the_documented_values() {
     assert_eq!(p.limits.tmp_size, ByteSize::mib(64));
     assert_eq!(p.limits.max_concurrent_runs, None);
     assert_eq!(p.limits.cpus, 1.0);
-    assert_eq!(p.network.mode, NetworkMode::None);
+    assert_eq!(p.network.mode, NetworkPolicy::None);
     assert_eq!(
         p.filesystem.ro_binds,
         ["/usr", "/lib", "/lib64", "/bin"].map(PathBuf::from)
@@ -88,7 +88,7 @@ extra_deny = ["ptrace"]
     assert_eq!(p.limits.memory, ByteSize::gib(2));
     assert_eq!(p.limits.swap, ByteSize::mib(1));
     assert_eq!(p.max_concurrent_runs(), 3);
-    assert_eq!(p.network.mode, NetworkMode::Loopback);
+    assert_eq!(p.network.mode, NetworkPolicy::Loopback);
     assert_eq!(p.cgroup.backend, CgroupBackend::V1);
     let l = p.job_limits(&LimitRequest::default());
     assert_eq!(l.cpu_millis, 500);
@@ -157,7 +157,7 @@ fn socket_families_sorted_and_loopback_adds_ip() {
     assert_eq!(p.socket_family_numbers(), [libc::AF_UNIX]);
     p.seccomp.socket_families = vec![SocketFamily::Inet6, SocketFamily::Unix, SocketFamily::Inet6];
     assert_eq!(p.socket_family_numbers(), [libc::AF_UNIX, libc::AF_INET6]);
-    p.network.mode = NetworkMode::Loopback;
+    p.network.mode = NetworkPolicy::Loopback;
     assert_eq!(
         p.socket_family_numbers(),
         [libc::AF_UNIX, libc::AF_INET, libc::AF_INET6]

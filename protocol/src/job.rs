@@ -31,6 +31,29 @@ pub struct JobSpec {
     /// Host uid and gid that jail uid/gid 1000 map to. Never 0.
     pub host_uid: u32,
     pub host_gid: u32,
+    /// Run this program (absolute path inside the jail, then its arguments)
+    /// instead of `python -I -u -c code`. Environment builds use it for uv.
+    #[serde(default)]
+    pub argv: Vec<String>,
+    /// Extra `KEY=VALUE` environment entries for the program.
+    #[serde(default)]
+    pub env: Vec<String>,
+    /// Extra binds, e.g. uv and its cache for an environment build.
+    #[serde(default)]
+    pub binds: Vec<Bind>,
+    /// Mount the venv read-write: only for building it.
+    #[serde(default)]
+    pub venv_writable: bool,
+}
+
+/// A host directory bound at `target` inside the jail.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct Bind {
+    pub source: PathBuf,
+    /// Absolute path inside the jail, outside `/proc`, `/dev` and `/workspace`.
+    pub target: PathBuf,
+    pub writable: bool,
 }
 
 /// Limits as plain numbers, already merged with policy.
@@ -69,6 +92,8 @@ pub enum NetworkMode {
     None,
     /// `lo` is up; nothing leaves the namespace.
     Loopback,
+    /// The host's network: for environment builds only, never for user code.
+    Host,
 }
 
 #[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]

@@ -1,10 +1,12 @@
 //! The records that cross process boundaries: the job spec a jailer reads and
 //! the outcome it writes back. Plain data with serde, no behaviour.
 
+pub mod b64;
 mod job;
 mod outcome;
+pub mod wire;
 
-pub use job::{CgroupBackend, CgroupSpec, JobLimits, JobSpec, LimitRequest, NetworkMode};
+pub use job::{Bind, CgroupBackend, CgroupSpec, JobLimits, JobSpec, LimitRequest, NetworkMode};
 pub use outcome::{Enforced, Enforcement, Outcome, SetupError, Status};
 
 /// Largest job spec a jailer accepts: the code is capped far below this.

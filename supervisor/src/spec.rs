@@ -36,13 +36,17 @@ pub fn build(policy: &Policy, code: String, req: &LimitRequest, place: Placement
         workspace: place.workspace,
         code,
         limits: policy.job_limits(req),
-        network: policy.network.mode,
+        network: policy.network.mode.into(),
         seccomp_extra_deny: policy.seccomp.extra_deny.clone(),
         socket_families: policy.socket_family_numbers(),
         landlock_required: policy.landlock.required,
         cgroup: place.cgroup,
         host_uid: place.host_uid,
         host_gid: place.host_uid,
+        argv: Vec::new(),
+        env: Vec::new(),
+        binds: Vec::new(),
+        venv_writable: false,
     }
 }
 

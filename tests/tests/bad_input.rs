@@ -380,6 +380,10 @@ fn bad_input_jailer_refuses_host_uid_0() {
         },
         host_uid: uid,
         host_gid: uid,
+        argv: Vec::new(),
+        env: Vec::new(),
+        binds: Vec::new(),
+        venv_writable: false,
     };
     // Pair: with host uid 200000 the spec is valid and the code runs.
     let ok_ws = workspace_dir();

@@ -1,0 +1,262 @@
+//! The supervisor socket's messages. Each frame is a 4-byte big-endian
+//! length and a JSON document. A connection starts with `Hello`/`Welcome`;
+//! then the client sends `Request`s and the server answers each with any
+//! number of `Event`s and exactly one final `Reply`, all tagged with the
+//! request's id, so requests on one connection run concurrently.
+
+use crate::{LimitRequest, Outcome};
+use serde::{Deserialize, Serialize};
+
+/// Bumped on any incompatible change to these types.
+pub const PROTOCOL_VERSION: u32 = 1;
+/// Largest frame either side accepts; bigger ones close the connection.
+pub const MAX_FRAME_BYTES: usize = 8 * 1024 * 1024;
+/// Largest chunk of file data in one frame.
+pub const MAX_CHUNK_BYTES: usize = 1024 * 1024;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub struct Hello {
+    pub protocol: u32,
+    /// Free text naming the client, for logs.
+    pub client: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub struct Welcome {
+    pub protocol: u32,
+    pub server: String,
+}
+
+/// Client to server, after the handshake.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub struct Request {
+    /// Chosen by the client, unique among its requests in flight.
+    pub id: u64,
+    pub body: RequestBody,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "op", deny_unknown_fields)]
+pub enum RequestBody {
+    OpenSession {
+        #[serde(default)]
+        tenant: Option<String>,
+    },
+    CloseSession {
+        session_id: String,
+    },
+    SessionInfo {
+        session_id: String,
+    },
+    Run(RunRequest),
+    /// Cancel the request `target` of this connection.
+    Cancel {
+        target: u64,
+    },
+    ListDir {
+        session_id: String,
+        /// Relative to the workspace root.
+        path: String,
+    },
+    ReadFile {
+        session_id: String,
+        path: String,
+        #[serde(default)]
+        offset: u64,
+        limit: u64,
+    },
+    /// Start writing `mounts/<path>`; the data follows as `MountChunk`
+    /// requests with the same id... see `MountChunk`.
+    WriteMount {
+        session_id: String,
+        /// Relative to `mounts/`.
+        path: String,
+        /// Exact size the chunks will add up to.
+        size: u64,
+    },
+    /// A piece of a `WriteMount` in flight, identified by its request id.
+    MountChunk {
+        target: u64,
+        #[serde(with = "crate::b64")]
+        data: Vec<u8>,
+    },
+    Stats,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub struct RunRequest {
+    pub session_id: String,
+    pub code: String,
+    #[serde(default)]
+    pub requirements: Vec<String>,
+    #[serde(default)]
+    pub limits: LimitRequest,
+}
+
+/// Server to client.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub struct Response {
+    /// The request this answers; 0 for connection-level errors.
+    pub id: u64,
+    pub body: ResponseBody,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind", deny_unknown_fields)]
+pub enum ResponseBody {
+    /// Something happened while the request runs; more frames follow.
+    Event(Event),
+    /// The request succeeded; nothing more follows for this id.
+    Reply(Reply),
+    /// The request failed; nothing more follows for this id.
+    Error(ErrorReply),
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "event", deny_unknown_fields)]
+pub enum Event {
+    /// Waiting for a free run slot: `position` runs are ahead.
+    Queued { position: u32 },
+    /// An environment is being built (or waited for).
+    Building { message: String },
+    /// The jail started.
+    Started,
+    Output {
+        stream: OutputStream,
+        #[serde(with = "crate::b64")]
+        data: Vec<u8>,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OutputStream {
+    Stdout,
+    Stderr,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "reply", deny_unknown_fields)]
+pub enum Reply {
+    Session(SessionInfo),
+    Closed,
+    Run(RunReply),
+    Cancelled,
+    Dir { entries: Vec<DirEntry> },
+    File(FileData),
+    Mounted { path: String, bytes: u64 },
+    Stats(Stats),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub struct SessionInfo {
+    pub session_id: String,
+    pub tenant: Option<String>,
+    /// Unix seconds.
+    pub created: u64,
+    pub last_used: u64,
+    pub disk_used_bytes: u64,
+    pub disk_quota_bytes: u64,
+    /// How the last run ended, if it was cut short by a supervisor restart.
+    #[serde(default)]
+    pub last_run_lost: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub struct RunReply {
+    pub outcome: Outcome,
+    pub stdout_truncated: bool,
+    pub stderr_truncated: bool,
+    /// Every file under `output/` after the run.
+    pub files: Vec<OutputFile>,
+    /// True when this run built its environment (false when it was cached).
+    pub env_built: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub struct OutputFile {
+    /// Relative to `output/`.
+    pub path: String,
+    pub size: u64,
+    pub mime: String,
+    /// Created or modified by this run.
+    pub changed: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub struct DirEntry {
+    pub name: String,
+    /// Relative to the workspace root.
+    pub path: String,
+    #[serde(rename = "type")]
+    pub kind: EntryKind,
+    pub size: u64,
+    /// Unix seconds.
+    pub modified: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EntryKind {
+    File,
+    Directory,
+    Symlink,
+    Other,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub struct FileData {
+    #[serde(with = "crate::b64")]
+    pub data: Vec<u8>,
+    /// Size of the whole file.
+    pub size: u64,
+    pub eof: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub struct Stats {
+    pub sessions: u64,
+    pub runs_active: u64,
+    pub runs_queued: u64,
+    pub runs_total: u64,
+    pub envs: u64,
+    pub env_builds: u64,
+    pub base_env_ready: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub struct ErrorReply {
+    pub code: ErrorCode,
+    /// For a person or a model to act on.
+    pub message: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorCode {
+    /// Malformed or unacceptable request.
+    BadRequest,
+    NotFound,
+    /// Too many runs queued: retry later.
+    Busy,
+    /// The session's disk quota, or a size cap, was hit.
+    Quota,
+    /// Path escapes the workspace, or a symlink was refused.
+    Forbidden,
+    Cancelled,
+    /// An environment could not be built (`pip install failed: …`).
+    Environment,
+    Internal,
+}

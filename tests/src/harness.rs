@@ -1,0 +1,214 @@
+//! Locating the built binaries, the root check, and [`Job`]: one
+//! `prims run` invocation with its script, policy and options.
+
+use crate::child::{run_with_timeout, RawOutput};
+use crate::outcome::Run;
+use crate::python::PY_PRELUDE;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+/// How long any one prims invocation may take before the helper kills it.
+pub const HARD_TIMEOUT: Duration = Duration::from_secs(90);
+
+/// The default policy of [`Job::new`]: a short wall clock so a hung test
+/// ends quickly.
+pub const DEFAULT_POLICY: &str = "[limits]\nwall_time = \"10s\"\n";
+
+/// Panics unless the test process is root: the jail needs it.
+pub fn require_root() {
+    // SAFETY: geteuid has no preconditions.
+    let euid = unsafe { libc::geteuid() };
+    if euid != 0 {
+        panic!(
+            "the PRIMS end-to-end tests must run as root (euid is {euid}): \
+             the jailer creates namespaces, cgroups and uid maps"
+        );
+    }
+}
+
+/// `target/debug` (or whichever profile dir holds the test executable).
+pub fn target_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("current_exe");
+    // target/debug/deps/<test>-<hash>: up two levels is target/debug.
+    exe.parent()
+        .and_then(Path::parent)
+        .expect("test executable lives in target/<profile>/deps")
+        .to_path_buf()
+}
+
+fn built_binary(name: &str) -> PathBuf {
+    let p = target_dir().join(name);
+    if !p.is_file() {
+        panic!(
+            "{} is missing: run `cargo build --workspace` first",
+            p.display()
+        );
+    }
+    p
+}
+
+/// Path of the `prims` CLI binary.
+pub fn prims_bin() -> PathBuf {
+    built_binary("prims")
+}
+
+/// Path of the `prims-jailer` binary.
+pub fn jailer_bin() -> PathBuf {
+    built_binary("prims-jailer")
+}
+
+/// A policy with just a wall time, plus `extra` appended verbatim.
+pub fn policy_with(wall: &str, extra: &str) -> String {
+    format!("[limits]\nwall_time = \"{wall}\"\n{extra}")
+}
+
+/// One `prims run` invocation.
+#[derive(Debug, Clone)]
+pub struct Job {
+    code: String,
+    policy: Option<String>,
+    workspace: Option<PathBuf>,
+    json: bool,
+    envs: Vec<(String, String)>,
+    extra_args: Vec<String>,
+    core_unlimited: bool,
+}
+
+impl Job {
+    /// A job running `code` with [`DEFAULT_POLICY`] and `--json`.
+    pub fn new(code: impl Into<String>) -> Job {
+        Job {
+            code: code.into(),
+            policy: Some(DEFAULT_POLICY.to_string()),
+            workspace: None,
+            json: true,
+            envs: Vec::new(),
+            extra_args: Vec::new(),
+            core_unlimited: false,
+        }
+    }
+
+    /// A job whose code starts with [`PY_PRELUDE`].
+    pub fn probe(code: &str) -> Job {
+        Job::new(format!("{PY_PRELUDE}\n{code}"))
+    }
+
+    /// Replace the policy file's text.
+    pub fn policy(mut self, toml: impl Into<String>) -> Job {
+        self.policy = Some(toml.into());
+        self
+    }
+
+    /// Run without `--policy` (the built-in default policy).
+    pub fn no_policy(mut self) -> Job {
+        self.policy = None;
+        self
+    }
+
+    pub fn workspace(mut self, dir: impl Into<PathBuf>) -> Job {
+        self.workspace = Some(dir.into());
+        self
+    }
+
+    /// Run without `--json`.
+    pub fn raw(mut self) -> Job {
+        self.json = false;
+        self
+    }
+
+    /// Set an environment variable on the prims process.
+    pub fn env(mut self, k: &str, v: &str) -> Job {
+        self.envs.push((k.to_string(), v.to_string()));
+        self
+    }
+
+    /// Start prims with `RLIMIT_CORE` raised to unlimited, so a core limit of
+    /// (0, 0) seen in the jail must have been set by the jail.
+    pub fn core_unlimited(mut self) -> Job {
+        self.core_unlimited = true;
+        self
+    }
+
+    pub fn arg(mut self, a: &str) -> Job {
+        self.extra_args.push(a.to_string());
+        self
+    }
+
+    /// Runs prims and returns what the process did, without parsing.
+    pub fn run_raw(&self) -> RawOutput {
+        require_root();
+        let prims = prims_bin();
+        let _ = jailer_bin();
+        let dir = tempfile::Builder::new()
+            .prefix("prims-test-input-")
+            .tempdir()
+            .expect("tempdir");
+        let script = dir.path().join("script.py");
+        std::fs::write(&script, &self.code).expect("write script");
+        let mut cmd = Command::new(prims);
+        cmd.arg("run");
+        if self.json {
+            cmd.arg("--json");
+        }
+        if let Some(p) = &self.policy {
+            let pf = dir.path().join("policy.toml");
+            std::fs::write(&pf, p).expect("write policy");
+            cmd.arg("--policy").arg(pf);
+        }
+        if let Some(w) = &self.workspace {
+            cmd.arg("--workspace").arg(w);
+        }
+        for a in &self.extra_args {
+            cmd.arg(a);
+        }
+        cmd.arg(&script);
+        for (k, v) in &self.envs {
+            cmd.env(k, v);
+        }
+        if self.core_unlimited {
+            use std::os::unix::process::CommandExt;
+            // SAFETY: setrlimit is async-signal-safe and touches no memory
+            // shared with the parent.
+            unsafe {
+                cmd.pre_exec(|| {
+                    let lim = libc::rlimit {
+                        rlim_cur: libc::RLIM_INFINITY,
+                        rlim_max: libc::RLIM_INFINITY,
+                    };
+                    if libc::setrlimit(libc::RLIMIT_CORE, &lim) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
+        }
+        run_with_timeout(cmd, HARD_TIMEOUT)
+    }
+
+    /// Runs prims with `--json` and parses the outcome. Panics, showing the
+    /// raw output, when prims printed no JSON object.
+    pub fn run(&self) -> Run {
+        assert!(self.json, "Job::run needs --json; use run_raw");
+        let raw = self.run_raw();
+        if raw.killed_by_helper {
+            panic!(
+                "prims did not finish within {:?} and was killed:\n{}",
+                HARD_TIMEOUT,
+                raw.describe()
+            );
+        }
+        let json: Value = match serde_json::from_slice(raw.stdout.trim_ascii()) {
+            Ok(v) => v,
+            Err(e) => panic!(
+                "prims --json did not print one JSON object ({e}):\n{}",
+                raw.describe()
+            ),
+        };
+        if !json.is_object() {
+            panic!("prims --json printed a non-object:\n{}", raw.describe());
+        }
+        Run { raw, json }
+    }
+}

@@ -1,0 +1,221 @@
+//! The filesystem rows of the escape catalogue of shared/notes/jail-hardening.md
+//! that are about what the jail can see: `/dev`, `/proc` and host files.
+//! Every row must fail inside the jail. Each test is named for its escape
+//! class.
+
+use prims_tests::*;
+use std::path::Path;
+
+const EPERM: i32 = libc::EPERM;
+
+// ------------------------------------------------------------------- /dev
+
+#[test]
+fn escape_dev_exact_allowlist() {
+    let code = r#"
+import stat
+kv('dev', *sorted(os.listdir('/dev')))
+for _n in ('fd', 'stdin', 'stdout', 'stderr'):
+    _p = '/dev/' + _n
+    kv('link_' + _n, os.readlink(_p) if os.path.islink(_p) else 'notalink')
+for _n in ('null', 'zero', 'full', 'random', 'urandom'):
+    _st = os.stat('/dev/' + _n)
+    kv('chr_' + _n, stat.S_ISCHR(_st.st_mode), os.major(_st.st_rdev), os.minor(_st.st_rdev))
+err('write_null', lambda: open('/dev/null', 'wb').write(b'x'))
+kv('zero_read', open('/dev/zero', 'rb').read(4).hex())
+kv('urandom_len', len(open('/dev/urandom', 'rb').read(16)))
+"#;
+    let run = Job::probe(code).run();
+    run.assert_ok();
+    run.checks()
+        .kv_eq(
+            "dev",
+            "fd full null random stderr stdin stdout urandom zero",
+        )
+        .kv_eq("link_fd", "/proc/self/fd")
+        .kv_eq("link_stdin", "/proc/self/fd/0")
+        .kv_eq("link_stdout", "/proc/self/fd/1")
+        .kv_eq("link_stderr", "/proc/self/fd/2")
+        .kv_eq("chr_null", "True 1 3")
+        .kv_eq("chr_zero", "True 1 5")
+        .kv_eq("chr_full", "True 1 7")
+        .kv_eq("chr_random", "True 1 8")
+        .kv_eq("chr_urandom", "True 1 9")
+        .os_ok("write_null")
+        .kv_eq("zero_read", "00000000")
+        .kv_eq("urandom_len", "16")
+        .finish();
+}
+
+#[test]
+fn escape_dev_mknod_eperm() {
+    let code = r#"
+import stat
+err('mknod_chr_tmp', os.mknod, '/tmp/n1', stat.S_IFCHR | 0o600, os.makedev(1, 3))
+err('mknod_blk_tmp', os.mknod, '/tmp/n2', stat.S_IFBLK | 0o600, os.makedev(7, 0))
+err('mknod_chr_workspace', os.mknod, '/workspace/n3', stat.S_IFCHR | 0o600, os.makedev(1, 1))
+"#;
+    let run = Job::probe(code).run();
+    run.assert_ok();
+    run.checks()
+        .os_errno("mknod_chr_tmp", EPERM)
+        .os_errno("mknod_blk_tmp", EPERM)
+        .os_errno("mknod_chr_workspace", EPERM)
+        .finish();
+}
+
+#[test]
+fn escape_dev_kmsg_enoent() {
+    require_root();
+    assert!(
+        Path::new("/dev/kmsg").exists() && Path::new("/dev/console").exists(),
+        "pairing: the host has /dev/kmsg and /dev/console"
+    );
+    let run = Job::probe(
+        "err('open_kmsg', open, '/dev/kmsg', 'rb')\n\
+         err('open_console', open, '/dev/console', 'rb')\n\
+         err('open_mem', open, '/dev/mem', 'rb')\n",
+    )
+    .run();
+    run.assert_ok();
+    run.checks()
+        .os_errno("open_kmsg", libc::ENOENT)
+        .os_errno("open_console", libc::ENOENT)
+        .os_errno("open_mem", libc::ENOENT)
+        .finish();
+}
+
+// ------------------------------------------------------------------ /proc
+
+#[test]
+fn escape_proc_sensitive_files_not_writable() {
+    require_root();
+    // On a kernel without CONFIG_MAGIC_SYSRQ /proc/sysrq-trigger does not
+    // exist at all (this CI host), so opening it for writing is ENOENT; where
+    // it exists the read-only bind must answer EROFS.
+    let sysrq_expected = if Path::new("/proc/sysrq-trigger").exists() {
+        libc::EROFS
+    } else {
+        libc::ENOENT
+    };
+    // python's 'w' is O_WRONLY|O_CREAT|O_TRUNC: on an existing file O_TRUNC
+    // makes the kernel check the mount for writing first, so a read-only
+    // bind gives EROFS; without the bind the jail user would get EACCES.
+    let run = Job::probe(
+        "err('sysrq_trigger_w', open, '/proc/sysrq-trigger', 'w')\n\
+         err('core_pattern_w', open, '/proc/sys/kernel/core_pattern', 'w')\n\
+         err('hostname_sysctl_w', open, '/proc/sys/kernel/hostname', 'w')\n\
+         err('drop_caches_w', open, '/proc/sys/vm/drop_caches', 'w')\n\
+         kv('core_pattern_readable', len(open('/proc/sys/kernel/core_pattern').read()) > 0)\n",
+    )
+    .run();
+    run.assert_ok();
+    run.checks()
+        .os_errno("sysrq_trigger_w", sysrq_expected)
+        .os_errno("core_pattern_w", libc::EROFS)
+        .os_errno("hostname_sysctl_w", libc::EROFS)
+        .os_errno("drop_caches_w", libc::EROFS)
+        .kv_eq("core_pattern_readable", "True")
+        .finish();
+}
+
+#[test]
+fn escape_proc_only_jail_pids() {
+    let run = Job::probe(
+        "kv('pids', *sorted(int(n) for n in os.listdir('/proc') if n.isdigit()))\n\
+         kv('mypid', os.getpid())\n\
+         kv('ppid', os.getppid())\n",
+    )
+    .run();
+    run.assert_ok();
+    run.checks()
+        .kv_eq("pids", "1 2")
+        .kv_eq("mypid", "2")
+        .kv_eq("ppid", "1")
+        .finish();
+}
+
+/// Not a catalogue row: the cgroup namespace should hide where the job sits
+/// in the host hierarchy, so every line of /proc/self/cgroup reads `/`.
+#[test]
+fn escape_proc_cgroup_namespace_hides_host_path() {
+    let run = Job::probe(
+        "for _l in open('/proc/self/cgroup'):\n    print('CG', _l.rstrip(), flush=True)\n\
+         kv('cgroup_paths', *sorted(set(l.rstrip().split(':', 2)[2] for l in open('/proc/self/cgroup'))))\n",
+    )
+    .run();
+    run.assert_ok();
+    run.checks().kv_eq("cgroup_paths", "/").finish();
+}
+
+#[test]
+fn escape_proc_sys_fs_cgroup_absent() {
+    let run = Job::probe(
+        "err('stat_sys_fs_cgroup', os.stat, '/sys/fs/cgroup')\n\
+         err('stat_sys', os.stat, '/sys')\n",
+    )
+    .run();
+    run.assert_ok();
+    run.checks()
+        .os_errno("stat_sys_fs_cgroup", libc::ENOENT)
+        .os_errno("stat_sys", libc::ENOENT)
+        .finish();
+}
+
+// ------------------------------------------------------------- host files
+
+#[test]
+fn escape_host_files_invisible() {
+    require_root();
+    let m = unique("marker");
+    let var_marker = format!("/var/tmp/{m}");
+    let root_marker = format!("/root/{m}");
+    std::fs::write(&var_marker, "secret").unwrap();
+    std::fs::write(&root_marker, "secret").unwrap();
+    let other_ws = workspace_dir();
+    std::fs::create_dir_all(other_ws.path().join("output")).unwrap();
+    std::fs::write(other_ws.path().join("output/secret.txt"), "secret").unwrap();
+    std::fs::set_permissions(
+        other_ws.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o777),
+    )
+    .unwrap();
+    let other = other_ws.path().to_str().unwrap().to_string();
+    let this_repo = env!("CARGO_MANIFEST_DIR");
+    for p in [
+        "/etc/shadow",
+        "/root",
+        &var_marker,
+        &root_marker,
+        &other,
+        this_repo,
+    ] {
+        assert!(Path::new(p).exists(), "pairing: {p} exists on the host");
+    }
+    let code = format!(
+        "err('etc_shadow', open, '/etc/shadow', 'rb')\n\
+         err('root_dir', os.listdir, '/root')\n\
+         err('var_tmp_marker', open, {vm}, 'rb')\n\
+         err('root_marker', open, {rm}, 'rb')\n\
+         err('other_workspace', os.listdir, {ow})\n\
+         err('other_workspace_file', open, {ow} + '/output/secret.txt', 'rb')\n\
+         err('this_repo', os.listdir, {repo})\n",
+        vm = py_str(&var_marker),
+        rm = py_str(&root_marker),
+        ow = py_str(&other),
+        repo = py_str(this_repo),
+    );
+    let run = Job::probe(&code).run();
+    let _ = std::fs::remove_file(&var_marker);
+    let _ = std::fs::remove_file(&root_marker);
+    run.assert_ok();
+    run.checks()
+        .os_errno("etc_shadow", libc::ENOENT)
+        .os_errno("root_dir", libc::ENOENT)
+        .os_errno("var_tmp_marker", libc::ENOENT)
+        .os_errno("root_marker", libc::ENOENT)
+        .os_errno("other_workspace", libc::ENOENT)
+        .os_errno("other_workspace_file", libc::ENOENT)
+        .os_errno("this_repo", libc::ENOENT)
+        .finish();
+}
