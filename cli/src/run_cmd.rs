@@ -149,7 +149,7 @@ fn run(args: &RunArgs) -> Result<i32> {
             Stream::Stderr => std::io::stderr().write_all(bytes),
         };
     };
-    let result = runner::run_job(&jailer, &spec, &sink)?;
+    let result = runner::run_job(&jailer, &spec, &sink, &runner::Cancel::default())?;
     if result.outcome.status == Status::SetupError {
         // A jailer that died mid-run leaves its cgroup behind.
         let _ = cgroups::remove_job(&parents, &job);

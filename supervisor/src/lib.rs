@@ -3,9 +3,13 @@
 //! per run. The daemon that serves these over a socket builds on this crate.
 
 pub mod cgroups;
+pub mod envs;
+pub mod fsops;
 pub mod runner;
+pub mod server;
+pub mod sessions;
 pub mod spec;
 pub mod venv;
 pub mod workspace;
 
-pub use runner::{run_job, RunError, RunResult, Stream};
+pub use runner::{run_job, Cancel, RunError, RunResult, Stream};

@@ -8,6 +8,7 @@ use std::io::{self, Read, Seek, Write};
 use std::os::fd::{AsRawFd, FromRawFd, RawFd};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 use std::process::{Command, Stdio};
 
 const SPEC_FD: RawFd = 3;
@@ -19,6 +20,46 @@ pub enum Stream {
     Stderr,
 }
 
+/// Cancels a run from another thread by killing its jailer; the jail's init
+/// has a parent-death signal, so the whole pid namespace goes with it.
+#[derive(Debug, Clone, Default)]
+pub struct Cancel(Arc<Mutex<CancelState>>);
+
+#[derive(Debug, Default)]
+struct CancelState {
+    cancelled: bool,
+    /// The jailer's pid while it is unreaped, so a kill never hits a reused pid.
+    pid: Option<libc::pid_t>,
+}
+
+impl Cancel {
+    pub fn cancel(&self) {
+        let mut st = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        st.cancelled = true;
+        if let Some(pid) = st.pid {
+            // SAFETY: kill has no memory-safety preconditions; pid is our unreaped child.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+    }
+
+    pub fn is_cancelled(&self) -> bool {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).cancelled
+    }
+
+    fn started(&self, pid: libc::pid_t) {
+        let mut st = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        st.pid = Some(pid);
+        if st.cancelled {
+            // SAFETY: as in cancel().
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+    }
+
+    fn reaped(&self) {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).pid = None;
+    }
+}
+
 #[derive(Debug)]
 pub struct RunResult {
     pub outcome: Outcome,
@@ -26,6 +67,8 @@ pub struct RunResult {
     pub stderr: Vec<u8>,
     pub stdout_truncated: bool,
     pub stderr_truncated: bool,
+    /// The run was cancelled; `outcome` then describes a killed jailer.
+    pub cancelled: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -97,6 +140,7 @@ pub fn run_job(
     jailer: &Path,
     spec: &JobSpec,
     sink: &(dyn Fn(Stream, &[u8]) + Sync),
+    cancel: &Cancel,
 ) -> Result<RunResult, RunError> {
     let mut spec_file = memfd(c"prims-spec")?;
     spec_file
@@ -129,6 +173,7 @@ pub fn run_job(
         path: jailer.to_path_buf(),
         source,
     })?;
+    cancel.started(child.id() as libc::pid_t);
     drop(spec_file);
     let cap = usize::try_from(spec.limits.output_bytes).unwrap_or(usize::MAX);
     let stdout = child.stdout.take();
@@ -144,7 +189,9 @@ pub fn run_job(
         };
         (o, t.join().unwrap_or_default())
     });
-    let status = child.wait().map_err(RunError::Wait)?;
+    let status = child.wait();
+    cancel.reaped();
+    let status = status.map_err(RunError::Wait)?;
     let mut json = Vec::new();
     let read = outcome_file
         .rewind()
@@ -159,6 +206,7 @@ pub fn run_job(
         stderr: err,
         stdout_truncated: out_trunc,
         stderr_truncated: err_trunc,
+        cancelled: cancel.is_cancelled(),
     })
 }
 

@@ -1,0 +1,1 @@
+//! Content-addressed Python environments built by uv in an install jail.

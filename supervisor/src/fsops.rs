@@ -1,0 +1,1 @@
+//! Workspace file operations that never follow a planted symlink out.

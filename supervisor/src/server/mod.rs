@@ -1,0 +1,1 @@
+//! The supervisor socket: listener, peer check, framed connections, request dispatch.

@@ -1,0 +1,1 @@
+//! Sessions: workspaces, metadata, quotas, uids, expiry, recovery.
