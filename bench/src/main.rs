@@ -1,128 +1,49 @@
-//! `prims-bench jail`: `prims run` of `pass` against the same venv python
-//! run directly, interleaved in one run so both see the same machine noise.
+//! PRIMS benchmark programs. Each compares variants measured side by side
+//! in one run, so the ratios hold on a noisy machine.
 
-use anyhow::{anyhow, bail, Context, Result};
-use clap::Parser;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::Instant;
+mod jail;
+mod socket;
+mod stats;
+
+use anyhow::Result;
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
 
 #[derive(Parser)]
-#[command(about = "Measure jail overhead against the unjailed python floor")]
+#[command(about = "PRIMS benchmarks")]
 struct Args {
-    /// Runs of each variant.
-    #[arg(long, default_value_t = 50)]
-    runs: usize,
     /// The prims binary (default: next to this one).
-    #[arg(long)]
+    #[arg(long, global = true)]
     prims: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Bench,
 }
 
-fn time_ms(cmd: &mut Command) -> Result<f64> {
-    let start = Instant::now();
-    let status = cmd
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .with_context(|| format!("running {cmd:?}"))?;
-    let ms = start.elapsed().as_secs_f64() * 1000.0;
-    if !status.success() {
-        bail!("{cmd:?} failed with {status}");
-    }
-    Ok(ms)
-}
-
-struct Stats {
-    median: f64,
-    p90: f64,
-    min: f64,
-}
-
-fn stats(mut xs: Vec<f64>) -> Stats {
-    xs.sort_by(f64::total_cmp);
-    let at = |q: f64| xs[((xs.len() - 1) as f64 * q).round() as usize];
-    Stats {
-        median: at(0.5),
-        p90: at(0.9),
-        min: xs[0],
-    }
-}
-
-fn find_venv(state_dir: &Path) -> Result<PathBuf> {
-    let envs = state_dir.join("envs");
-    std::fs::read_dir(&envs)
-        .with_context(|| format!("reading {}", envs.display()))?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .find(|p| {
-            p.file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with("empty-"))
-        })
-        .ok_or_else(|| anyhow!("no empty venv under {}", envs.display()))
+#[derive(Subcommand)]
+enum Bench {
+    /// `prims run` of `pass` against the unjailed venv python.
+    Jail {
+        #[arg(long, default_value_t = 50)]
+        runs: usize,
+    },
+    /// A socket client of a fresh supervisor: latency, cached requirements, throughput.
+    Socket {
+        #[arg(long, default_value_t = 100)]
+        runs: usize,
+        /// Policy for the supervisor (default: built-in defaults).
+        #[arg(long)]
+        policy: Option<PathBuf>,
+    },
 }
 
 fn main() -> Result<()> {
     let args = Args::parse();
-    if args.runs < 2 {
-        bail!("--runs must be at least 2");
-    }
     let prims = match args.prims {
         Some(p) => p,
         None => std::env::current_exe()?.with_file_name("prims"),
     };
-    // A private state dir, so the venv timed unjailed is the one the jail uses.
-    let dir = std::env::temp_dir().join(format!("prims-bench-{}", std::process::id()));
-    std::fs::create_dir_all(&dir)?;
-    let result = measure(&prims, &dir, args.runs);
-    let _ = std::fs::remove_dir_all(&dir);
-    result
-}
-
-fn measure(prims: &Path, dir: &Path, runs: usize) -> Result<()> {
-    let script = dir.join("pass.py");
-    std::fs::write(&script, "pass\n")?;
-    let no_cgroup = dir.join("no-cgroup.toml");
-    std::fs::write(&no_cgroup, "[cgroup]\nbackend = \"none\"\n")?;
-    let state = dir.join("state");
-    let jail = |policy: Option<&Path>| {
-        let mut c = Command::new(prims);
-        c.arg("run").arg("--state-dir").arg(&state);
-        if let Some(p) = policy {
-            c.arg("--policy").arg(p);
-        }
-        c.arg(&script);
-        c
-    };
-    let mut with_cg = jail(None);
-    let mut without_cg = jail(Some(&no_cgroup));
-    // Warm up: builds the venv and fills the page cache.
-    for _ in 0..3 {
-        time_ms(&mut with_cg)?;
+    match args.command {
+        Bench::Jail { runs } => jail::main(runs, prims),
+        Bench::Socket { runs, policy } => socket::main(runs, prims, policy),
     }
-    let mut plain = Command::new(find_venv(&state)?.join("bin/python"));
-    plain.args(["-I", "-c", "pass"]);
-    let (mut p, mut j, mut n) = (Vec::new(), Vec::new(), Vec::new());
-    for _ in 0..runs {
-        p.push(time_ms(&mut plain)?);
-        j.push(time_ms(&mut with_cg)?);
-        n.push(time_ms(&mut without_cg)?);
-    }
-    let (p, j, n) = (stats(p), stats(j), stats(n));
-    println!("runs: {runs} of each, interleaved");
-    println!("| what | min ms | median ms | p90 ms | median overhead ms |");
-    println!("|---|---|---|---|---|");
-    let row = |name: &str, s: &Stats| {
-        println!(
-            "| {name} | {:.1} | {:.1} | {:.1} | {:+.1} |",
-            s.min,
-            s.median,
-            s.p90,
-            s.median - p.median
-        );
-    };
-    row("venv python -I -c pass (unjailed)", &p);
-    row("prims run pass.py (jailed, cgroups)", &j);
-    row("prims run pass.py (jailed, cgroup.backend = none)", &n);
-    println!("ratio jailed/unjailed (median): {:.2}", j.median / p.median);
-    Ok(())
 }

@@ -2,6 +2,7 @@
 
 mod policy_cmd;
 mod run_cmd;
+mod supervisor_cmd;
 
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
@@ -21,6 +22,8 @@ struct Cli {
 enum Command {
     /// Run one script in the jail, with no server.
     Run(run_cmd::RunArgs),
+    /// The privileged daemon that owns sessions, environments and jails.
+    Supervisor(supervisor_cmd::SupervisorArgs),
     /// Policy tools.
     Policy {
         #[command(subcommand)]
@@ -45,6 +48,7 @@ fn main() {
     let cli = Cli::parse();
     let code = match cli.command {
         Command::Run(args) => run_cmd::main(args),
+        Command::Supervisor(args) => supervisor_cmd::main(args),
         Command::Policy {
             command: PolicyCommand::Check { file },
         } => policy_cmd::check(&file),

@@ -50,7 +50,7 @@ pub fn main(args: RunArgs) -> i32 {
 
 /// The error and its causes on one line, skipping a cause whose text the
 /// message already includes (library errors often embed their source).
-fn render(e: &anyhow::Error) -> String {
+pub fn render(e: &anyhow::Error) -> String {
     let mut out = String::new();
     for cause in e.chain() {
         let text = cause.to_string();
@@ -65,7 +65,7 @@ fn render(e: &anyhow::Error) -> String {
     out
 }
 
-fn jailer_path(flag: &Option<PathBuf>) -> Result<PathBuf> {
+pub fn jailer_path(flag: &Option<PathBuf>) -> Result<PathBuf> {
     if let Some(p) = flag {
         return Ok(p.clone());
     }

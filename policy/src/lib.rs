@@ -18,7 +18,7 @@ pub use merge::{
 };
 pub use schema::{
     Cgroup, Filesystem, Identity, Landlock, Limits, Network, NetworkPolicy, Policy, Python,
-    Seccomp, Sessions, SocketFamily,
+    Seccomp, SessionQuota, Sessions, SocketFamily,
 };
 pub use spans::Location;
 pub use units::{ByteSize, HumanDuration};

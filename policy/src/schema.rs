@@ -38,6 +38,8 @@ pub struct Limits {
     /// `None` means one run per available core.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_concurrent_runs: Option<usize>,
+    /// Runs that may wait for a slot; more are refused as busy.
+    pub max_queued_runs: usize,
     /// CPU bandwidth in cores.
     pub cpus: f64,
 }
@@ -55,6 +57,7 @@ impl Default for Limits {
             output_bytes: ByteSize::mib(1),
             tmp_size: ByteSize::mib(64),
             max_concurrent_runs: None,
+            max_queued_runs: 64,
             cpus: 1.0,
         }
     }
@@ -208,6 +211,10 @@ pub struct Python {
     /// Wheels only, so no package build script runs at install time.
     pub only_binary: bool,
     pub env_cache_bytes: ByteSize,
+    /// Wall-clock time one environment build may take.
+    pub build_timeout: HumanDuration,
+    /// Memory one environment build may use.
+    pub build_memory: ByteSize,
 }
 
 impl Default for Python {
@@ -222,6 +229,8 @@ impl Default for Python {
             find_links: Vec::new(),
             only_binary: true,
             env_cache_bytes: ByteSize::gib(10),
+            build_timeout: HumanDuration::secs(600),
+            build_memory: ByteSize::gib(2),
         }
     }
 }
@@ -232,6 +241,8 @@ pub struct Sessions {
     pub idle_ttl: HumanDuration,
     pub disk_quota: ByteSize,
     pub max_sessions: u32,
+    /// How `disk_quota` is enforced.
+    pub quota: SessionQuota,
 }
 
 impl Default for Sessions {
@@ -240,6 +251,18 @@ impl Default for Sessions {
             idle_ttl: HumanDuration::secs(3600),
             disk_quota: ByteSize::gib(1),
             max_sessions: 256,
+            quota: SessionQuota::Loop,
         }
     }
+}
+
+/// How a session workspace's disk quota is enforced.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SessionQuota {
+    /// Each workspace is its own sparse ext4 image, loop-mounted: a hard quota.
+    #[default]
+    Loop,
+    /// A plain directory with no quota, for hosts without loop devices.
+    None,
 }

@@ -1,7 +1,7 @@
 //! Semantic rules that serde cannot express. Each rule exists because the
 //! value would break the jail, weaken it, or make every run fail.
 
-use crate::schema::Policy;
+use crate::schema::{Policy, SessionQuota};
 use crate::spans::KeyPath;
 use crate::syscalls;
 use crate::units::{ByteSize, HumanDuration};
@@ -22,6 +22,11 @@ pub const MIN_UID_BASE: u32 = 1000;
 pub const MAX_UID_END: u64 = 4_294_967_294;
 /// `nobody` (the overflow uid) must never be a jail identity.
 pub const OVERFLOW_UID: u64 = 65_534;
+/// uv resolving and unpacking a large set needs a few hundred MiB.
+pub const MIN_BUILD_MEMORY: ByteSize = ByteSize::mib(256);
+
+/// An ext4 image smaller than this has no room left for files.
+pub const MIN_DISK_QUOTA: ByteSize = ByteSize::mib(1);
 
 /// A rule violation: the first path names it, the rest are fallbacks for
 /// locating it when the first key is not in the file.
@@ -95,6 +100,12 @@ fn limits(p: &Policy, f: &mut Findings) {
                 "{} is not a usable CPU share (must be a number of cores of at least {MIN_CPUS}, e.g. 1.0 or 0.5)",
                 l.cpus
             ),
+        );
+    }
+    if l.max_queued_runs > 100_000 {
+        f.add(
+            at("max_queued_runs"),
+            format!("{} is out of range (at most 100000)", l.max_queued_runs),
         );
     }
     if l.max_concurrent_runs == Some(0) {
@@ -302,6 +313,22 @@ fn python(p: &Policy, f: &mut Findings) {
             );
         }
     }
+    let t = py.build_timeout;
+    if t.0.is_zero() || t > MAX_RUN_TIME {
+        f.add(
+            KeyPath::new(&["python", "build_timeout"]),
+            format!("{t} is out of range (must be more than 0s and at most {MAX_RUN_TIME})"),
+        );
+    }
+    if py.build_memory < MIN_BUILD_MEMORY {
+        f.add(
+            KeyPath::new(&["python", "build_memory"]),
+            format!(
+                "{} is too small (at least {MIN_BUILD_MEMORY})",
+                py.build_memory
+            ),
+        );
+    }
 }
 
 fn sessions(p: &Policy, f: &mut Findings) {
@@ -316,6 +343,15 @@ fn sessions(p: &Policy, f: &mut Findings) {
         f.add(
             KeyPath::new(&["sessions", "max_sessions"]),
             "0 would refuse every session (at least 1)".to_string(),
+        );
+    }
+    if s.quota == SessionQuota::Loop && s.disk_quota < MIN_DISK_QUOTA {
+        f.add(
+            KeyPath::new(&["sessions", "disk_quota"]),
+            format!(
+                "{} is too small for a workspace image (at least {MIN_DISK_QUOTA})",
+                s.disk_quota
+            ),
         );
     }
 }

@@ -2,6 +2,9 @@
 //! the outcome it writes back. Plain data with serde, no behaviour.
 
 pub mod b64;
+#[cfg(feature = "client")]
+pub mod client;
+pub mod frame;
 mod job;
 mod outcome;
 pub mod wire;

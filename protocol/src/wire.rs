@@ -108,6 +108,8 @@ pub struct Response {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "kind", deny_unknown_fields)]
+// Each response is built, encoded and dropped; boxing the big reply buys nothing.
+#[allow(clippy::large_enum_variant)]
 pub enum ResponseBody {
     /// Something happened while the request runs; more frames follow.
     Event(Event),
@@ -172,6 +174,11 @@ pub struct SessionInfo {
 #[serde(rename_all = "snake_case", deny_unknown_fields)]
 pub struct RunReply {
     pub outcome: Outcome,
+    /// Everything kept of stdout and stderr (also streamed as `Output` events).
+    #[serde(with = "crate::b64")]
+    pub stdout: Vec<u8>,
+    #[serde(with = "crate::b64")]
+    pub stderr: Vec<u8>,
     pub stdout_truncated: bool,
     pub stderr_truncated: bool,
     /// Every file under `output/` after the run.

@@ -80,16 +80,19 @@ fn alone_in_own_v2_cgroup() -> bool {
     std::fs::read_to_string(procs).is_ok_and(|t| t.lines().eq([me.as_str()]))
 }
 
+/// The job manager for these parents; an error for the `none` backend.
+pub fn manager(parents: &Parents) -> Result<Box<dyn prims_cgroup::Manager>, CgroupError> {
+    let version = match parents.backend {
+        CgroupBackend::V2 => Version::V2,
+        _ => Version::V1,
+    };
+    prims_cgroup::manager(version, &parents.dirs)
+}
+
 /// Remove a job cgroup a jailer left behind (it crashed or was killed).
 pub fn remove_job(parents: &Parents, job: &str) -> Result<(), CgroupError> {
-    let version = match parents.backend {
-        CgroupBackend::V1 => Version::V1,
-        CgroupBackend::V2 => Version::V2,
-        _ => return Ok(()),
-    };
-    let manager = prims_cgroup::manager(version, &parents.dirs)?;
-    if manager.list_jobs()?.iter().any(|j| j == job) {
-        manager.remove_job(job)?;
+    if parents.backend == CgroupBackend::None {
+        return Ok(());
     }
-    Ok(())
+    manager(parents)?.remove_job(job)
 }

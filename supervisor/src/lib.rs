@@ -3,6 +3,7 @@
 //! per run. The daemon that serves these over a socket builds on this crate.
 
 pub mod cgroups;
+pub mod daemon;
 pub mod envs;
 pub mod fsops;
 pub mod runner;

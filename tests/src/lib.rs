@@ -28,11 +28,13 @@
 //! - [`python`]: the Python prelude every probe starts with and str quoting;
 //! - [`probes`]: the probe bodies shared by the jail tests and the host
 //!   control test;
+//! - [`daemon`]: a real `prims supervisor` process for socket tests;
 //! - [`host`]: host-side helpers: unique markers, process-table scans,
 //!   workspace directories, file owners, host python runs.
 
 pub mod checks;
 pub mod child;
+pub mod daemon;
 pub mod harness;
 pub mod host;
 pub mod outcome;

@@ -1,1 +1,297 @@
 //! Content-addressed Python environments built by uv in an install jail.
+//!
+//! [`Envs::ensure`] maps a requirement list to a read-only venv under
+//! `state_dir/envs/<key>/`: a cache hit is an index lookup, a miss builds
+//! the environment once (concurrent callers for one key share the build) and
+//! then collects least-recently-used environments above the size cap.
+
+mod build;
+mod cache;
+mod error;
+mod flight;
+mod gc;
+mod install;
+mod key;
+mod output;
+mod requirements;
+mod uv;
+
+pub use error::EnvError;
+pub use requirements::{
+    normalize_name, validate_requirements, MAX_REQUIREMENTS, MAX_REQUIREMENT_LEN,
+};
+
+use cache::Index;
+use key::{env_key, Settings};
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+
+/// Builds that may run at once; more wait for a slot.
+pub const MAX_CONCURRENT_BUILDS: usize = 2;
+
+#[derive(Debug, Clone)]
+pub struct EnvConfig {
+    /// Holds `envs/`, `uv-cache/` and `tools/`.
+    pub state_dir: PathBuf,
+    /// The prims-jailer binary.
+    pub jailer: PathBuf,
+    pub cgroup: crate::cgroups::Parents,
+    /// Absolute path of the interpreter every environment is made for.
+    pub interpreter: PathBuf,
+    /// Its version, `X.Y`.
+    pub version: String,
+    /// Host uid (and gid) install jails run as. Never 0.
+    pub build_uid: u32,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EnvStats {
+    /// Environments in the cache.
+    pub envs: u64,
+    /// Builds this instance has run (successful or not).
+    pub builds: u64,
+    /// Disk used by the cached environments.
+    pub bytes: u64,
+}
+
+/// The environment cache. `Send + Sync`; share it through an `Arc`.
+pub struct Envs {
+    core: Arc<Core>,
+}
+
+pub(crate) struct Core {
+    cfg: EnvConfig,
+    envs_dir: PathBuf,
+    settings: RwLock<Arc<Settings>>,
+    index: Arc<Mutex<Index>>,
+    inflight: Mutex<HashMap<String, flight::Flight>>,
+    slots: tokio::sync::Semaphore,
+    uv: uv::UvTool,
+    builds: AtomicU64,
+    /// `spawn_base_build` was called: rebuild the base after a policy change.
+    base_wanted: AtomicBool,
+}
+
+/// A cached environment in use. While any lease on it lives, it is never
+/// collected. Dropping the lease releases it.
+pub struct EnvLease {
+    /// The venv on the host; run jails mount it read-only at `/venv`.
+    pub dir: PathBuf,
+    pub key: String,
+    /// This call built the environment (it was not cached, and no other
+    /// call was already building it).
+    pub built: bool,
+    index: Arc<Mutex<Index>>,
+}
+
+impl std::fmt::Debug for EnvLease {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EnvLease")
+            .field("dir", &self.dir)
+            .field("key", &self.key)
+            .field("built", &self.built)
+            .finish()
+    }
+}
+
+impl Drop for EnvLease {
+    fn drop(&mut self) {
+        let mut index = self.index.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(e) = index.entries.get_mut(&self.key) {
+            e.leases = e.leases.saturating_sub(1);
+        }
+    }
+}
+
+impl Envs {
+    /// Open the cache under `cfg.state_dir`: remove what an interrupted
+    /// build or delete left, and index the environments already built.
+    pub fn new(cfg: EnvConfig, policy: &prims_policy::Policy) -> Result<Self, EnvError> {
+        if cfg.build_uid == 0 {
+            return Err(EnvError::Policy {
+                message: "the build uid must not be 0".into(),
+            });
+        }
+        if !cfg.interpreter.is_absolute() {
+            return Err(EnvError::Policy {
+                message: format!(
+                    "interpreter {} is not an absolute path",
+                    cfg.interpreter.display()
+                ),
+            });
+        }
+        let settings = Settings::from_policy(policy, &cfg.interpreter)?;
+        let envs_dir = cfg.state_dir.join("envs");
+        std::fs::create_dir_all(&envs_dir).map_err(EnvError::io("creating", &envs_dir))?;
+        if let Ok(rd) = std::fs::read_dir(&cfg.state_dir) {
+            for ent in rd.flatten() {
+                if ent.file_name().to_string_lossy().starts_with(".tools-") {
+                    cache::remove_any(&ent.path());
+                }
+            }
+        }
+        let index = Index::load(&envs_dir)?;
+        tracing::info!(envs = index.entries.len(), bytes = index.bytes(), dir = %envs_dir.display(), "environment cache opened");
+        Ok(Envs {
+            core: Arc::new(Core {
+                cfg,
+                envs_dir,
+                settings: RwLock::new(Arc::new(settings)),
+                index: Arc::new(Mutex::new(index)),
+                inflight: Mutex::new(HashMap::new()),
+                slots: tokio::sync::Semaphore::new(MAX_CONCURRENT_BUILDS),
+                uv: uv::UvTool::default(),
+                builds: AtomicU64::new(0),
+                base_wanted: AtomicBool::new(false),
+            }),
+        })
+    }
+
+    /// The environment for `requirements` (plus the policy's default
+    /// packages), built if needed. With no requirements: the base
+    /// environment. `progress` sees build messages, a few per second.
+    pub async fn ensure(
+        &self,
+        requirements: &[String],
+        progress: &(dyn Fn(String) + Send + Sync),
+    ) -> Result<EnvLease, EnvError> {
+        let reqs = validate_requirements(requirements)?;
+        self.core.ensure(reqs, progress).await
+    }
+
+    /// Start building the base environment in the background.
+    pub fn spawn_base_build(self: &Arc<Self>) {
+        self.core.base_wanted.store(true, Ordering::Relaxed);
+        Core::spawn_base_build(&self.core);
+    }
+
+    /// The base environment of the current policy is built.
+    pub fn base_ready(&self) -> bool {
+        let key = self.core.base_key();
+        self.core.lock_index().entries.contains_key(&key)
+    }
+
+    pub fn stats(&self) -> EnvStats {
+        let index = self.core.lock_index();
+        EnvStats {
+            envs: index.entries.len() as u64,
+            builds: self.core.builds.load(Ordering::Relaxed),
+            bytes: index.bytes(),
+        }
+    }
+
+    /// Delete least-recently-used environments until the cache fits
+    /// `python.env_cache_bytes`; returns the deleted keys. Leased
+    /// environments and the base environment are kept.
+    pub fn gc(&self) -> Result<Vec<String>, EnvError> {
+        Ok(self.core.gc(&[]))
+    }
+
+    /// Apply a new policy. Later `ensure` calls use its packages and index
+    /// settings (which give new keys); an unusable `python` section is
+    /// logged and the previous settings stay.
+    pub fn update_policy(&self, policy: &prims_policy::Policy) {
+        let new = match Settings::from_policy(policy, &self.core.cfg.interpreter) {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::error!(error = %e, "keeping the previous environment settings");
+                return;
+            }
+        };
+        let old_base = self.core.base_key();
+        *self
+            .core
+            .settings
+            .write()
+            .unwrap_or_else(|p| p.into_inner()) = Arc::new(new);
+        let removed = self.core.gc(&[]);
+        if !removed.is_empty() {
+            tracing::info!(?removed, "environments collected after a policy change");
+        }
+        if old_base != self.core.base_key() && self.core.base_wanted.load(Ordering::Relaxed) {
+            Core::spawn_base_build(&self.core);
+        }
+    }
+}
+
+impl Core {
+    fn lock_index(&self) -> std::sync::MutexGuard<'_, Index> {
+        self.index.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn settings(&self) -> Arc<Settings> {
+        self.settings
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    fn key_for(&self, settings: &Settings, reqs: &[String]) -> (String, Vec<String>) {
+        let packages = settings.packages(reqs);
+        let key = env_key(
+            &self.cfg.interpreter,
+            &self.cfg.version,
+            &packages,
+            settings,
+        );
+        (key, packages)
+    }
+
+    fn base_key(&self) -> String {
+        self.key_for(&self.settings(), &[]).0
+    }
+
+    /// A lease on `key` if it is cached; records the use.
+    fn try_lease(&self, key: &str, built: bool) -> Option<EnvLease> {
+        let mut index = self.lock_index();
+        let entry = index.entries.get_mut(key)?;
+        entry.leases += 1;
+        index.touch(&self.envs_dir, key);
+        Some(EnvLease {
+            dir: self.envs_dir.join(key),
+            key: key.to_string(),
+            built,
+            index: self.index.clone(),
+        })
+    }
+
+    fn spawn_base_build(core: &Arc<Core>) {
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            tracing::error!(
+                "no tokio runtime: the base environment is not built in the background"
+            );
+            return;
+        };
+        let core = core.clone();
+        rt.spawn(async move {
+            let progress = |m: String| tracing::debug!(message = %m, "base environment");
+            match core.ensure(Vec::new(), &progress).await {
+                Ok(lease) => {
+                    tracing::info!(key = %lease.key, built = lease.built, "base environment ready")
+                }
+                Err(e) => tracing::error!(error = %e, "building the base environment failed"),
+            }
+        });
+    }
+
+    /// Collect above the cap, keeping the base environment and `keep`.
+    fn gc(&self, keep: &[&str]) -> Vec<String> {
+        let base = self.base_key();
+        let mut keep: Vec<&str> = keep.to_vec();
+        keep.push(&base);
+        let cap = self.settings().cache_bytes;
+        let (keys, trash) = {
+            let mut index = self.lock_index();
+            let keys = gc::plan(&index, cap, &keep);
+            let trash = gc::detach(&mut index, &self.envs_dir, &keys);
+            (keys, trash)
+        };
+        gc::delete(&trash);
+        if !keys.is_empty() {
+            tracing::info!(removed = ?keys, cap, "environments collected");
+        }
+        keys
+    }
+}

@@ -1,1 +1,131 @@
-//! The supervisor socket: listener, peer check, framed connections, request dispatch.
+//! The supervisor socket: listener, peer check, framed connections, request
+//! dispatch. The transport knows nothing about sessions or runs; a
+//! [`Handler`] answers each request.
+
+mod connection;
+mod frames;
+mod listener;
+mod peer;
+mod requests;
+
+use prims_protocol::wire::{ErrorReply, Event, Reply, RequestBody, Response, ResponseBody};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+pub use listener::serve;
+
+/// The process at the other end of a connection, from `SO_PEERCRED`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Peer {
+    pub uid: u32,
+    pub gid: u32,
+    pub pid: i32,
+}
+
+/// What a handler gets with each request.
+pub struct Ctx {
+    pub peer: Peer,
+    /// Progress for this request.
+    pub events: EventSink,
+    /// Cancelled by a `Cancel` request, a disconnect or shutdown.
+    pub cancel: CancellationToken,
+    /// For `WriteMount`: its `MountChunk` data in order; closed once the
+    /// announced size has arrived, or early on cancel or disconnect.
+    pub chunks: Option<mpsc::Receiver<Vec<u8>>>,
+}
+
+pub trait Handler: Send + Sync + 'static {
+    fn handle(
+        &self,
+        body: RequestBody,
+        ctx: Ctx,
+    ) -> impl std::future::Future<Output = Result<Reply, ErrorReply>> + Send;
+}
+
+pub struct ServerConfig {
+    pub socket: PathBuf,
+    /// Uids allowed to connect besides root.
+    pub allowed_uids: Vec<u32>,
+    /// Group given to the socket file (mode 0660).
+    pub socket_group: Option<u32>,
+    pub max_connections: usize,
+    /// In-flight requests per connection; more are answered `Busy`.
+    pub max_requests_per_connection: usize,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    #[error("refusing socket path {0}: it is a symbolic link")]
+    Symlink(PathBuf),
+    #[error("refusing socket path {0}: it exists and is not a socket")]
+    NotASocket(PathBuf),
+    #[error("another process is already listening on {0}")]
+    InUse(PathBuf),
+    #[error("socket {path}: {what}: {source}")]
+    Io {
+        path: PathBuf,
+        what: &'static str,
+        source: std::io::Error,
+    },
+}
+
+/// Sends the events of one request. Bounded: sending waits while the client
+/// is slow to read. Events sent after the request finished are dropped.
+#[derive(Clone)]
+pub struct EventSink {
+    id: u64,
+    tx: mpsc::Sender<Response>,
+    finished: Arc<AtomicBool>,
+    /// A cancelled request stops waiting on a client that does not read.
+    cancel: CancellationToken,
+}
+
+impl EventSink {
+    fn new(id: u64, tx: mpsc::Sender<Response>, cancel: CancellationToken) -> Self {
+        EventSink {
+            id,
+            tx,
+            finished: Arc::new(AtomicBool::new(false)),
+            cancel,
+        }
+    }
+
+    fn wrap(&self, event: Event) -> Option<Response> {
+        (!self.finished.load(Ordering::Acquire)).then_some(Response {
+            id: self.id,
+            body: ResponseBody::Event(event),
+        })
+    }
+
+    /// Send an event, waiting for room; dropped once the request is
+    /// cancelled (a gone client shows up as that, not as an error here).
+    pub async fn send(&self, event: Event) {
+        if let Some(resp) = self.wrap(event) {
+            tokio::select! {
+                _ = self.cancel.cancelled() => {}
+                _ = self.tx.send(resp) => {}
+            }
+        }
+    }
+
+    /// Send an event if there is room now, else drop it (for progress notes).
+    pub fn try_send(&self, event: Event) {
+        if let Some(resp) = self.wrap(event) {
+            let _ = self.tx.try_send(resp);
+        }
+    }
+
+    /// [`EventSink::send`] for std threads; panics if called from async code.
+    pub fn blocking_send(&self, event: Event) {
+        if let Some(resp) = self.wrap(event) {
+            let _ = self.tx.blocking_send(resp);
+        }
+    }
+
+    fn finish(&self) {
+        self.finished.store(true, Ordering::Release);
+    }
+}

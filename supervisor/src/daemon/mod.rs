@@ -1,0 +1,139 @@
+//! The supervisor daemon: the request handler behind the socket, wiring
+//! sessions, environments, the scheduler and the jailer together.
+
+mod audit;
+mod run;
+mod scheduler;
+mod startup;
+
+pub use startup::{start, DaemonConfig};
+
+use crate::cgroups::Parents;
+use crate::envs::Envs;
+use crate::server::{Ctx, Handler};
+use crate::sessions::SessionStore;
+use audit::Audit;
+use prims_policy::Policy;
+use prims_protocol::wire::{ErrorCode, ErrorReply, Reply, RequestBody, Stats};
+use scheduler::Scheduler;
+use std::path::PathBuf;
+use std::sync::{Arc, RwLock};
+
+pub struct Daemon {
+    policy: RwLock<Arc<Policy>>,
+    sessions: Arc<SessionStore>,
+    envs: Arc<Envs>,
+    scheduler: Scheduler,
+    parents: Parents,
+    jailer: PathBuf,
+    interpreter: PathBuf,
+    audit: Audit,
+    jobs: std::sync::atomic::AtomicU64,
+}
+
+pub(crate) fn bad_request(message: impl Into<String>) -> ErrorReply {
+    ErrorReply {
+        code: ErrorCode::BadRequest,
+        message: message.into(),
+    }
+}
+
+pub(crate) fn internal(message: impl std::fmt::Display) -> ErrorReply {
+    ErrorReply {
+        code: ErrorCode::Internal,
+        message: message.to_string(),
+    }
+}
+
+impl Daemon {
+    fn policy(&self) -> Arc<Policy> {
+        self.policy
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Run a blocking store or filesystem call off the async threads.
+    async fn blocking<T, F>(&self, f: F) -> Result<T, ErrorReply>
+    where
+        F: FnOnce() -> Result<T, ErrorReply> + Send + 'static,
+        T: Send + 'static,
+    {
+        tokio::task::spawn_blocking(f)
+            .await
+            .map_err(|e| internal(format!("worker failed: {e}")))?
+    }
+
+    fn stats(&self) -> Stats {
+        let env = self.envs.stats();
+        Stats {
+            sessions: self.sessions.len() as u64,
+            runs_active: self.scheduler.active(),
+            runs_queued: self.scheduler.queued(),
+            runs_total: self.scheduler.total(),
+            envs: env.envs,
+            env_builds: env.builds,
+            base_env_ready: self.envs.base_ready(),
+        }
+    }
+}
+
+impl Handler for Arc<Daemon> {
+    async fn handle(&self, body: RequestBody, ctx: Ctx) -> Result<Reply, ErrorReply> {
+        let sessions = self.sessions.clone();
+        match body {
+            RequestBody::OpenSession { tenant } => {
+                let info = self
+                    .blocking(move || sessions.create(tenant).map_err(|e| e.to_reply()))
+                    .await?;
+                Ok(Reply::Session(info))
+            }
+            RequestBody::CloseSession { session_id } => {
+                self.blocking(move || sessions.close(&session_id).map_err(|e| e.to_reply()))
+                    .await?;
+                Ok(Reply::Closed)
+            }
+            RequestBody::SessionInfo { session_id } => {
+                let info = self
+                    .blocking(move || sessions.info(&session_id).map_err(|e| e.to_reply()))
+                    .await?;
+                Ok(Reply::Session(info))
+            }
+            RequestBody::Run(req) => run::run(self, req, ctx).await,
+            RequestBody::ListDir { session_id, path } => {
+                let entries = self
+                    .blocking(move || {
+                        let s = sessions.get(&session_id).map_err(|e| e.to_reply())?;
+                        crate::fsops::list_dir(&s.workspace, &path).map_err(|e| e.to_reply())
+                    })
+                    .await?;
+                Ok(Reply::Dir { entries })
+            }
+            RequestBody::ReadFile {
+                session_id,
+                path,
+                offset,
+                limit,
+            } => {
+                let data = self
+                    .blocking(move || {
+                        let s = sessions.get(&session_id).map_err(|e| e.to_reply())?;
+                        crate::fsops::read_file(&s.workspace, &path, offset, limit)
+                            .map_err(|e| e.to_reply())
+                    })
+                    .await?;
+                Ok(Reply::File(data))
+            }
+            RequestBody::WriteMount {
+                session_id,
+                path,
+                size,
+            } => run::write_mount(self, session_id, path, size, ctx).await,
+            RequestBody::Stats => Ok(Reply::Stats(self.stats())),
+            // The server answers these itself; reaching here is a bug.
+            RequestBody::Cancel { .. } | RequestBody::MountChunk { .. } => Err(bad_request(
+                "cancel and mount_chunk are handled by the connection",
+            )),
+        }
+    }
+}

@@ -1,0 +1,163 @@
+//! Bringing the daemon up: state directory, cgroups (and their crash
+//! leftovers), sessions, environments, the sweeper, then the socket.
+
+use super::audit::Audit;
+use super::scheduler::Scheduler;
+use super::Daemon;
+use crate::cgroups;
+use crate::envs::{EnvConfig, Envs};
+use crate::server::{self, ServerConfig};
+use crate::sessions::{SessionPolicy, SessionStore};
+use prims_policy::Policy;
+use std::os::unix::fs::PermissionsExt;
+use std::path::PathBuf;
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, SystemTime};
+use tokio_util::sync::CancellationToken;
+
+/// Names of the daemon's job cgroups start with this.
+pub const JOB_PREFIX: &str = "job-";
+
+pub struct DaemonConfig {
+    pub policy: Policy,
+    pub state_dir: PathBuf,
+    pub socket: PathBuf,
+    pub jailer: PathBuf,
+    /// Peers other than root that may use the socket (the front-end's uid).
+    pub allowed_uids: Vec<u32>,
+    pub socket_group: Option<u32>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("state directory {path}: {source}")]
+    StateDir {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("filesystem.default_interpreter {0:?} is not in filesystem.interpreters")]
+    NoInterpreter(String),
+    #[error("cgroups: {0}")]
+    Cgroup(#[from] prims_cgroup::CgroupError),
+    #[error("sessions: {0}")]
+    Sessions(String),
+    #[error("environments: {0}")]
+    Envs(String),
+    #[error("socket: {0}")]
+    Server(String),
+}
+
+/// The uid that environment builds run as: the last of the identity range,
+/// which sessions never get.
+pub fn build_uid(policy: &Policy) -> u32 {
+    policy.identity.uid_base + policy.identity.uid_count - 1
+}
+
+fn prepare_cgroups(policy: &Policy) -> Result<cgroups::Parents, StartError> {
+    if policy.cgroup.backend != prims_protocol::CgroupBackend::None
+        && matches!(prims_cgroup::detect(), Ok(prims_cgroup::Version::V2))
+    {
+        // The no-internal-processes rule: leave our own cgroup to its children.
+        prims_cgroup::v2_move_self_to_leaf("supervisor")?;
+    }
+    let parents = cgroups::resolve(policy)?;
+    if let Ok(manager) = cgroups::manager(&parents) {
+        // Only our own jobs: `prims run` shares the parent with its `run-*` jobs.
+        let ours = manager.list_jobs().unwrap_or_default();
+        for job in ours.into_iter().filter(|j| j.starts_with(JOB_PREFIX)) {
+            tracing::warn!(job, "removing a job cgroup left by an earlier run");
+            if let Err(e) = manager.remove_job(&job) {
+                tracing::error!(job, error = %e, "could not remove a stale job cgroup");
+            }
+        }
+    }
+    Ok(parents)
+}
+
+pub async fn start(cfg: DaemonConfig, shutdown: CancellationToken) -> Result<(), StartError> {
+    let policy = cfg.policy;
+    let dir_err = |source| StartError::StateDir {
+        path: cfg.state_dir.clone(),
+        source,
+    };
+    std::fs::create_dir_all(&cfg.state_dir).map_err(dir_err)?;
+    // Others may traverse (the jail's uids reach their workspaces) but not list.
+    std::fs::set_permissions(&cfg.state_dir, std::fs::Permissions::from_mode(0o711))
+        .map_err(dir_err)?;
+    let version = policy.filesystem.default_interpreter.clone();
+    let interpreter = policy
+        .filesystem
+        .interpreters
+        .get(&version)
+        .cloned()
+        .ok_or(StartError::NoInterpreter(version.clone()))?;
+    let parents = prepare_cgroups(&policy)?;
+    let sessions = SessionStore::open(&cfg.state_dir, &SessionPolicy::from(&policy))
+        .map_err(|e| StartError::Sessions(e.to_string()))?;
+    let envs = Envs::new(
+        EnvConfig {
+            state_dir: cfg.state_dir.clone(),
+            jailer: cfg.jailer.clone(),
+            cgroup: parents.clone(),
+            interpreter: interpreter.clone(),
+            version,
+            build_uid: build_uid(&policy),
+        },
+        &policy,
+    )
+    .map_err(|e| StartError::Envs(e.to_string()))?;
+    let envs = Arc::new(envs);
+    envs.spawn_base_build();
+    let concurrency = policy.max_concurrent_runs();
+    let daemon = Arc::new(Daemon {
+        scheduler: Scheduler::new(concurrency, policy.limits.max_queued_runs),
+        policy: RwLock::new(Arc::new(policy)),
+        sessions: Arc::new(sessions),
+        envs,
+        parents,
+        jailer: cfg.jailer,
+        interpreter,
+        audit: Audit::new(&cfg.state_dir),
+        jobs: Default::default(),
+    });
+    tokio::spawn(sweeper(daemon.clone(), shutdown.clone()));
+    tracing::info!(socket = %cfg.socket.display(), "supervisor ready");
+    server::serve(
+        ServerConfig {
+            socket: cfg.socket,
+            allowed_uids: cfg.allowed_uids,
+            socket_group: cfg.socket_group,
+            max_connections: 256,
+            max_requests_per_connection: 64,
+        },
+        Arc::new(daemon),
+        shutdown,
+    )
+    .await
+    .map_err(|e| StartError::Server(e.to_string()))
+}
+
+/// Ends idle sessions and collects unused environments, at least once a
+/// minute and often enough that a session outlives its TTL by at most half.
+async fn sweeper(d: Arc<Daemon>, shutdown: CancellationToken) {
+    let ttl = d.policy().sessions.idle_ttl.0;
+    let every = (ttl / 2).clamp(Duration::from_secs(1), Duration::from_secs(60));
+    let mut tick = tokio::time::interval(every);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = shutdown.cancelled() => return,
+        }
+        let (sessions, envs) = (d.sessions.clone(), d.envs.clone());
+        let swept = tokio::task::spawn_blocking(move || {
+            let gone = sessions.sweep(SystemTime::now());
+            let _ = envs.gc();
+            gone
+        })
+        .await
+        .unwrap_or_default();
+        for id in swept {
+            tracing::info!(session = %id, "session expired");
+        }
+    }
+}

@@ -1,0 +1,79 @@
+//! Why an environment could not be had.
+
+use prims_protocol::wire::{ErrorCode, ErrorReply};
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Errors are `Clone` because one build's failure is handed to every caller
+/// that waited for it.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum EnvError {
+    #[error("requirement {requirement:?} {reason}")]
+    BadRequirement { requirement: String, reason: String },
+    #[error("{count} requirements were given; at most {max} are accepted")]
+    TooManyRequirements { count: usize, max: usize },
+    /// uv ran and failed; `message` is the tail of its own output.
+    #[error("pip install failed: {message}")]
+    Build { message: String },
+    #[error(
+        "pip install failed: the environment build timed out after {} (python.build_timeout)",
+        prims_policy::HumanDuration(*after)
+    )]
+    Timeout { after: Duration },
+    /// The build ran out of its memory limit.
+    #[error("pip install failed: the environment build ran out of memory ({limit_bytes} bytes)")]
+    OutOfMemory { limit_bytes: u64 },
+    /// uv could not be found or installed.
+    #[error("uv is not available: {message}")]
+    Uv { message: String },
+    /// The install jail could not be set up or run.
+    #[error("environment build jail: {message}")]
+    Jail { message: String },
+    /// The policy's `python` settings cannot be used.
+    #[error("policy: {message}")]
+    Policy { message: String },
+    #[error("{what} {path}: {source}")]
+    Io {
+        what: &'static str,
+        path: PathBuf,
+        #[source]
+        source: Arc<io::Error>,
+    },
+}
+
+impl EnvError {
+    /// The wire code a client sees for this error.
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            EnvError::BadRequirement { .. } | EnvError::TooManyRequirements { .. } => {
+                ErrorCode::BadRequest
+            }
+            EnvError::Build { .. }
+            | EnvError::Timeout { .. }
+            | EnvError::OutOfMemory { .. }
+            | EnvError::Uv { .. } => ErrorCode::Environment,
+            EnvError::Jail { .. } | EnvError::Policy { .. } | EnvError::Io { .. } => {
+                ErrorCode::Internal
+            }
+        }
+    }
+
+    /// The error as a client sees it.
+    pub fn to_reply(&self) -> ErrorReply {
+        ErrorReply {
+            code: self.code(),
+            message: self.to_string(),
+        }
+    }
+
+    pub(crate) fn io(what: &'static str, path: &Path) -> impl FnOnce(io::Error) -> EnvError {
+        let path = path.to_path_buf();
+        move |source| EnvError::Io {
+            what,
+            path,
+            source: Arc::new(source),
+        }
+    }
+}

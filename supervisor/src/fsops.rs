@@ -1,1 +1,0 @@
-//! Workspace file operations that never follow a planted symlink out.

@@ -1,0 +1,208 @@
+//! One client connection: the handshake, the read loop that dispatches
+//! requests, and the writer task that owns the socket's write half. Any
+//! protocol violation closes this connection only.
+
+use super::frames::read_frame;
+use super::requests::Requests;
+use super::{Handler, Peer};
+use prims_protocol::frame;
+use prims_protocol::wire::{
+    ErrorCode, ErrorReply, Hello, Request, Response, ResponseBody, Welcome, PROTOCOL_VERSION,
+};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncWriteExt, BufReader, BufWriter};
+use tokio::net::unix::OwnedWriteHalf;
+use tokio::net::UnixStream;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+const HELLO_TIMEOUT: Duration = Duration::from_secs(5);
+const READ_BUFFER: usize = 64 * 1024;
+/// Responses waiting for the socket; when full, handlers' events wait.
+const WRITE_QUEUE: usize = 64;
+
+pub(super) struct Connection<H> {
+    pub peer: Peer,
+    pub handler: Arc<H>,
+    pub max_requests: usize,
+    /// Cancelled when this connection ends; parent of every request's token.
+    pub token: CancellationToken,
+    pub tracker: TaskTracker,
+}
+
+impl<H: Handler> Connection<H> {
+    pub(super) async fn run(self, stream: UnixStream) {
+        let (uid, pid) = (self.peer.uid, self.peer.pid);
+        let (rd, mut wr) = stream.into_split();
+        let mut rd = BufReader::with_capacity(READ_BUFFER, rd);
+        let hello = tokio::select! {
+            _ = self.token.cancelled() => return,
+            hello = handshake(&mut rd, &mut wr) => hello,
+        };
+        match hello {
+            Ok(client) => tracing::debug!(uid, pid, client, "client connected"),
+            Err(reason) => {
+                tracing::warn!(uid, pid, %reason, "handshake failed; closing the connection");
+                return;
+            }
+        }
+        let (tx, rx) = mpsc::channel(WRITE_QUEUE);
+        let writer = tokio::spawn(write_loop(wr, rx, self.token.clone(), pid));
+        let requests = Requests::new(
+            self.peer,
+            self.handler.clone(),
+            self.max_requests,
+            tx,
+            self.token.clone(),
+            self.tracker.clone(),
+        );
+        let ended = loop {
+            tokio::select! {
+                _ = self.token.cancelled() => break Ok(()),
+                next = next_request(&mut rd, &requests) => match next {
+                    Ok(true) => {}
+                    Ok(false) => break Ok(()),
+                    Err(reason) => break Err(reason),
+                },
+            }
+        };
+        match ended {
+            Ok(()) => tracing::debug!(uid, pid, "connection closed"),
+            Err(reason) => tracing::warn!(uid, pid, %reason, "closing connection: protocol error"),
+        }
+        // A client that goes away takes its requests with it.
+        self.token.cancel();
+        requests.close();
+        let _ = writer.await;
+    }
+}
+
+/// Read and dispatch one request; `Ok(false)` at a clean end of stream.
+async fn next_request<R, H>(rd: &mut R, requests: &Requests<H>) -> Result<bool, String>
+where
+    R: AsyncRead + Unpin,
+    H: Handler,
+{
+    let Some(body) = read_frame(rd).await.map_err(|e| e.to_string())? else {
+        return Ok(false);
+    };
+    let req: Request = frame::decode(&body).map_err(|e| e.to_string())?;
+    requests.dispatch(req).await?;
+    Ok(true)
+}
+
+/// Just the version, read leniently so that a newer client still learns why
+/// it was refused.
+#[derive(serde::Deserialize)]
+struct VersionProbe {
+    protocol: u32,
+}
+
+/// Expect a `Hello` of our version within [`HELLO_TIMEOUT`]; answer
+/// `Welcome`, or an error frame. Returns the client's name, or why not.
+async fn handshake<R: AsyncRead + Unpin>(
+    rd: &mut R,
+    wr: &mut OwnedWriteHalf,
+) -> Result<String, String> {
+    let first = match tokio::time::timeout(HELLO_TIMEOUT, read_frame(rd)).await {
+        Err(_) => return Err(format!("no hello within {HELLO_TIMEOUT:?}")),
+        Ok(Err(e)) => return Err(e.to_string()),
+        Ok(Ok(None)) => return Err("closed before hello".into()),
+        Ok(Ok(Some(first))) => first,
+    };
+    let refusal = match frame::decode::<VersionProbe>(&first) {
+        Err(_) => "the first frame must be a hello".to_owned(),
+        Ok(p) if p.protocol != PROTOCOL_VERSION => format!(
+            "client speaks protocol {}, this supervisor speaks {PROTOCOL_VERSION}",
+            p.protocol
+        ),
+        Ok(_) => match frame::decode::<Hello>(&first) {
+            Ok(hello) => {
+                let welcome = Welcome {
+                    protocol: PROTOCOL_VERSION,
+                    server: format!("prims-supervisor {}", env!("CARGO_PKG_VERSION")),
+                };
+                send_now(wr, &welcome).await?;
+                // The name is only for logs; keep a hostile one short.
+                return Ok(hello.client.chars().take(64).collect());
+            }
+            Err(e) => format!("malformed hello: {e}"),
+        },
+    };
+    let error = Response {
+        id: 0,
+        body: ResponseBody::Error(ErrorReply {
+            code: ErrorCode::BadRequest,
+            message: refusal.clone(),
+        }),
+    };
+    let _ = send_now(wr, &error).await;
+    let _ = wr.shutdown().await;
+    Err(refusal)
+}
+
+async fn send_now<T: serde::Serialize>(wr: &mut OwnedWriteHalf, msg: &T) -> Result<(), String> {
+    let bytes = frame::encode(msg).map_err(|e| e.to_string())?;
+    wr.write_all(&bytes).await.map_err(|e| e.to_string())
+}
+
+/// Owns the write half: encodes responses in order, batching those already
+/// queued into one write. A failed write ends the connection.
+async fn write_loop(
+    wr: OwnedWriteHalf,
+    mut rx: mpsc::Receiver<Response>,
+    token: CancellationToken,
+    pid: i32,
+) {
+    let mut wr = BufWriter::with_capacity(READ_BUFFER, wr);
+    loop {
+        let resp = tokio::select! {
+            _ = token.cancelled() => return,
+            resp = rx.recv() => match resp {
+                Some(resp) => resp,
+                None => return,
+            },
+        };
+        let Some(bytes) = encode_or_substitute(&resp, pid) else {
+            continue;
+        };
+        let written = tokio::select! {
+            _ = token.cancelled() => return,
+            r = async {
+                wr.write_all(&bytes).await?;
+                if rx.is_empty() {
+                    wr.flush().await?;
+                }
+                std::io::Result::Ok(())
+            } => r,
+        };
+        if let Err(e) = written {
+            tracing::debug!(pid, error = %e, "write failed; closing the connection");
+            token.cancel();
+            return;
+        }
+    }
+}
+
+/// A response too big for a frame becomes an `Internal` error for its
+/// request (or is dropped, for an event), so the client is never left waiting.
+fn encode_or_substitute(resp: &Response, pid: i32) -> Option<Vec<u8>> {
+    let e = match frame::encode(resp) {
+        Ok(bytes) => return Some(bytes),
+        Err(e) => e,
+    };
+    tracing::warn!(pid, id = resp.id, error = %e, "response cannot be sent");
+    if matches!(resp.body, ResponseBody::Event(_)) {
+        return None;
+    }
+    let substitute = Response {
+        id: resp.id,
+        body: ResponseBody::Error(ErrorReply {
+            code: ErrorCode::Internal,
+            message: format!("the reply could not be sent: {e}"),
+        }),
+    };
+    frame::encode(&substitute).ok()
+}

@@ -1,0 +1,50 @@
+//! What can go wrong with a session, and how each maps onto the wire.
+
+use prims_protocol::wire::{ErrorCode, ErrorReply};
+
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    #[error("{0:?} is not a session id (32 lowercase hex characters)")]
+    BadId(String),
+    #[error("no session {0} (it was closed, or expired after being idle)")]
+    NotFound(String),
+    #[error("the tenant name is not acceptable: {0}")]
+    BadTenant(&'static str),
+    #[error("there are already {0} sessions, the most sessions.max_sessions allows; close one, or wait for idle ones to expire")]
+    TooMany(usize),
+    #[error(
+        "no free host uid for another session (identity.uid_count allows {0} sessions at once)"
+    )]
+    NoUid(u32),
+    #[error("the session's workspace is not usable: {0}")]
+    Workspace(String),
+    #[error("{what}: {source}")]
+    Io {
+        what: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl SessionError {
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            SessionError::BadId(_) | SessionError::BadTenant(_) => ErrorCode::BadRequest,
+            SessionError::NotFound(_) => ErrorCode::NotFound,
+            SessionError::TooMany(_) | SessionError::NoUid(_) => ErrorCode::Busy,
+            SessionError::Workspace(_) | SessionError::Io { .. } => ErrorCode::Internal,
+        }
+    }
+
+    pub fn to_reply(&self) -> ErrorReply {
+        ErrorReply {
+            code: self.code(),
+            message: self.to_string(),
+        }
+    }
+
+    pub(crate) fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> SessionError {
+        let what = what.into();
+        move |source| SessionError::Io { what, source }
+    }
+}

@@ -1,0 +1,138 @@
+//! A session on disk: `sessions/<id>/` (the workspace, a mount point in
+//! loop mode), `sessions/<id>.img` (its quota image) and `<id>.json`.
+
+use super::{image, meta, QuotaMode, SessionError};
+use std::fs;
+use std::io::ErrorKind;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+/// Smallest image mke2fs makes with room to spare.
+pub const MIN_IMAGE_BYTES: u64 = 1 << 20;
+
+pub fn workspace(dir: &Path, id: &str) -> PathBuf {
+    dir.join(id)
+}
+
+pub fn image_path(dir: &Path, id: &str) -> PathBuf {
+    dir.join(format!("{id}.img"))
+}
+
+/// Creates the directory of a new session (0700); fails if it exists.
+pub fn create_dir(dir: &Path, id: &str) -> Result<(), SessionError> {
+    fs::DirBuilder::new()
+        .mode(0o700)
+        .create(workspace(dir, id))
+        .map_err(SessionError::io("creating the workspace directory"))
+}
+
+/// Fills the directory of a new session: in loop mode a fresh image mounted
+/// on it without `lost+found`, then `output/` and `mounts/`; everything
+/// owned by `uid`, the root 0700. Returns the quota in bytes (0 when not
+/// enforced). The caller removes the leftovers of a failure.
+pub fn build(
+    dir: &Path,
+    id: &str,
+    uid: u32,
+    mode: QuotaMode,
+    quota: u64,
+) -> Result<u64, SessionError> {
+    let ws = workspace(dir, id);
+    let quota = match mode {
+        QuotaMode::None => 0,
+        QuotaMode::Loop => {
+            if quota < MIN_IMAGE_BYTES {
+                return Err(SessionError::Workspace(format!(
+                    "a disk quota of {quota} bytes is too small for an image (at least 1MiB)"
+                )));
+            }
+            let img = image_path(dir, id);
+            image::create(&img, quota, uid).map_err(SessionError::Workspace)?;
+            image::mount_on(&img, &ws).map_err(SessionError::Workspace)?;
+            match fs::remove_dir(ws.join("lost+found")) {
+                Ok(()) => {}
+                Err(e) if e.kind() == ErrorKind::NotFound => {}
+                Err(e) => return Err(SessionError::io("removing lost+found")(e)),
+            }
+            quota
+        }
+    };
+    std::os::unix::fs::lchown(&ws, Some(uid), Some(uid))
+        .map_err(SessionError::io("chown of the workspace"))?;
+    fs::set_permissions(&ws, fs::Permissions::from_mode(0o700))
+        .map_err(SessionError::io("chmod of the workspace"))?;
+    crate::workspace::prepare(&ws, uid, uid).map_err(|e| SessionError::Workspace(e.to_string()))?;
+    Ok(quota)
+}
+
+/// Mounts the image of a session loaded from disk again if it is not
+/// mounted (after a reboot, or in a new mount namespace), checking it first.
+pub fn ensure_mounted(dir: &Path, id: &str) -> Result<bool, String> {
+    let ws = workspace(dir, id);
+    if crate::fsops::is_mount_point(&ws) {
+        return Ok(false);
+    }
+    let img = image_path(dir, id);
+    if !img.exists() {
+        return Err("its quota image is gone".to_string());
+    }
+    match fs::DirBuilder::new().mode(0o700).create(&ws) {
+        Ok(()) => {}
+        Err(e) if e.kind() == ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(format!("creating the workspace directory: {e}")),
+    }
+    image::check(&img)?;
+    image::mount_on(&img, &ws)?;
+    Ok(true)
+}
+
+/// Removes everything of session `id`: unmounts the workspace, deletes it,
+/// its image, then its metadata (last, so a crash part-way leaves a
+/// session that the next start closes again). Idempotent. On success no
+/// file of the session is left, so its uid may be reused.
+pub fn teardown(dir: &Path, id: &str) -> Result<(), String> {
+    if !meta::is_valid_id(id) {
+        return Err(format!("{id:?} is not a session id"));
+    }
+    let ws = workspace(dir, id);
+    match fs::symlink_metadata(&ws) {
+        Ok(_) => {
+            image::unmount(&ws)?;
+            if let Err(e) = fs::remove_dir_all(&ws) {
+                if e.kind() != ErrorKind::NotFound {
+                    return Err(format!("removing the workspace: {e}"));
+                }
+            }
+        }
+        Err(e) if e.kind() == ErrorKind::NotFound => {}
+        Err(e) => return Err(format!("inspecting the workspace: {e}")),
+    }
+    for path in [
+        image_path(dir, id),
+        meta::meta_path(dir, id),
+        meta::tmp_path(dir, id),
+    ] {
+        match fs::remove_file(&path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == ErrorKind::NotFound => {}
+            Err(e) => return Err(format!("removing {}: {e}", path.display())),
+        }
+    }
+    meta::sync_dir(dir).map_err(|e| format!("syncing the sessions directory: {e}"))?;
+    // Only now may the uid go to another session: make sure.
+    for path in [ws, image_path(dir, id), meta::meta_path(dir, id)] {
+        if fs::symlink_metadata(&path).is_ok() {
+            return Err(format!("{} is still there", path.display()));
+        }
+    }
+    Ok(())
+}
+
+/// The owner of a leftover workspace directory, to keep its uid out of use
+/// when the directory cannot be removed.
+pub fn owner(dir: &Path, id: &str) -> Option<u32> {
+    fs::symlink_metadata(workspace(dir, id))
+        .ok()
+        .map(|m| m.uid())
+        .filter(|&u| u != 0)
+}

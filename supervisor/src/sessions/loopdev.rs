@@ -1,0 +1,168 @@
+//! Attaching an image file to a free loop device with the raw ioctls of
+//! linux/loop.h: LOOP_CTL_GET_FREE, then LOOP_CONFIGURE (5.8+), falling back
+//! to LOOP_SET_FD + LOOP_SET_STATUS64 on older kernels. The device is
+//! autocleared: it detaches itself when its last user (the mount, once we
+//! close our fd) goes away, so an unmounted or lazily detached workspace
+//! never leaks a loop device.
+
+use nix::errno::Errno;
+use std::fs::{File, OpenOptions};
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+
+const LOOP_SET_FD: libc::c_ulong = 0x4C00;
+const LOOP_CLR_FD: libc::c_ulong = 0x4C01;
+const LOOP_SET_STATUS64: libc::c_ulong = 0x4C04;
+const LOOP_CONFIGURE: libc::c_ulong = 0x4C0A;
+const LOOP_CTL_GET_FREE: libc::c_ulong = 0x4C82;
+const LO_FLAGS_AUTOCLEAR: u32 = 4;
+const LO_NAME_SIZE: usize = 64;
+
+/// `struct loop_info64`.
+#[repr(C)]
+struct LoopInfo64 {
+    lo_device: u64,
+    lo_inode: u64,
+    lo_rdevice: u64,
+    lo_offset: u64,
+    lo_sizelimit: u64,
+    lo_number: u32,
+    lo_encrypt_type: u32,
+    lo_encrypt_key_size: u32,
+    lo_flags: u32,
+    lo_file_name: [u8; LO_NAME_SIZE],
+    lo_crypt_name: [u8; LO_NAME_SIZE],
+    lo_encrypt_key: [u8; 32],
+    lo_init: [u64; 2],
+}
+
+/// `struct loop_config`.
+#[repr(C)]
+struct LoopConfig {
+    fd: u32,
+    block_size: u32,
+    info: LoopInfo64,
+    reserved: [u64; 8],
+}
+
+/// A configured loop device. Keep it until the filesystem on it is mounted:
+/// dropping it closes our fd, and with autoclear an unused device detaches.
+pub struct LoopDevice {
+    pub path: PathBuf,
+    _dev: File,
+}
+
+fn info(image: &Path) -> LoopInfo64 {
+    let mut name = [0u8; LO_NAME_SIZE];
+    let bytes = image.as_os_str().as_encoded_bytes();
+    let n = bytes.len().min(LO_NAME_SIZE - 1);
+    name[..n].copy_from_slice(&bytes[..n]);
+    LoopInfo64 {
+        lo_device: 0,
+        lo_inode: 0,
+        lo_rdevice: 0,
+        lo_offset: 0,
+        lo_sizelimit: 0,
+        lo_number: 0,
+        lo_encrypt_type: 0,
+        lo_encrypt_key_size: 0,
+        lo_flags: LO_FLAGS_AUTOCLEAR,
+        lo_file_name: name,
+        lo_crypt_name: [0; LO_NAME_SIZE],
+        lo_encrypt_key: [0; 32],
+        lo_init: [0; 2],
+    }
+}
+
+fn open_rw(path: &Path) -> std::io::Result<File> {
+    OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(libc::O_CLOEXEC | libc::O_NOFOLLOW)
+        .open(path)
+}
+
+/// Attaches `image` (read-write) to a free loop device.
+pub fn attach(image: &Path) -> std::io::Result<LoopDevice> {
+    let backing = open_rw(image)?;
+    let control = open_rw(Path::new("/dev/loop-control")).map_err(|e| {
+        std::io::Error::new(
+            e.kind(),
+            format!("/dev/loop-control: {e} (on hosts without loop devices, set sessions.quota = \"none\")"),
+        )
+    })?;
+    // Another process may take the device between GET_FREE and our
+    // configure (EBUSY); ask again.
+    for _ in 0..32 {
+        // SAFETY: LOOP_CTL_GET_FREE takes no argument and returns a number.
+        let n = unsafe { libc::ioctl(control.as_raw_fd(), LOOP_CTL_GET_FREE) };
+        if n < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        let path = PathBuf::from(format!("/dev/loop{n}"));
+        let dev = open_rw(&path)?;
+        match configure(&dev, &backing, image) {
+            Ok(()) => return Ok(LoopDevice { path, _dev: dev }),
+            Err(Errno::EBUSY) => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Err(std::io::Error::other(
+        "every free loop device was taken by others (32 tries)",
+    ))
+}
+
+fn configure(dev: &File, backing: &File, image: &Path) -> Result<(), Errno> {
+    let config = LoopConfig {
+        fd: backing.as_raw_fd() as u32,
+        block_size: 0,
+        info: info(image),
+        reserved: [0; 8],
+    };
+    // SAFETY: `config` is a fully initialized struct loop_config that lives
+    // across the call; the kernel only reads it.
+    let r = unsafe {
+        libc::ioctl(
+            dev.as_raw_fd(),
+            LOOP_CONFIGURE,
+            &config as *const LoopConfig,
+        )
+    };
+    if r == 0 {
+        return Ok(());
+    }
+    let e = Errno::last();
+    if !matches!(e, Errno::EINVAL | Errno::ENOTTY) {
+        return Err(e);
+    }
+    // Kernels before 5.8: two steps.
+    // SAFETY: LOOP_SET_FD takes the backing fd as its integer argument.
+    if unsafe {
+        libc::ioctl(
+            dev.as_raw_fd(),
+            LOOP_SET_FD,
+            backing.as_raw_fd() as libc::c_ulong,
+        )
+    } < 0
+    {
+        return Err(Errno::last());
+    }
+    let status = info(image);
+    // SAFETY: `status` is a fully initialized struct loop_info64 that lives
+    // across the call; the kernel only reads it.
+    let r = unsafe {
+        libc::ioctl(
+            dev.as_raw_fd(),
+            LOOP_SET_STATUS64,
+            &status as *const LoopInfo64,
+        )
+    };
+    if r < 0 {
+        let e = Errno::last();
+        // SAFETY: LOOP_CLR_FD takes no argument; undoes our LOOP_SET_FD.
+        unsafe { libc::ioctl(dev.as_raw_fd(), LOOP_CLR_FD) };
+        return Err(e);
+    }
+    Ok(())
+}

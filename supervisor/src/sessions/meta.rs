@@ -1,0 +1,136 @@
+//! Session ids and the metadata file `sessions/<id>.json`, which lives next
+//! to the workspace, never inside it (jailed code controls the workspace).
+
+use super::SessionError;
+use serde::{Deserialize, Serialize};
+use std::fs::{self, File, OpenOptions};
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// What survives a restart of the supervisor.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Meta {
+    pub id: String,
+    pub tenant: Option<String>,
+    /// Unix seconds.
+    pub created: u64,
+    pub last_used: u64,
+    pub host_uid: u32,
+    /// Size of the quota image in bytes; 0 for a plain, unenforced directory.
+    pub disk_quota: u64,
+    /// A run started and has not finished (yet, or ever: a crash).
+    #[serde(default)]
+    pub run_in_flight: bool,
+    /// The last run was cut short by a supervisor restart.
+    #[serde(default)]
+    pub last_run_lost: bool,
+    /// Being closed: the next start finishes the job.
+    #[serde(default)]
+    pub closing: bool,
+}
+
+/// A new session id: 128 bits from the OS generator as 32 lowercase hex.
+pub fn new_id() -> Result<String, SessionError> {
+    let mut bytes = [0u8; 16];
+    getrandom::fill(&mut bytes).map_err(|e| SessionError::Io {
+        what: "generating a session id".into(),
+        source: std::io::Error::other(e.to_string()),
+    })?;
+    Ok(hex::encode(bytes))
+}
+
+/// True for exactly 32 lowercase hex characters.
+pub fn is_valid_id(id: &str) -> bool {
+    id.len() == 32 && id.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
+/// `id` if it is a well-formed session id, else BadId (quoted, shortened).
+pub fn check_id(id: &str) -> Result<&str, SessionError> {
+    if is_valid_id(id) {
+        Ok(id)
+    } else {
+        let shown: String = id.chars().take(64).collect();
+        Err(SessionError::BadId(shown))
+    }
+}
+
+pub fn unix_secs(t: SystemTime) -> u64 {
+    t.duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+pub fn meta_path(dir: &Path, id: &str) -> PathBuf {
+    dir.join(format!("{id}.json"))
+}
+
+pub fn tmp_path(dir: &Path, id: &str) -> PathBuf {
+    dir.join(format!(".{id}.json.tmp"))
+}
+
+/// Writes the metadata atomically: a temporary file, fsync, rename over the
+/// old one, fsync of the directory. Callers serialize writes per session.
+pub fn write(dir: &Path, meta: &Meta) -> Result<(), SessionError> {
+    let what = || format!("writing the metadata of session {}", meta.id);
+    let text = serde_json::to_vec_pretty(meta).map_err(|e| SessionError::Io {
+        what: what(),
+        source: std::io::Error::other(e),
+    })?;
+    let tmp = tmp_path(dir, &meta.id);
+    let result = (|| {
+        let mut f = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(&tmp)?;
+        f.write_all(&text)?;
+        f.sync_all()?;
+        fs::rename(&tmp, meta_path(dir, &meta.id))?;
+        sync_dir(dir)
+    })();
+    if result.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    result.map_err(SessionError::io(what()))
+}
+
+/// Reads `<id>.json`; a file whose id field differs from its name is an error.
+pub fn read(dir: &Path, id: &str) -> Result<Meta, String> {
+    let path = meta_path(dir, id);
+    let text = fs::read(&path).map_err(|e| e.to_string())?;
+    let meta: Meta = serde_json::from_slice(&text).map_err(|e| e.to_string())?;
+    if meta.id != id {
+        return Err(format!("it names session {:?}", meta.id));
+    }
+    Ok(meta)
+}
+
+/// fsync of a directory, so renames and unlinks in it are durable.
+pub fn sync_dir(dir: &Path) -> std::io::Result<()> {
+    File::open(dir)?.sync_all()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids() {
+        let id = new_id().unwrap();
+        assert!(is_valid_id(&id), "{id}");
+        assert_ne!(id, new_id().unwrap());
+        for bad in [
+            "",
+            "../../etc",
+            &id.to_uppercase(),
+            &id[..31],
+            &format!("{id}0"),
+        ] {
+            assert!(!is_valid_id(bad), "{bad}");
+        }
+    }
+}

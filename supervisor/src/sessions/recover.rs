@@ -1,0 +1,207 @@
+//! Loading the store after a (re)start, and the idle sweep.
+
+use super::meta::{self, is_valid_id};
+use super::store::{lock, Inner, Session, SessionStore, Shared};
+use super::uids::UidPool;
+use super::{layout, SessionError, SessionPolicy};
+use std::collections::{BTreeSet, HashMap};
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::SystemTime;
+
+pub fn open(state_dir: &Path, policy: &SessionPolicy) -> Result<SessionStore, SessionError> {
+    let dir = state_dir.join("sessions");
+    fs::create_dir_all(&dir).map_err(SessionError::io("creating the sessions directory"))?;
+    let m = fs::symlink_metadata(&dir).map_err(SessionError::io("the sessions directory"))?;
+    if !m.is_dir() {
+        return Err(SessionError::Workspace(format!(
+            "{} is not a directory",
+            dir.display()
+        )));
+    }
+    // The jailer reaches workspaces by path; nobody may list the ids.
+    fs::set_permissions(&dir, fs::Permissions::from_mode(0o711))
+        .map_err(SessionError::io("chmod of the sessions directory"))?;
+    let shared = Shared {
+        dir,
+        inner: Mutex::new(Inner {
+            policy: policy.clone(),
+            live: HashMap::new(),
+            closing: HashMap::new(),
+            creating: 0,
+            uids: UidPool::default(),
+        }),
+    };
+    load(&shared)?;
+    let store = SessionStore {
+        shared: Arc::new(shared),
+    };
+    tracing::info!(sessions = store.len(), "sessions loaded");
+    Ok(store)
+}
+
+#[derive(Default)]
+struct Found {
+    metas: BTreeSet<String>,
+    dirs: BTreeSet<String>,
+    images: BTreeSet<String>,
+}
+
+fn scan(dir: &Path) -> Result<Found, SessionError> {
+    let mut found = Found::default();
+    let entries = fs::read_dir(dir).map_err(SessionError::io("reading the sessions directory"))?;
+    for entry in entries {
+        let entry = entry.map_err(SessionError::io("reading the sessions directory"))?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let is_dir = entry.file_type().map(|t| t.is_dir()).unwrap_or(false);
+        if let Some(id) = name.strip_suffix(".json").filter(|i| is_valid_id(i)) {
+            found.metas.insert(id.to_string());
+        } else if let Some(id) = name.strip_suffix(".img").filter(|i| is_valid_id(i)) {
+            found.images.insert(id.to_string());
+        } else if is_valid_id(&name) && is_dir {
+            found.dirs.insert(name);
+        } else if name.starts_with('.') && name.ends_with(".json.tmp") {
+            // A metadata write cut short; the rename never happened.
+            let _ = fs::remove_file(entry.path());
+        } else {
+            tracing::warn!(
+                name,
+                "unexpected entry in the sessions directory; leaving it"
+            );
+        }
+    }
+    Ok(found)
+}
+
+fn load(sh: &Shared) -> Result<(), SessionError> {
+    let found = scan(&sh.dir)?;
+    let mut inner = lock(&sh.inner);
+    for id in &found.metas {
+        let mut m = match meta::read(&sh.dir, id) {
+            Ok(m) => m,
+            Err(e) => {
+                tracing::error!(session = %id, error = %e, "unreadable session metadata; removing the session");
+                remove(sh, &mut inner, id);
+                continue;
+            }
+        };
+        let s = |m| Arc::new(Session::from_meta(&sh.dir, m));
+        if m.closing {
+            finish_closing(sh, &mut inner, s(m));
+            continue;
+        }
+        if m.disk_quota > 0 {
+            if !layout::image_path(&sh.dir, id).exists() {
+                tracing::warn!(session = %id, "the session's quota image vanished; dropping the session");
+                remove(sh, &mut inner, id);
+                continue;
+            }
+            match layout::ensure_mounted(&sh.dir, id) {
+                Ok(true) => tracing::info!(session = %id, "mounted the workspace image again"),
+                Ok(false) => {}
+                Err(e) => {
+                    // Its files stay for a later start; so does its uid.
+                    tracing::error!(session = %id, error = %e, "cannot mount a session's workspace; not loading it");
+                    inner.uids.reserve(m.host_uid);
+                    continue;
+                }
+            }
+        } else if !layout::workspace(&sh.dir, id).is_dir() {
+            tracing::warn!(session = %id, "the session's workspace vanished; dropping the session");
+            remove(sh, &mut inner, id);
+            continue;
+        }
+        if !inner.uids.reserve(m.host_uid) {
+            tracing::error!(session = %id, uid = m.host_uid, "uid already held by another session; not loading it");
+            continue;
+        }
+        if m.run_in_flight {
+            tracing::warn!(session = %id, "a run was cut short by the restart");
+            m.run_in_flight = false;
+            m.last_run_lost = true;
+            if let Err(e) = meta::write(&sh.dir, &m) {
+                tracing::warn!(session = %id, error = %e, "could not record the lost run");
+            }
+        }
+        inner.live.insert(id.clone(), s(m));
+    }
+    for id in found.dirs.difference(&found.metas) {
+        tracing::warn!(session = %id, "removing a half-created session");
+        remove(sh, &mut inner, id);
+    }
+    for id in found.images.iter() {
+        if !found.metas.contains(id) && !found.dirs.contains(id) {
+            tracing::warn!(session = %id, "removing a stray quota image");
+            remove(sh, &mut inner, id);
+        }
+    }
+    Ok(())
+}
+
+/// Removes the files of a session that is not loaded; if that fails, the
+/// owner of its workspace stays out of the uid pool.
+fn remove(sh: &Shared, inner: &mut Inner, id: &str) {
+    let owner = layout::owner(&sh.dir, id);
+    if let Err(e) = layout::teardown(&sh.dir, id) {
+        tracing::error!(session = %id, error = %e, "could not remove a session's files");
+        if let Some(uid) = owner {
+            inner.uids.reserve(uid);
+        }
+    }
+}
+
+fn finish_closing(sh: &Shared, inner: &mut Inner, s: Arc<Session>) {
+    tracing::info!(session = %s.id, "finishing the close of a session");
+    if let Err(e) = layout::teardown(&sh.dir, &s.id) {
+        tracing::error!(session = %s.id, error = %e, "removing a closed session failed; will retry");
+        inner.uids.reserve(s.host_uid);
+        inner.closing.insert(s.id.clone(), s);
+    }
+}
+
+pub fn sweep(sh: &Arc<Shared>, now: SystemTime) -> Vec<String> {
+    let (pending, idle): (Vec<_>, Vec<_>) = {
+        let inner = lock(&sh.inner);
+        let ttl = inner.policy.idle_ttl;
+        let idle = inner
+            .live
+            .values()
+            .filter(|s| is_idle(s, now, ttl))
+            .cloned()
+            .collect();
+        (inner.closing.values().cloned().collect(), idle)
+    };
+    for s in pending {
+        if let Ok(guard) = s.run_lock.try_lock() {
+            let _ = sh.finish_close(&s, guard);
+        }
+    }
+    let mut closed = Vec::new();
+    for s in idle {
+        // Never one in a run; the lock is held across the removal.
+        let Ok(guard) = s.run_lock.try_lock() else {
+            continue;
+        };
+        {
+            let mut inner = lock(&sh.inner);
+            // Used, or closed, since the list was made?
+            if !inner.live.contains_key(&s.id) || !is_idle(&s, now, inner.policy.idle_ttl) {
+                continue;
+            }
+            inner.live.remove(&s.id);
+            inner.closing.insert(s.id.clone(), s.clone());
+        }
+        tracing::info!(session = %s.id, "closing an idle session");
+        sh.begin_close(&s);
+        let _ = sh.finish_close(&s, guard);
+        closed.push(s.id.clone());
+    }
+    closed
+}
+
+fn is_idle(s: &Session, now: SystemTime, ttl: std::time::Duration) -> bool {
+    now.duration_since(s.last_used())
+        .is_ok_and(|idle| idle > ttl)
+}

@@ -1,0 +1,133 @@
+//! One session in memory: its identity, run lock and metadata.
+
+use super::meta::{self, unix_secs, Meta};
+use super::{layout, SessionError, SessionPolicy};
+use prims_protocol::wire::SessionInfo;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// One live session. Hold `run_lock` for the whole of a run: runs in one
+/// session are serialized, and neither `sweep` nor `close` removes files
+/// while it is held.
+#[derive(Debug)]
+pub struct Session {
+    pub id: String,
+    pub tenant: Option<String>,
+    /// The workspace root, bound at /workspace in the jail.
+    pub workspace: PathBuf,
+    pub host_uid: u32,
+    pub run_lock: tokio::sync::Mutex<()>,
+    /// Bytes; 0 when the quota is not enforced.
+    pub disk_quota: u64,
+    pub(super) state: Mutex<State>,
+    pub(super) closed: AtomicBool,
+}
+
+#[derive(Debug)]
+pub(super) struct State {
+    pub meta: Meta,
+    pub last_used: SystemTime,
+    pub persisted: Instant,
+}
+
+impl Session {
+    pub(super) fn from_meta(dir: &Path, meta: Meta) -> Session {
+        Session {
+            id: meta.id.clone(),
+            tenant: meta.tenant.clone(),
+            workspace: layout::workspace(dir, &meta.id),
+            host_uid: meta.host_uid,
+            run_lock: tokio::sync::Mutex::new(()),
+            disk_quota: meta.disk_quota,
+            state: Mutex::new(State {
+                last_used: UNIX_EPOCH + Duration::from_secs(meta.last_used),
+                meta,
+                persisted: Instant::now(),
+            }),
+            closed: AtomicBool::new(false),
+        }
+    }
+
+    /// True once the session was closed; a run that got this `Session`
+    /// before should give up.
+    pub fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+
+    pub fn last_used(&self) -> SystemTime {
+        lock(&self.state).last_used
+    }
+
+    pub(super) fn info(&self) -> SessionInfo {
+        let (created, last_used, last_run_lost) = {
+            let st = lock(&self.state);
+            (st.meta.created, st.last_used, st.meta.last_run_lost)
+        };
+        SessionInfo {
+            session_id: self.id.clone(),
+            tenant: self.tenant.clone(),
+            created,
+            last_used: unix_secs(last_used),
+            // Outside the lock: without a quota image this is a walk.
+            disk_used_bytes: crate::fsops::disk_used(&self.workspace),
+            disk_quota_bytes: self.disk_quota,
+            last_run_lost,
+        }
+    }
+
+    /// Changes the metadata and writes it out at once.
+    pub(super) fn update(&self, dir: &Path, f: impl FnOnce(&mut Meta)) -> Result<(), SessionError> {
+        let mut st = lock(&self.state);
+        f(&mut st.meta);
+        st.persisted = Instant::now();
+        meta::write(dir, &st.meta)
+    }
+}
+
+const MAX_TENANT_BYTES: usize = 256;
+
+pub(super) fn check_tenant(t: &str) -> Result<(), SessionError> {
+    if t.len() > MAX_TENANT_BYTES {
+        return Err(SessionError::BadTenant("longer than 256 bytes"));
+    }
+    if t.chars().any(char::is_control) {
+        return Err(SessionError::BadTenant("contains a control character"));
+    }
+    Ok(())
+}
+
+/// Makes the files of a new session. On failure, the id to clean up once
+/// its directory exists (never the id of a directory we did not create).
+pub(super) fn build(
+    dir: &Path,
+    uid: u32,
+    policy: &SessionPolicy,
+    tenant: Option<String>,
+) -> Result<Session, (Option<String>, SessionError)> {
+    let id = meta::new_id().map_err(|e| (None, e))?;
+    layout::create_dir(dir, &id).map_err(|e| (None, e))?;
+    let fail = |e| (Some(id.clone()), e);
+    let quota = layout::build(dir, &id, uid, policy.quota, policy.disk_quota).map_err(fail)?;
+    let now = SystemTime::now();
+    let m = Meta {
+        id: id.clone(),
+        tenant,
+        created: unix_secs(now),
+        last_used: unix_secs(now),
+        host_uid: uid,
+        disk_quota: quota,
+        run_in_flight: false,
+        last_run_lost: false,
+        closing: false,
+    };
+    meta::write(dir, &m).map_err(fail)?;
+    let s = Session::from_meta(dir, m);
+    lock(&s.state).last_used = now;
+    Ok(s)
+}

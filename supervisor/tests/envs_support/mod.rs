@@ -1,0 +1,132 @@
+//! Helpers shared by the `envs_*` tests: root check, the jailer, one uv
+//! per test process, and a cache in a fresh state dir.
+
+use prims_policy::Policy;
+use prims_protocol::CgroupBackend;
+use prims_supervisor::cgroups::Parents;
+use prims_supervisor::envs::{EnvConfig, Envs};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+
+pub const BUILD_UID: u32 = 201_000;
+pub const RUN_UID: u32 = 201_001;
+pub const INTERPRETER: &str = "/usr/bin/python3.11";
+
+pub fn require_root() {
+    // SAFETY: geteuid has no preconditions.
+    let euid = unsafe { libc::geteuid() };
+    assert_eq!(euid, 0, "the environment tests must run as root");
+}
+
+/// `target/<profile>/prims-jailer`, found from this test executable.
+pub fn jailer() -> PathBuf {
+    let exe = std::env::current_exe().expect("current_exe");
+    let dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("test executable lives in target/<profile>/deps");
+    let p = dir.join("prims-jailer");
+    assert!(
+        p.is_file(),
+        "{} is missing: run `cargo build --workspace` first",
+        p.display()
+    );
+    p
+}
+
+/// One uv for all test runs, installed with pip into `target/<profile>/
+/// prims-test-uv` the first time, so most tests do not each install their
+/// own (one test does, through `Envs`).
+pub fn shared_uv() -> &'static Path {
+    static UV: OnceLock<PathBuf> = OnceLock::new();
+    UV.get_or_init(|| {
+        let target = jailer().parent().expect("target dir").to_path_buf();
+        let dir = target.join("prims-test-uv");
+        let uv = dir.join("bin/uv");
+        if uv.is_file() {
+            return uv;
+        }
+        let tmp = tempfile::Builder::new()
+            .prefix(".prims-test-uv-")
+            .tempdir_in(&target)
+            .expect("tempdir");
+        let out = std::process::Command::new(INTERPRETER)
+            .args(["-m", "pip", "install", "--only-binary", ":all:", "--quiet"])
+            .arg("--target")
+            .arg(tmp.path())
+            .arg("uv")
+            .env_remove("PIP_FIND_LINKS")
+            .output()
+            .expect("running pip");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        // Another test process may have won the race; either copy works.
+        let _ = std::fs::rename(tmp.path(), &dir);
+        assert!(uv.is_file(), "{} is missing", uv.display());
+        uv
+    })
+}
+
+pub struct Fixture {
+    pub state: tempfile::TempDir,
+    pub envs: Arc<Envs>,
+}
+
+pub fn policy(extra: &str) -> Policy {
+    Policy::from_toml_str(&format!("[python]\n{extra}\n")).expect("test policy")
+}
+
+/// A cache in a fresh state dir; `seed_uv` copies the shared uv into it.
+pub fn fixture(policy: &Policy, seed_uv: bool) -> Fixture {
+    require_root();
+    let state = tempfile::tempdir().expect("tempdir");
+    if seed_uv {
+        let bin = state.path().join("tools/bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        std::fs::copy(shared_uv(), bin.join("uv")).unwrap();
+    }
+    let envs = Envs::new(config(state.path()), policy).expect("Envs::new");
+    Fixture {
+        state,
+        envs: Arc::new(envs),
+    }
+}
+
+pub fn config(state: &Path) -> EnvConfig {
+    EnvConfig {
+        state_dir: state.to_path_buf(),
+        jailer: jailer(),
+        cgroup: Parents {
+            backend: CgroupBackend::None,
+            dirs: Default::default(),
+        },
+        interpreter: INTERPRETER.into(),
+        version: "3.11".into(),
+        build_uid: BUILD_UID,
+    }
+}
+
+pub fn reqs(list: &[&str]) -> Vec<String> {
+    list.iter().map(|s| s.to_string()).collect()
+}
+
+pub fn quiet(_: String) {}
+
+pub fn leftovers(state: &Path) -> Vec<String> {
+    std::fs::read_dir(state.join("envs"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with('.'))
+        .collect()
+}
+
+/// `size_bytes` from an environment's metadata file.
+pub fn size_of(state: &Path, key: &str) -> u64 {
+    let json = std::fs::read(state.join(format!("envs/{key}.json"))).unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&json).unwrap();
+    v["size_bytes"].as_u64().unwrap()
+}

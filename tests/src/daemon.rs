@@ -1,0 +1,191 @@
+//! A real `prims supervisor` process for socket tests: its own state dir,
+//! socket, cgroup parent and uid range, killed and cleaned up on drop
+//! (including the loop-mounted session images under its state dir).
+
+use crate::harness::{prims_bin, require_root};
+use crate::host::unique;
+use prims_protocol::client::Client;
+use prims_protocol::wire::{Reply, RequestBody, SessionInfo, Stats};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+static NEXT_RANGE: AtomicU32 = AtomicU32::new(0);
+
+pub struct Daemon {
+    child: Option<Child>,
+    pub dir: PathBuf,
+    pub socket: PathBuf,
+    pub state: PathBuf,
+    pub policy: PathBuf,
+    cgroup_parent: String,
+}
+
+/// The policy every test daemon gets before `extra`: an empty base
+/// environment (no downloads), a unique cgroup parent and uid range.
+fn base_policy(cgroup_parent: &str, extra: &str) -> String {
+    let range = NEXT_RANGE.fetch_add(1, Ordering::Relaxed) + (std::process::id() % 97) * 8;
+    let uid_base = 400_000 + range * 1000;
+    format!(
+        "{extra}\n[python]\ndefault_packages = []\n[cgroup]\nparent = \"{cgroup_parent}\"\n\
+         [identity]\nuid_base = {uid_base}\nuid_count = 1000\n"
+    )
+}
+
+impl Daemon {
+    /// Start a daemon. `extra` is policy TOML for sections other than
+    /// `[python]`, `[cgroup]` and `[identity]`.
+    pub fn start(extra: &str) -> Daemon {
+        require_root();
+        let tag = unique("sup");
+        let dir = PathBuf::from("/var/tmp").join(&tag);
+        std::fs::create_dir_all(&dir).expect("test dir");
+        let cgroup_parent = format!("prims-test-{tag}");
+        let policy = dir.join("policy.toml");
+        std::fs::write(&policy, base_policy(&cgroup_parent, extra)).expect("policy");
+        let mut d = Daemon {
+            child: None,
+            socket: dir.join("supervisor.sock"),
+            state: dir.join("state"),
+            policy,
+            dir,
+            cgroup_parent,
+        };
+        d.spawn();
+        d
+    }
+
+    fn spawn(&mut self) {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.join("daemon.log"))
+            .expect("log file");
+        let child = Command::new(prims_bin())
+            .arg("supervisor")
+            .arg("--policy")
+            .arg(&self.policy)
+            .arg("--state-dir")
+            .arg(&self.state)
+            .arg("--socket")
+            .arg(&self.socket)
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("starting prims supervisor");
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while std::os::unix::net::UnixStream::connect(&self.socket).is_err() {
+            if let Some(Ok(Some(status))) = self.child.as_mut().map(Child::try_wait) {
+                panic!("the supervisor exited with {status}:\n{}", self.log());
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the supervisor did not listen within 20 s:\n{}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("daemon.log")).unwrap_or_default()
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().map(Child::id).unwrap_or(0)
+    }
+
+    /// kill -9 the daemon and start it again on the same state.
+    pub fn crash_and_restart(&mut self) {
+        self.kill();
+        let _ = std::fs::remove_file(&self.socket);
+        self.spawn();
+    }
+
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    pub async fn client(&self) -> Client {
+        Client::connect(&self.socket, "prims-tests")
+            .await
+            .unwrap_or_else(|e| panic!("connecting: {e}\n{}", self.log()))
+    }
+
+    pub fn workspace(&self, session_id: &str) -> PathBuf {
+        self.state.join("sessions").join(session_id)
+    }
+}
+
+pub async fn open_session(c: &Client) -> SessionInfo {
+    match c.request(RequestBody::OpenSession { tenant: None }).await {
+        Ok(Reply::Session(s)) => s,
+        other => panic!("open_session: {other:?}"),
+    }
+}
+
+pub async fn stats(c: &Client) -> Stats {
+    match c.request(RequestBody::Stats).await {
+        Ok(Reply::Stats(s)) => s,
+        other => panic!("stats: {other:?}"),
+    }
+}
+
+fn unmount_below(dir: &Path) {
+    let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else {
+        return;
+    };
+    let mut points: Vec<String> = info
+        .lines()
+        .filter_map(|l| l.split(' ').nth(4).map(str::to_string))
+        .filter(|p| Path::new(p).starts_with(dir))
+        .collect();
+    points.sort_by_key(|p| std::cmp::Reverse(p.len()));
+    for p in points {
+        if let Ok(c) = std::ffi::CString::new(p) {
+            // SAFETY: umount2 with a NUL-terminated path and a flag.
+            unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) };
+        }
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        self.kill();
+        unmount_below(&self.dir);
+        let _ = std::fs::remove_dir_all(&self.dir);
+        for root in std::fs::read_dir("/sys/fs/cgroup").into_iter().flatten().flatten() {
+            remove_cgroup_dirs(&root.path(), &self.cgroup_parent, 0);
+        }
+    }
+}
+
+/// rmdir every `name` directory (and its job children) below a hierarchy.
+fn remove_cgroup_dirs(dir: &Path, name: &str, depth: usize) {
+    if depth > 6 {
+        return;
+    }
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if !e.file_type().is_ok_and(|t| t.is_dir()) {
+            continue;
+        }
+        if e.file_name().to_str() == Some(name) {
+            for job in std::fs::read_dir(&p).into_iter().flatten().flatten() {
+                if job.file_type().is_ok_and(|t| t.is_dir()) {
+                    let _ = std::fs::remove_dir(job.path());
+                }
+            }
+            let _ = std::fs::remove_dir(&p);
+        } else {
+            remove_cgroup_dirs(&p, name, depth + 1);
+        }
+    }
+}

@@ -1,0 +1,349 @@
+//! The supervisor daemon through its socket, with real jails: streaming,
+//! concurrency, the queue, sessions (persistence, isolation, restart, quota,
+//! expiry), cancellation, and file operations under symlink attacks.
+
+use prims_protocol::client::{Client, ClientError};
+use prims_protocol::wire::{
+    ErrorCode, Event, OutputStream, Reply, RequestBody, RunReply, RunRequest,
+};
+use prims_protocol::{LimitRequest, Status};
+use prims_tests::daemon::{open_session, Daemon};
+use prims_tests::{processes_with_marker, unique};
+use std::time::{Duration, Instant};
+
+fn run_req(session_id: &str, code: &str) -> RunRequest {
+    RunRequest {
+        session_id: session_id.to_string(),
+        code: code.to_string(),
+        requirements: vec![],
+        limits: LimitRequest::default(),
+    }
+}
+
+async fn run(c: &Client, session_id: &str, code: &str) -> RunReply {
+    c.run(run_req(session_id, code), |_| {})
+        .await
+        .unwrap_or_else(|e| panic!("run failed: {e}"))
+}
+
+/// Wait until a process whose command line holds `marker` runs on the host.
+fn wait_for_marker(marker: &str) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while processes_with_marker(marker).is_empty() {
+        assert!(Instant::now() < deadline, "no process with {marker} appeared");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn server_error(r: Result<Reply, ClientError>) -> prims_protocol::wire::ErrorReply {
+    match r {
+        Err(ClientError::Server(e)) => e,
+        other => panic!("expected a server error, got {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn supervisor_runs_code_and_streams_output() {
+    let d = Daemon::start("");
+    let c = d.client().await;
+    let s = open_session(&c).await;
+    let mut streamed = Vec::new();
+    let mut started = false;
+    let reply = c
+        .run(
+            run_req(
+                &s.session_id,
+                "import sys\nprint('out')\nprint('err', file=sys.stderr)\nopen('output/a.txt','w').write('hi')",
+            ),
+            |ev| match ev {
+                Event::Started => started = true,
+                Event::Output { stream: OutputStream::Stdout, data } => streamed.extend(data),
+                _ => {}
+            },
+        )
+        .await
+        .unwrap();
+    assert!(started, "a Started event came before the reply");
+    assert_eq!(reply.outcome.status, Status::Ok, "{reply:?}");
+    assert_eq!(text(&reply.stdout), "out\n");
+    assert_eq!(text(&reply.stderr), "err\n");
+    assert_eq!(text(&streamed), "out\n", "stdout was streamed as events");
+    assert_eq!(reply.files.len(), 1, "{:?}", reply.files);
+    assert_eq!(reply.files[0].path, "a.txt");
+    assert_eq!(reply.files[0].size, 2);
+    assert!(reply.files[0].changed);
+    assert_eq!(reply.files[0].mime, "text/plain");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn supervisor_40_runs_across_8_sessions_stay_unmixed() {
+    let d = Daemon::start("");
+    let c = d.client().await;
+    let mut sessions = Vec::new();
+    for _ in 0..8 {
+        sessions.push(open_session(&c).await.session_id);
+    }
+    let mut calls = Vec::new();
+    for (si, sid) in sessions.iter().enumerate() {
+        for r in 0..5 {
+            let (c, sid) = (c.clone(), sid.clone());
+            calls.push(tokio::spawn(async move {
+                let code = format!("for i in range(200):\n    print('s{si}-r{r}-', i)");
+                let reply = run(&c, &sid, &code).await;
+                (si, r, reply)
+            }));
+        }
+    }
+    for call in calls {
+        let (si, r, reply) = call.await.unwrap();
+        let want: String = (0..200).map(|i| format!("s{si}-r{r}- {i}\n")).collect();
+        assert_eq!(reply.outcome.status, Status::Ok, "{reply:?}");
+        assert_eq!(text(&reply.stdout), want, "session {si} run {r} got mixed output");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn supervisor_queue_overflow_is_busy() {
+    let d = Daemon::start("[limits]\nmax_concurrent_runs = 1\nmax_queued_runs = 1\n");
+    let c = d.client().await;
+    let (a, b, e) = (open_session(&c).await, open_session(&c).await, open_session(&c).await);
+    let slow = "import time\ntime.sleep(3)";
+    let first = c.call(RequestBody::Run(run_req(&a.session_id, slow))).await.unwrap();
+    let mut first = first;
+    // Wait until the first run holds the only slot.
+    while let Some(ev) = first.next_event().await.unwrap() {
+        if ev == Event::Started {
+            break;
+        }
+    }
+    let mut second = c.call(RequestBody::Run(run_req(&b.session_id, slow))).await.unwrap();
+    assert_eq!(
+        second.next_event().await.unwrap(),
+        Some(Event::Queued { position: 1 }),
+        "the second run waits in the queue"
+    );
+    let t = Instant::now();
+    let third = c.request(RequestBody::Run(run_req(&e.session_id, "pass"))).await;
+    let err = server_error(third);
+    assert_eq!(err.code, ErrorCode::Busy, "{err:?}");
+    assert!(err.message.contains("retry"), "{}", err.message);
+    assert!(t.elapsed() < Duration::from_secs(1), "busy is immediate, not a hang");
+    assert!(matches!(first.finish().await, Ok(Reply::Run(_))));
+    assert!(matches!(second.finish().await, Ok(Reply::Run(_))));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn supervisor_sessions_persist_and_are_isolated() {
+    let d = Daemon::start("");
+    let c = d.client().await;
+    let (a, b) = (open_session(&c).await, open_session(&c).await);
+    let w = run(&c, &a.session_id, "open('output/keep.txt','w').write('kept')").await;
+    assert_eq!(w.outcome.status, Status::Ok, "{w:?}");
+    let again = run(&c, &a.session_id, "print(open('output/keep.txt').read())").await;
+    assert_eq!(text(&again.stdout), "kept\n", "files persist across runs of a session");
+    let other = run(
+        &c,
+        &b.session_id,
+        "import os\nprint(os.listdir('output'))\ntry:\n    open('/workspace/output/keep.txt')\nexcept OSError as e:\n    print(e.errno)",
+    )
+    .await;
+    assert_eq!(text(&other.stdout), "[]\n2\n", "another session sees nothing of it");
+    let uid = |ws: &std::path::Path| {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata(ws.join("output")).unwrap().uid()
+    };
+    assert_ne!(
+        uid(&d.workspace(&a.session_id)),
+        uid(&d.workspace(&b.session_id)),
+        "each session's files belong to its own host uid"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn supervisor_restart_keeps_sessions_and_reports_lost_runs() {
+    let mut d = Daemon::start("");
+    let c = d.client().await;
+    let s = open_session(&c).await;
+    run(&c, &s.session_id, "open('output/x.txt','w').write('survives')").await;
+    // A run in flight when the daemon dies.
+    let marker = unique("lost");
+    let mut call = c
+        .call(RequestBody::Run(run_req(
+            &s.session_id,
+            &format!("import time\ntime.sleep(30)  # {marker}"),
+        )))
+        .await
+        .unwrap();
+    while call.next_event().await.unwrap() != Some(Event::Started) {}
+    d.crash_and_restart();
+    assert!(
+        matches!(call.finish().await, Err(ClientError::Disconnected)),
+        "the client learns that its run failed"
+    );
+    let c = d.client().await;
+    let info = match c
+        .request(RequestBody::SessionInfo { session_id: s.session_id.clone() })
+        .await
+    {
+        Ok(Reply::Session(i)) => i,
+        other => panic!("{other:?}"),
+    };
+    assert!(info.last_run_lost, "the lost run is on record: {info:?}");
+    let r = run(&c, &s.session_id, "print(open('output/x.txt').read())").await;
+    assert_eq!(text(&r.stdout), "survives\n");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !processes_with_marker(&marker).is_empty() {
+        assert!(Instant::now() < deadline, "the lost run's jail still runs");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn supervisor_cancel_kills_the_jail_within_a_second() {
+    let d = Daemon::start("");
+    let c = d.client().await;
+    let s = open_session(&c).await;
+    let marker = unique("cancel");
+    let mut call = c
+        .call(RequestBody::Run(run_req(
+            &s.session_id,
+            &format!("import os, time\nif os.fork() == 0:\n    os.setsid()\ntime.sleep(60)  # {marker}"),
+        )))
+        .await
+        .unwrap();
+    while call.next_event().await.unwrap() != Some(Event::Started) {}
+    wait_for_marker(&marker);
+    let t = Instant::now();
+    c.cancel(call.id()).await.unwrap();
+    let err = match call.finish().await {
+        Err(ClientError::Server(e)) => e,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(err.code, ErrorCode::Cancelled);
+    assert!(t.elapsed() < Duration::from_secs(1), "took {:?}", t.elapsed());
+    assert!(processes_with_marker(&marker).is_empty(), "nothing of the run survives");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn supervisor_client_disconnect_cancels_its_runs() {
+    let d = Daemon::start("");
+    let marker = unique("disc");
+    {
+        let c = d.client().await;
+        let s = open_session(&c).await;
+        let mut call = c
+            .call(RequestBody::Run(run_req(
+                &s.session_id,
+                &format!("import time\ntime.sleep(60)  # {marker}"),
+            )))
+            .await
+            .unwrap();
+        while call.next_event().await.unwrap() != Some(Event::Started) {}
+        wait_for_marker(&marker);
+    }
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while !processes_with_marker(&marker).is_empty() {
+        assert!(Instant::now() < deadline, "the run outlived its client");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn supervisor_file_operations_refuse_symlink_and_dotdot_attacks() {
+    let d = Daemon::start("");
+    let c = d.client().await;
+    let s = open_session(&c).await;
+    let sid = s.session_id.clone();
+    let plant = run(
+        &c,
+        &sid,
+        "import os\nos.symlink('/etc/shadow', 'output/x')\nos.symlink('/', 'output/up')\nopen('output/ok.txt','w').write('fine')",
+    )
+    .await;
+    assert_eq!(plant.outcome.status, Status::Ok, "{plant:?}");
+    let names: Vec<_> = plant.files.iter().map(|f| f.path.as_str()).collect();
+    assert_eq!(names, ["ok.txt"], "artifacts never include planted links");
+    let read = |path: &str| {
+        c.request(RequestBody::ReadFile {
+            session_id: sid.clone(),
+            path: path.to_string(),
+            offset: 0,
+            limit: 4096,
+        })
+    };
+    for path in ["output/x", "output/up/etc/shadow", "../../../etc/shadow", "/etc/shadow", "output/../../x"] {
+        let err = server_error(read(path).await);
+        assert!(
+            matches!(err.code, ErrorCode::Forbidden | ErrorCode::NotFound | ErrorCode::BadRequest),
+            "{path}: {err:?}"
+        );
+    }
+    match read("output/ok.txt").await {
+        Ok(Reply::File(f)) => assert_eq!(f.data, b"fine"),
+        other => panic!("{other:?}"),
+    }
+    let list = c
+        .request(RequestBody::ListDir { session_id: sid.clone(), path: "output/up".into() })
+        .await;
+    assert!(list.is_err(), "listing through a link to / is refused: {list:?}");
+    let next = run(&c, &sid, "print('still fine')").await;
+    assert_eq!(text(&next.stdout), "still fine\n");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn supervisor_disk_quota_gives_enospc() {
+    let d = Daemon::start("[sessions]\ndisk_quota = \"16MiB\"\n");
+    let c = d.client().await;
+    let s = open_session(&c).await;
+    let r = run(
+        &c,
+        &s.session_id,
+        "try:\n    with open('output/big', 'wb') as f:\n        for _ in range(32):\n            f.write(b'x' * (1 << 20))\n    print('no limit')\nexcept OSError as e:\n    print(e.errno)",
+    )
+    .await;
+    assert_eq!(text(&r.stdout), "28\n", "ENOSPC at the quota: {r:?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn supervisor_idle_sessions_expire() {
+    let d = Daemon::start("[sessions]\nidle_ttl = \"2s\"\n");
+    let c = d.client().await;
+    let s = open_session(&c).await;
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let r = c
+            .request(RequestBody::SessionInfo { session_id: s.session_id.clone() })
+            .await;
+        if let Err(ClientError::Server(e)) = &r {
+            assert_eq!(e.code, ErrorCode::NotFound);
+            break;
+        }
+        assert!(Instant::now() < deadline, "the idle session never expired: {r:?}");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    assert!(!d.workspace(&s.session_id).exists(), "its workspace is gone");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn supervisor_mounts_are_read_only_in_the_jail() {
+    let d = Daemon::start("");
+    let c = d.client().await;
+    let s = open_session(&c).await;
+    let m = c.write_mount(&s.session_id, "data.csv", b"a,b\n1,2\n").await.unwrap();
+    assert_eq!(m.bytes, 8);
+    let r = run(
+        &c,
+        &s.session_id,
+        "import os\nprint(open('mounts/data.csv').read().splitlines()[1])\n\
+         for attempt in (lambda: open('mounts/data.csv', 'a'), lambda: open('mounts/new', 'w'),\n\
+                         lambda: os.chmod('mounts/data.csv', 0o666), lambda: os.remove('mounts/data.csv')):\n\
+         \x20   try:\n        attempt()\n        print('allowed')\n    except OSError as e:\n        print(e.errno)",
+    )
+    .await;
+    // The file is 0444 (EACCES); the mount itself refuses every change (EROFS).
+    assert_eq!(text(&r.stdout), "1,2\n13\n30\n30\n30\n", "{r:?}");
+}
