@@ -48,7 +48,10 @@ fn start(prims: &Path, dir: &Path, policy: Option<&Path>) -> Result<Supervisor> 
     let deadline = Instant::now() + Duration::from_secs(30);
     while std::os::unix::net::UnixStream::connect(dir.join("sock")).is_err() {
         if Instant::now() > deadline {
-            bail!("the supervisor did not start; see {}/supervisor.log", sup.dir.display());
+            bail!(
+                "the supervisor did not start; see {}/supervisor.log",
+                sup.dir.display()
+            );
         }
         std::thread::sleep(Duration::from_millis(50));
     }
@@ -81,7 +84,11 @@ async fn timed_run(c: &Client, r: RunRequest) -> Result<f64> {
         })
         .await?;
     if reply.stdout != b"1\n" {
-        bail!("unexpected output {:?}: {:?}", String::from_utf8_lossy(&reply.stdout), reply.outcome);
+        bail!(
+            "unexpected output {:?}: {:?}",
+            String::from_utf8_lossy(&reply.stdout),
+            reply.outcome
+        );
     }
     Ok(t.elapsed().as_secs_f64() * 1000.0)
 }
@@ -143,15 +150,24 @@ async fn measure(dir: &Path, runs: usize) -> Result<()> {
     println!("runs: {runs} of each; one client on the supervisor socket");
     println!("| what | min ms | p50 ms | p90 ms |");
     println!("|---|---|---|---|");
-    println!("| run `print(1)`, base environment | {:.1} | {:.1} | {:.1} |", p.min, p.median, p.p90);
-    println!("| run `print(1)`, cached `requirements=[\"six\"]` | {:.1} | {:.1} | {:.1} |", q.min, q.median, q.p90);
+    println!(
+        "| run `print(1)`, base environment | {:.1} | {:.1} | {:.1} |",
+        p.min, p.median, p.p90
+    );
+    println!(
+        "| run `print(1)`, cached `requirements=[\"six\"]` | {:.1} | {:.1} | {:.1} |",
+        q.min, q.median, q.p90
+    );
     println!();
     println!("| throughput | runs/s |");
     println!("|---|---|");
     println!("| one session, sequential | {seq_rate:.1} |");
     println!("| 8 sessions, concurrent | {par_rate:.1} |");
     println!("8-way / sequential: {:.2}x", par_rate / seq_rate);
-    println!("cached requirements - base, p50: {:+.1} ms", q.median - p.median);
+    println!(
+        "cached requirements - base, p50: {:+.1} ms",
+        q.median - p.median
+    );
     Ok(())
 }
 

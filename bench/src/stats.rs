@@ -15,4 +15,3 @@ pub fn stats(mut xs: Vec<f64>) -> Stats {
         min: xs[0],
     }
 }
-

@@ -8,8 +8,8 @@ use std::io::{self, Read, Seek, Write};
 use std::os::fd::{AsRawFd, FromRawFd, RawFd};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
 use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
 
 const SPEC_FD: RawFd = 3;
 const OUTCOME_FD: RawFd = 4;

@@ -161,7 +161,11 @@ impl Drop for Daemon {
         self.kill();
         unmount_below(&self.dir);
         let _ = std::fs::remove_dir_all(&self.dir);
-        for root in std::fs::read_dir("/sys/fs/cgroup").into_iter().flatten().flatten() {
+        for root in std::fs::read_dir("/sys/fs/cgroup")
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
             remove_cgroup_dirs(&root.path(), &self.cgroup_parent, 0);
         }
     }

@@ -30,7 +30,10 @@ async fn run(c: &Client, session_id: &str, code: &str) -> RunReply {
 fn wait_for_marker(marker: &str) {
     let deadline = Instant::now() + Duration::from_secs(10);
     while processes_with_marker(marker).is_empty() {
-        assert!(Instant::now() < deadline, "no process with {marker} appeared");
+        assert!(
+            Instant::now() < deadline,
+            "no process with {marker} appeared"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
 }
@@ -102,7 +105,11 @@ async fn supervisor_40_runs_across_8_sessions_stay_unmixed() {
         let (si, r, reply) = call.await.unwrap();
         let want: String = (0..200).map(|i| format!("s{si}-r{r}- {i}\n")).collect();
         assert_eq!(reply.outcome.status, Status::Ok, "{reply:?}");
-        assert_eq!(text(&reply.stdout), want, "session {si} run {r} got mixed output");
+        assert_eq!(
+            text(&reply.stdout),
+            want,
+            "session {si} run {r} got mixed output"
+        );
     }
 }
 
@@ -110,9 +117,16 @@ async fn supervisor_40_runs_across_8_sessions_stay_unmixed() {
 async fn supervisor_queue_overflow_is_busy() {
     let d = Daemon::start("[limits]\nmax_concurrent_runs = 1\nmax_queued_runs = 1\n");
     let c = d.client().await;
-    let (a, b, e) = (open_session(&c).await, open_session(&c).await, open_session(&c).await);
+    let (a, b, e) = (
+        open_session(&c).await,
+        open_session(&c).await,
+        open_session(&c).await,
+    );
     let slow = "import time\ntime.sleep(3)";
-    let first = c.call(RequestBody::Run(run_req(&a.session_id, slow))).await.unwrap();
+    let first = c
+        .call(RequestBody::Run(run_req(&a.session_id, slow)))
+        .await
+        .unwrap();
     let mut first = first;
     // Wait until the first run holds the only slot.
     while let Some(ev) = first.next_event().await.unwrap() {
@@ -120,18 +134,26 @@ async fn supervisor_queue_overflow_is_busy() {
             break;
         }
     }
-    let mut second = c.call(RequestBody::Run(run_req(&b.session_id, slow))).await.unwrap();
+    let mut second = c
+        .call(RequestBody::Run(run_req(&b.session_id, slow)))
+        .await
+        .unwrap();
     assert_eq!(
         second.next_event().await.unwrap(),
         Some(Event::Queued { position: 1 }),
         "the second run waits in the queue"
     );
     let t = Instant::now();
-    let third = c.request(RequestBody::Run(run_req(&e.session_id, "pass"))).await;
+    let third = c
+        .request(RequestBody::Run(run_req(&e.session_id, "pass")))
+        .await;
     let err = server_error(third);
     assert_eq!(err.code, ErrorCode::Busy, "{err:?}");
     assert!(err.message.contains("retry"), "{}", err.message);
-    assert!(t.elapsed() < Duration::from_secs(1), "busy is immediate, not a hang");
+    assert!(
+        t.elapsed() < Duration::from_secs(1),
+        "busy is immediate, not a hang"
+    );
     assert!(matches!(first.finish().await, Ok(Reply::Run(_))));
     assert!(matches!(second.finish().await, Ok(Reply::Run(_))));
 }
@@ -141,17 +163,30 @@ async fn supervisor_sessions_persist_and_are_isolated() {
     let d = Daemon::start("");
     let c = d.client().await;
     let (a, b) = (open_session(&c).await, open_session(&c).await);
-    let w = run(&c, &a.session_id, "open('output/keep.txt','w').write('kept')").await;
+    let w = run(
+        &c,
+        &a.session_id,
+        "open('output/keep.txt','w').write('kept')",
+    )
+    .await;
     assert_eq!(w.outcome.status, Status::Ok, "{w:?}");
     let again = run(&c, &a.session_id, "print(open('output/keep.txt').read())").await;
-    assert_eq!(text(&again.stdout), "kept\n", "files persist across runs of a session");
+    assert_eq!(
+        text(&again.stdout),
+        "kept\n",
+        "files persist across runs of a session"
+    );
     let other = run(
         &c,
         &b.session_id,
         "import os\nprint(os.listdir('output'))\ntry:\n    open('/workspace/output/keep.txt')\nexcept OSError as e:\n    print(e.errno)",
     )
     .await;
-    assert_eq!(text(&other.stdout), "[]\n2\n", "another session sees nothing of it");
+    assert_eq!(
+        text(&other.stdout),
+        "[]\n2\n",
+        "another session sees nothing of it"
+    );
     let uid = |ws: &std::path::Path| {
         use std::os::unix::fs::MetadataExt;
         std::fs::metadata(ws.join("output")).unwrap().uid()
@@ -168,7 +203,12 @@ async fn supervisor_restart_keeps_sessions_and_reports_lost_runs() {
     let mut d = Daemon::start("");
     let c = d.client().await;
     let s = open_session(&c).await;
-    run(&c, &s.session_id, "open('output/x.txt','w').write('survives')").await;
+    run(
+        &c,
+        &s.session_id,
+        "open('output/x.txt','w').write('survives')",
+    )
+    .await;
     // A run in flight when the daemon dies.
     let marker = unique("lost");
     let mut call = c
@@ -186,7 +226,9 @@ async fn supervisor_restart_keeps_sessions_and_reports_lost_runs() {
     );
     let c = d.client().await;
     let info = match c
-        .request(RequestBody::SessionInfo { session_id: s.session_id.clone() })
+        .request(RequestBody::SessionInfo {
+            session_id: s.session_id.clone(),
+        })
         .await
     {
         Ok(Reply::Session(i)) => i,
@@ -211,7 +253,9 @@ async fn supervisor_cancel_kills_the_jail_within_a_second() {
     let mut call = c
         .call(RequestBody::Run(run_req(
             &s.session_id,
-            &format!("import os, time\nif os.fork() == 0:\n    os.setsid()\ntime.sleep(60)  # {marker}"),
+            &format!(
+                "import os, time\nif os.fork() == 0:\n    os.setsid()\ntime.sleep(60)  # {marker}"
+            ),
         )))
         .await
         .unwrap();
@@ -224,8 +268,15 @@ async fn supervisor_cancel_kills_the_jail_within_a_second() {
         other => panic!("{other:?}"),
     };
     assert_eq!(err.code, ErrorCode::Cancelled);
-    assert!(t.elapsed() < Duration::from_secs(1), "took {:?}", t.elapsed());
-    assert!(processes_with_marker(&marker).is_empty(), "nothing of the run survives");
+    assert!(
+        t.elapsed() < Duration::from_secs(1),
+        "took {:?}",
+        t.elapsed()
+    );
+    assert!(
+        processes_with_marker(&marker).is_empty(),
+        "nothing of the run survives"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -275,10 +326,19 @@ async fn supervisor_file_operations_refuse_symlink_and_dotdot_attacks() {
             limit: 4096,
         })
     };
-    for path in ["output/x", "output/up/etc/shadow", "../../../etc/shadow", "/etc/shadow", "output/../../x"] {
+    for path in [
+        "output/x",
+        "output/up/etc/shadow",
+        "../../../etc/shadow",
+        "/etc/shadow",
+        "output/../../x",
+    ] {
         let err = server_error(read(path).await);
         assert!(
-            matches!(err.code, ErrorCode::Forbidden | ErrorCode::NotFound | ErrorCode::BadRequest),
+            matches!(
+                err.code,
+                ErrorCode::Forbidden | ErrorCode::NotFound | ErrorCode::BadRequest
+            ),
             "{path}: {err:?}"
         );
     }
@@ -287,9 +347,15 @@ async fn supervisor_file_operations_refuse_symlink_and_dotdot_attacks() {
         other => panic!("{other:?}"),
     }
     let list = c
-        .request(RequestBody::ListDir { session_id: sid.clone(), path: "output/up".into() })
+        .request(RequestBody::ListDir {
+            session_id: sid.clone(),
+            path: "output/up".into(),
+        })
         .await;
-    assert!(list.is_err(), "listing through a link to / is refused: {list:?}");
+    assert!(
+        list.is_err(),
+        "listing through a link to / is refused: {list:?}"
+    );
     let next = run(&c, &sid, "print('still fine')").await;
     assert_eq!(text(&next.stdout), "still fine\n");
 }
@@ -316,16 +382,24 @@ async fn supervisor_idle_sessions_expire() {
     let deadline = Instant::now() + Duration::from_secs(15);
     loop {
         let r = c
-            .request(RequestBody::SessionInfo { session_id: s.session_id.clone() })
+            .request(RequestBody::SessionInfo {
+                session_id: s.session_id.clone(),
+            })
             .await;
         if let Err(ClientError::Server(e)) = &r {
             assert_eq!(e.code, ErrorCode::NotFound);
             break;
         }
-        assert!(Instant::now() < deadline, "the idle session never expired: {r:?}");
+        assert!(
+            Instant::now() < deadline,
+            "the idle session never expired: {r:?}"
+        );
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
-    assert!(!d.workspace(&s.session_id).exists(), "its workspace is gone");
+    assert!(
+        !d.workspace(&s.session_id).exists(),
+        "its workspace is gone"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -333,7 +407,10 @@ async fn supervisor_mounts_are_read_only_in_the_jail() {
     let d = Daemon::start("");
     let c = d.client().await;
     let s = open_session(&c).await;
-    let m = c.write_mount(&s.session_id, "data.csv", b"a,b\n1,2\n").await.unwrap();
+    let m = c
+        .write_mount(&s.session_id, "data.csv", b"a,b\n1,2\n")
+        .await
+        .unwrap();
     assert_eq!(m.bytes, 8);
     let r = run(
         &c,

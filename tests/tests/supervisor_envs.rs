@@ -37,9 +37,15 @@ async fn supervisor_requirements_build_once_then_come_from_the_cache() {
     let builds = stats(&c).await.env_builds;
 
     let other = open_session(&c).await;
-    let second = c.run(req(&other.session_id, code, &["SIX"]), |_| {}).await.unwrap();
+    let second = c
+        .run(req(&other.session_id, code, &["SIX"]), |_| {})
+        .await
+        .unwrap();
     assert_eq!(String::from_utf8_lossy(&second.stdout), "six\n");
-    assert!(!second.env_built, "the same (normalized) set is served from the cache");
+    assert!(
+        !second.env_built,
+        "the same (normalized) set is served from the cache"
+    );
     assert_eq!(stats(&c).await.env_builds, builds, "no build happened");
 }
 
@@ -49,20 +55,37 @@ async fn supervisor_bad_requirements_are_explained() {
     let c = d.client().await;
     let s = open_session(&c).await;
     let missing = c
-        .run(req(&s.session_id, "pass", &["this-package-does-not-exist-prims-xyz"]), |_| {})
+        .run(
+            req(
+                &s.session_id,
+                "pass",
+                &["this-package-does-not-exist-prims-xyz"],
+            ),
+            |_| {},
+        )
         .await;
     match missing {
         Err(ClientError::Server(e)) => {
             assert_eq!(e.code, ErrorCode::Environment);
             assert!(e.message.contains("pip install failed:"), "{}", e.message);
-            assert!(e.message.contains("this-package-does-not-exist-prims-xyz"), "{}", e.message);
+            assert!(
+                e.message.contains("this-package-does-not-exist-prims-xyz"),
+                "{}",
+                e.message
+            );
         }
         other => panic!("{other:?}"),
     }
     let builds = stats(&c).await.env_builds;
-    for junk in ["--index-url=http://example.invalid", "-r /etc/passwd", "six; rm -rf /"] {
+    for junk in [
+        "--index-url=http://example.invalid",
+        "-r /etc/passwd",
+        "six; rm -rf /",
+    ] {
         match c.run(req(&s.session_id, "pass", &[junk]), |_| {}).await {
-            Err(ClientError::Server(e)) => assert_eq!(e.code, ErrorCode::BadRequest, "{junk}: {e:?}"),
+            Err(ClientError::Server(e)) => {
+                assert_eq!(e.code, ErrorCode::BadRequest, "{junk}: {e:?}")
+            }
             other => panic!("{junk}: {other:?}"),
         }
     }

@@ -7,7 +7,9 @@ use super::{internal, Daemon};
 use crate::runner::{self, Cancel, Stream};
 use crate::server::Ctx;
 use crate::spec::{self, Placement};
-use prims_protocol::wire::{ErrorCode, ErrorReply, Event, OutputStream, Reply, RunReply, RunRequest};
+use prims_protocol::wire::{
+    ErrorCode, ErrorReply, Event, OutputStream, Reply, RunReply, RunRequest,
+};
 use prims_protocol::Status;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -69,7 +71,11 @@ pub async fn run(d: &Arc<Daemon>, req: RunRequest, ctx: Ctx) -> Result<Reply, Er
         },
     );
 
-    let (sessions, sid, ws) = (d.sessions.clone(), session.id.clone(), session.workspace.clone());
+    let (sessions, sid, ws) = (
+        d.sessions.clone(),
+        session.id.clone(),
+        session.workspace.clone(),
+    );
     let before = d
         .blocking(move || {
             sessions.run_started(&sid).map_err(|e| e.to_reply())?;
@@ -103,7 +109,11 @@ pub async fn run(d: &Arc<Daemon>, req: RunRequest, ctx: Ctx) -> Result<Reply, Er
     .await;
     watcher.abort();
 
-    let (sessions, sid, ws) = (d.sessions.clone(), session.id.clone(), session.workspace.clone());
+    let (sessions, sid, ws) = (
+        d.sessions.clone(),
+        session.id.clone(),
+        session.workspace.clone(),
+    );
     let after = d
         .blocking(move || {
             sessions.run_finished(&sid);

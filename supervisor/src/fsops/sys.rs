@@ -70,7 +70,8 @@ pub fn cstr(s: &str) -> Result<CString, Errno> {
 /// The entries of an open directory, without `.` and `..`; at most `max`
 /// of them, then `true` when more were left unread.
 pub fn read_dir(dir: BorrowedFd<'_>, max: usize) -> Result<(Vec<CString>, bool), Errno> {
-    // Our own duplicate: closedir closes it, and the position is ours.
+    // A duplicate for the DIR* to own (closedir closes it). It shares the
+    // directory offset with `dir`, hence the rewind below.
     let dup = dir.try_clone_to_owned().map_err(|_| Errno::last())?;
     let raw = dup.as_raw_fd();
     // SAFETY: `raw` is a valid directory fd; on success the DIR* owns it, so
@@ -80,7 +81,7 @@ pub fn read_dir(dir: BorrowedFd<'_>, max: usize) -> Result<(Vec<CString>, bool),
         return Err(Errno::last());
     }
     std::mem::forget(dup);
-    // SAFETY: rewinding a valid DIR* we own; the shared offset came from dup.
+    // SAFETY: rewinding a valid DIR* that we own.
     unsafe { libc::rewinddir(dirp) };
     let mut out = Vec::new();
     let mut more = false;

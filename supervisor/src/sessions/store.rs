@@ -68,12 +68,14 @@ impl SessionStore {
             (inner.policy.clone(), uid)
         };
         let started = Instant::now();
-        let result = super::session::build(&sh.dir, uid, &policy, tenant);
+        let result = super::session::build(&sh.dir, uid, &policy, tenant).map(|s| {
+            let info = s.info();
+            (s, info)
+        });
         let mut inner = lock(&sh.inner);
         inner.creating -= 1;
         match result {
-            Ok(session) => {
-                let info = session.info();
+            Ok((session, info)) => {
                 tracing::info!(session = %session.id, uid, ms = started.elapsed().as_millis() as u64, "session created");
                 inner.live.insert(session.id.clone(), Arc::new(session));
                 Ok(info)
@@ -103,7 +105,11 @@ impl SessionStore {
     pub fn get(&self, id: &str) -> Result<Arc<Session>, SessionError> {
         let s = self.lookup(id)?;
         if s.disk_quota > 0 {
+            // Under the state lock, which a close holds while removing files.
             let _st = lock(&s.state);
+            if s.is_closed() {
+                return Err(SessionError::NotFound(s.id.clone()));
+            }
             match layout::ensure_mounted(&self.shared.dir, &s.id) {
                 Ok(true) => {
                     tracing::warn!(session = %s.id, "workspace image was not mounted; mounted it again")
@@ -254,7 +260,11 @@ impl Shared {
         if !lock(&self.inner).closing.contains_key(&s.id) {
             return Ok(());
         }
-        match layout::teardown(&self.dir, &s.id) {
+        // Keeps `get` from mounting the image again while it goes away.
+        let st = lock(&s.state);
+        let removed = layout::teardown(&self.dir, &s.id);
+        drop(st);
+        match removed {
             Ok(()) => {
                 let mut inner = lock(&self.inner);
                 inner.closing.remove(&s.id);
