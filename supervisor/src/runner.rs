@@ -9,9 +9,13 @@ use std::os::fd::{AsRawFd, FromRawFd, RawFd};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::mpsc::RecvTimeoutError;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 const SPEC_FD: RawFd = 3;
+/// How long past the wall-time limit a jailer may take before it is killed.
+const JAILER_GRACE: Duration = Duration::from_secs(10);
 const OUTCOME_FD: RawFd = 4;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -30,6 +34,8 @@ struct CancelState {
     cancelled: bool,
     /// The jailer's pid while it is unreaped, so a kill never hits a reused pid.
     pid: Option<libc::pid_t>,
+    /// A kill was actually sent.
+    killed: bool,
 }
 
 impl Cancel {
@@ -39,6 +45,7 @@ impl Cancel {
         if let Some(pid) = st.pid {
             // SAFETY: kill has no memory-safety preconditions; pid is our unreaped child.
             unsafe { libc::kill(pid, libc::SIGKILL) };
+            st.killed = true;
         }
     }
 
@@ -57,6 +64,10 @@ impl Cancel {
 
     fn reaped(&self) {
         self.0.lock().unwrap_or_else(|p| p.into_inner()).pid = None;
+    }
+
+    fn killed(&self) -> bool {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).killed
     }
 }
 
@@ -173,7 +184,20 @@ pub fn run_job(
         path: jailer.to_path_buf(),
         source,
     })?;
-    cancel.started(child.id() as libc::pid_t);
+    let pid = child.id() as libc::pid_t;
+    cancel.started(pid);
+    // The jailer enforces the wall time itself; this catches a jailer that
+    // hangs (in setup, say) and would otherwise hold its caller forever.
+    let watchdog = Cancel::default();
+    watchdog.started(pid);
+    let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+    let limit = Duration::from_millis(spec.limits.wall_time_ms) + JAILER_GRACE;
+    let dog = watchdog.clone();
+    let guard = std::thread::spawn(move || {
+        if done_rx.recv_timeout(limit) == Err(RecvTimeoutError::Timeout) {
+            dog.cancel();
+        }
+    });
     drop(spec_file);
     let cap = usize::try_from(spec.limits.output_bytes).unwrap_or(usize::MAX);
     let stdout = child.stdout.take();
@@ -191,6 +215,9 @@ pub fn run_job(
     });
     let status = child.wait();
     cancel.reaped();
+    watchdog.reaped();
+    drop(done_tx);
+    let _ = guard.join();
     let status = status.map_err(RunError::Wait)?;
     let mut json = Vec::new();
     let read = outcome_file
@@ -198,6 +225,7 @@ pub fn run_job(
         .and_then(|_| outcome_file.read_to_end(&mut json));
     let outcome = match (read, serde_json::from_slice::<Outcome>(&json)) {
         (Ok(_), Ok(o)) => o,
+        _ if watchdog.killed() => hung_jailer(limit),
         _ => crashed_jailer(status),
     };
     Ok(RunResult {
@@ -208,6 +236,21 @@ pub fn run_job(
         stderr_truncated: err_trunc,
         cancelled: cancel.is_cancelled(),
     })
+}
+
+fn hung_jailer(limit: Duration) -> Outcome {
+    Outcome {
+        status: Status::SetupError,
+        setup_error: Some(SetupError {
+            step: "jailer".into(),
+            errno: None,
+            message: format!(
+                "jailer: the jailer did not finish within {} s and was killed",
+                limit.as_secs()
+            ),
+        }),
+        ..Default::default()
+    }
 }
 
 fn crashed_jailer(status: std::process::ExitStatus) -> Outcome {

@@ -70,9 +70,19 @@ pub fn tmp_path(dir: &Path, id: &str) -> PathBuf {
     dir.join(format!(".{id}.json.tmp"))
 }
 
-/// Writes the metadata atomically: a temporary file, fsync, rename over the
-/// old one, fsync of the directory. Callers serialize writes per session.
-pub fn write(dir: &Path, meta: &Meta) -> Result<(), SessionError> {
+/// How hard a metadata write must hold.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Durability {
+    /// fsync file and directory: survives a power cut (creation, closing).
+    Durable,
+    /// Rename only: survives a crash of the daemon, which is all a run
+    /// marker or a last-used time needs, and spares two fsyncs per run.
+    Atomic,
+}
+
+/// Writes the metadata atomically: a temporary file, rename over the old
+/// one, with fsyncs when `durability` asks. Callers serialize writes per session.
+pub fn write(dir: &Path, meta: &Meta, durability: Durability) -> Result<(), SessionError> {
     let what = || format!("writing the metadata of session {}", meta.id);
     let text = serde_json::to_vec_pretty(meta).map_err(|e| SessionError::Io {
         what: what(),
@@ -88,9 +98,14 @@ pub fn write(dir: &Path, meta: &Meta) -> Result<(), SessionError> {
             .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
             .open(&tmp)?;
         f.write_all(&text)?;
-        f.sync_all()?;
+        if durability == Durability::Durable {
+            f.sync_all()?;
+        }
         fs::rename(&tmp, meta_path(dir, &meta.id))?;
-        sync_dir(dir)
+        if durability == Durability::Durable {
+            sync_dir(dir)?;
+        }
+        Ok(())
     })();
     if result.is_err() {
         let _ = fs::remove_file(&tmp);

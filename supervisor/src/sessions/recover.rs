@@ -121,7 +121,7 @@ fn load(sh: &Shared) -> Result<(), SessionError> {
             tracing::warn!(session = %id, "a run was cut short by the restart");
             m.run_in_flight = false;
             m.last_run_lost = true;
-            if let Err(e) = meta::write(&sh.dir, &m) {
+            if let Err(e) = meta::write(&sh.dir, &m, meta::Durability::Durable) {
                 tracing::warn!(session = %id, error = %e, "could not record the lost run");
             }
         }

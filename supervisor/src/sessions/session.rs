@@ -82,11 +82,16 @@ impl Session {
     }
 
     /// Changes the metadata and writes it out at once.
-    pub(super) fn update(&self, dir: &Path, f: impl FnOnce(&mut Meta)) -> Result<(), SessionError> {
+    pub(super) fn update(
+        &self,
+        dir: &Path,
+        durability: meta::Durability,
+        f: impl FnOnce(&mut Meta),
+    ) -> Result<(), SessionError> {
         let mut st = lock(&self.state);
         f(&mut st.meta);
         st.persisted = Instant::now();
-        meta::write(dir, &st.meta)
+        meta::write(dir, &st.meta, durability)
     }
 }
 
@@ -126,7 +131,7 @@ pub(super) fn build(
         last_run_lost: false,
         closing: false,
     };
-    meta::write(dir, &m).map_err(fail)?;
+    meta::write(dir, &m, meta::Durability::Durable).map_err(fail)?;
     let s = Session::from_meta(dir, m);
     lock(&s.state).last_used = now;
     Ok(s)

@@ -173,7 +173,7 @@ impl SessionStore {
     /// the run then shows as `last_run_lost` after the restart.
     pub fn run_started(&self, id: &str) -> Result<(), SessionError> {
         let s = self.lookup(id)?;
-        s.update(&self.shared.dir, |m| {
+        s.update(&self.shared.dir, meta::Durability::Atomic, |m| {
             m.run_in_flight = true;
             m.last_run_lost = false;
         })
@@ -190,7 +190,9 @@ impl SessionStore {
                 .cloned()
         };
         if let Some(s) = s {
-            if let Err(e) = s.update(&self.shared.dir, |m| m.run_in_flight = false) {
+            if let Err(e) = s.update(&self.shared.dir, meta::Durability::Atomic, |m| {
+                m.run_in_flight = false
+            }) {
                 tracing::warn!(session = %id, error = %e, "could not record the end of a run");
             }
         }
@@ -233,7 +235,7 @@ impl SessionStore {
         st.meta.last_used = unix_secs(st.last_used);
         if st.persisted.elapsed() >= PERSIST_EVERY {
             st.persisted = Instant::now();
-            if let Err(e) = meta::write(&self.shared.dir, &st.meta) {
+            if let Err(e) = meta::write(&self.shared.dir, &st.meta, meta::Durability::Atomic) {
                 tracing::warn!(session = %s.id, error = %e, "could not record last use");
             }
         }
@@ -245,7 +247,7 @@ impl Shared {
     /// through its removal is finished on the next start.
     pub(super) fn begin_close(&self, s: &Session) {
         s.closed.store(true, Ordering::Release);
-        if let Err(e) = s.update(&self.dir, |m| m.closing = true) {
+        if let Err(e) = s.update(&self.dir, meta::Durability::Durable, |m| m.closing = true) {
             tracing::warn!(session = %s.id, error = %e, "could not mark a session closing");
         }
     }
