@@ -34,7 +34,7 @@ fn time_ms(cmd: &mut Command) -> Result<f64> {
 }
 
 fn find_venv(state_dir: &Path) -> Result<PathBuf> {
-    let envs = state_dir.join("envs");
+    let envs = state_dir.join("run-envs");
     std::fs::read_dir(&envs)
         .with_context(|| format!("reading {}", envs.display()))?
         .filter_map(|e| e.ok().map(|e| e.path()))

@@ -28,7 +28,7 @@ pub struct RunArgs {
     /// Workspace directory to use and keep (default: a temporary one).
     #[arg(long)]
     workspace: Option<PathBuf>,
-    /// Where venvs are cached.
+    /// State directory; the empty venv is cached in its `run-envs/`.
     #[arg(long, default_value = "/var/lib/prims")]
     state_dir: PathBuf,
     /// Path of prims-jailer (default: next to this binary).
@@ -102,16 +102,13 @@ fn run(args: &RunArgs) -> Result<i32> {
     };
     let code = read_script(&args.script)?;
     let jailer = jailer_path(&args.jailer)?;
-    let version = policy.filesystem.default_interpreter.clone();
-    let interpreter = policy
-        .filesystem
-        .interpreters
-        .get(&version)
-        .cloned()
+    let (version, interpreter) = policy
+        .default_interpreter()
+        .map(|(v, p)| (v.to_string(), p.to_path_buf()))
         .ok_or_else(|| {
-            anyhow!("filesystem.default_interpreter {version:?} is not in filesystem.interpreters")
+            anyhow!("filesystem.default_interpreter is not in filesystem.interpreters")
         })?;
-    let venv = venv::empty(&args.state_dir.join("envs"), &interpreter, &version)
+    let venv = venv::empty(&args.state_dir.join("run-envs"), &interpreter, &version)
         .context("preparing the venv")?;
     let host_uid = policy.identity.uid_base;
 

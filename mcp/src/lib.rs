@@ -1,2 +1,23 @@
-//! The MCP front-end. Its tools arrive with the front-end issue; this crate
-//! exists so the workspace layout is complete.
+//! The MCP front-end: the five PRIMS tools and a prompt over streamable
+//! HTTP (rmcp in axum), plus `/artifacts`, `/health` and `/metrics`.
+//!
+//! It is unprivileged and never touches a workspace itself: every file
+//! operation and every run goes through the supervisor socket
+//! ([`supervisor::Supervisor`]). Outbound HTTP for `mount_file`, `files[]`
+//! and `persist_artifact` goes through [`egress`].
+
+pub mod auth;
+pub mod config;
+pub mod egress;
+pub mod http;
+pub mod metrics;
+pub mod prompt;
+pub mod server;
+pub mod sessions;
+pub mod streaming;
+pub mod supervisor;
+pub mod tools;
+
+pub use config::{FrontendConfig, TokenEntry};
+pub use http::{serve, FrontendError, FrontendOptions};
+pub use server::PrimsServer;

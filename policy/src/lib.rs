@@ -17,11 +17,12 @@ pub use merge::{
     FLOOR_CPU_TIME_MS, FLOOR_MEMORY_BYTES, FLOOR_OUTPUT_BYTES, FLOOR_PIDS, FLOOR_WALL_TIME_MS,
 };
 pub use schema::{
-    Cgroup, Filesystem, Identity, Landlock, Limits, Network, NetworkPolicy, Policy, Python,
+    Cgroup, Egress, Filesystem, Identity, Landlock, Limits, Network, NetworkPolicy, Policy, Python,
     Seccomp, SessionQuota, Sessions, SocketFamily,
 };
 pub use spans::Location;
 pub use units::{ByteSize, HumanDuration};
+pub use validate::{parse_egress_rule, EgressRule};
 
 use prims_protocol::{JobLimits, LimitRequest};
 use std::path::Path;
@@ -131,6 +132,16 @@ impl Policy {
         v.sort_unstable();
         v.dedup();
         v
+    }
+
+    /// The interpreter used when a call names none: its name (`"3.11"`) and
+    /// host path. Always `Some` for a validated policy.
+    pub fn default_interpreter(&self) -> Option<(&str, &Path)> {
+        let name = self.filesystem.default_interpreter.as_str();
+        self.filesystem
+            .interpreters
+            .get(name)
+            .map(|p| (name, p.as_path()))
     }
 
     /// How many runs may execute at once; defaults to the number of cores.

@@ -20,6 +20,7 @@ pub struct Policy {
     pub identity: Identity,
     pub python: Python,
     pub sessions: Sessions,
+    pub egress: Egress,
 }
 
 /// Per-run ceilings; a request can only lower them.
@@ -265,4 +266,30 @@ pub enum SessionQuota {
     Loop,
     /// A plain directory with no quota, for hosts without loop devices.
     None,
+}
+
+/// Outbound HTTP of the MCP front-end (`mount_file`, `run_code` files,
+/// `persist_artifact`). Private, loopback, link-local and metadata addresses
+/// are refused unless `allow` names them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Egress {
+    /// Hostnames, IP addresses or CIDRs exempt from the address guard; see
+    /// [`crate::EgressRule`].
+    pub allow: Vec<String>,
+    pub max_download: ByteSize,
+    pub max_upload: ByteSize,
+    /// Connect timeout, and the total time of one transfer.
+    pub timeout: HumanDuration,
+}
+
+impl Default for Egress {
+    fn default() -> Self {
+        Egress {
+            allow: Vec::new(),
+            max_download: ByteSize::mib(256),
+            max_upload: ByteSize::mib(20),
+            timeout: HumanDuration::secs(60),
+        }
+    }
 }

@@ -8,6 +8,9 @@ use crate::units::{ByteSize, HumanDuration};
 use std::path::Path;
 use std::time::Duration;
 
+mod egress;
+pub use egress::{parse_egress_rule, EgressRule};
+
 pub const MIN_MEMORY: ByteSize = ByteSize::mib(16);
 pub const MIN_PIDS: u64 = 4;
 pub const MIN_OPEN_FILES: u64 = 16;
@@ -56,6 +59,7 @@ pub fn check(p: &Policy) -> Vec<Finding> {
     cgroup(p, &mut f);
     python(p, &mut f);
     sessions(p, &mut f);
+    egress::check(p, &mut f);
     f.0
 }
 

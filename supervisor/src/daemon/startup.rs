@@ -84,13 +84,10 @@ pub async fn start(cfg: DaemonConfig, shutdown: CancellationToken) -> Result<(),
     // Others may traverse (the jail's uids reach their workspaces) but not list.
     std::fs::set_permissions(&cfg.state_dir, std::fs::Permissions::from_mode(0o711))
         .map_err(dir_err)?;
-    let version = policy.filesystem.default_interpreter.clone();
-    let interpreter = policy
-        .filesystem
-        .interpreters
-        .get(&version)
-        .cloned()
-        .ok_or(StartError::NoInterpreter(version.clone()))?;
+    let (version, interpreter) = policy
+        .default_interpreter()
+        .map(|(v, p)| (v.to_string(), p.to_path_buf()))
+        .ok_or_else(|| StartError::NoInterpreter(policy.filesystem.default_interpreter.clone()))?;
     let parents = prepare_cgroups(&policy)?;
     let sessions = SessionStore::open(&cfg.state_dir, &SessionPolicy::from(&policy))
         .map_err(|e| StartError::Sessions(e.to_string()))?;

@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Installs the real third-party MCP clients that tests/mcp drives, idempotently:
+#   - a venv at target/mcp-test-venv (from /usr/bin/python3) with the pins of
+#     tests/mcp/requirements.txt: the Python `mcp` SDK, pytest, pytest-asyncio;
+#   - tests/mcp/node_modules from tests/mcp/package-lock.json: the MCP
+#     Inspector CLI and mcp-remote.
+# Reruns are instant: a stamp records the hash of what was installed.
+# Runs as root on a clean Debian 12 machine (installs python3-venv with apt if
+# the venv module is missing). Every failure exits non-zero with the reason.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+target="${CARGO_TARGET_DIR:-$root/target}"
+venv="${PRIMS_MCP_TEST_VENV:-$target/mcp-test-venv}"
+python="${PRIMS_MCP_TEST_PYTHON:-/usr/bin/python3}"
+
+say() { echo "tests/mcp/setup.sh: $*" >&2; }
+die() { say "$*"; exit 1; }
+
+mkdir -p "$target"
+exec 9>"$target/mcp-test-setup.lock"
+flock 9
+
+# ---- Python venv -----------------------------------------------------------
+[ -x "$python" ] || die "$python not found: install python3 (apt-get install python3 python3-venv)"
+req_hash=$( (cat "$here/requirements.txt"; "$python" --version) | sha256sum | cut -c1-16)
+stamp="$venv/.prims-mcp-tests-$req_hash"
+if [ ! -f "$stamp" ]; then
+  if ! "$python" -c 'import ensurepip, venv' 2>/dev/null; then
+    say "the venv module is missing: installing python3-venv with apt-get"
+    [ "$(id -u)" -eq 0 ] || die "need root to apt-get install python3-venv"
+    apt-get update -qq >&2 || die "apt-get update failed"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >&2 \
+      || die "apt-get install python3-venv failed"
+  fi
+  say "creating $venv and installing $(grep -v '^#' "$here/requirements.txt" | xargs)"
+  rm -rf "$venv"
+  "$python" -m venv "$venv" >&2 || die "'$python -m venv $venv' failed"
+  "$venv/bin/python" -m pip install -q --upgrade pip >&2 || say "(could not upgrade pip; continuing)"
+  "$venv/bin/python" -m pip install -q -r "$here/requirements.txt" >&2 \
+    || die "pip install -r tests/mcp/requirements.txt failed"
+  "$venv/bin/python" -c 'import mcp, pytest, pytest_asyncio, httpx2' \
+    || die "the installed packages do not import"
+  touch "$stamp"
+fi
+
+# ---- npm clients -----------------------------------------------------------
+command -v node >/dev/null || die "node not found: the Inspector CLI and mcp-remote need Node.js >= 20 with npm"
+command -v npm >/dev/null || die "npm not found: install npm (Node.js >= 20)"
+node_major=$(node -p 'process.versions.node.split(".")[0]')
+[ "$node_major" -ge 20 ] || die "node $(node --version) is too old: the Inspector CLI and mcp-remote need Node.js >= 20"
+lock_hash=$( (cat "$here/package.json" "$here/package-lock.json"; node --version) | sha256sum | cut -c1-16)
+npm_stamp="$here/node_modules/.prims-mcp-tests-$lock_hash"
+if [ ! -f "$npm_stamp" ]; then
+  # `npm install` rather than `npm ci`: npm 11's ci rejects this lock file
+  # over an optional Windows-only dependency it leaves out; install still
+  # follows the lock file's pinned versions.
+  say "installing the npm clients into tests/mcp/node_modules (npm install)"
+  npm_log="$target/mcp-test-npm.log"
+  if ! (cd "$here" && npm install --no-audit --no-fund --update-notifier=false >"$npm_log" 2>&1); then
+    tail -n 40 "$npm_log" >&2
+    die "npm install in tests/mcp failed (full log: $npm_log)"
+  fi
+  for bin in mcp-inspector mcp-remote; do
+    [ -x "$here/node_modules/.bin/$bin" ] || die "npm ci did not install node_modules/.bin/$bin"
+  done
+  touch "$npm_stamp"
+fi
+
+inspector=$(node -p 'require(process.argv[1]).version' "$here/node_modules/@modelcontextprotocol/inspector/package.json")
+remote=$(node -p 'require(process.argv[1]).version' "$here/node_modules/mcp-remote/package.json")
+mcp_version=$("$venv/bin/python" -c 'import importlib.metadata as m; print(m.version("mcp"))')
+say "ready: python mcp $mcp_version, @modelcontextprotocol/inspector $inspector, mcp-remote $remote, node $(node --version)"
