@@ -28,6 +28,20 @@ passed=$(awk '/^test result:/ {p += $4} END {print p + 0}' "$log")
 failed=$(awk '/^test result:/ {f += $6} END {print f + 0}' "$log")
 [ "$status" -eq 0 ] || exit "$status"
 
+echo "== MCP clients (Python SDK, Inspector, mcp-remote) against prims serve"
+mcp_log=$(mktemp)
+set +e
+PRIMS_MCP_NO_BUILD=1 tests/mcp/run.sh 2>&1 | tee "$mcp_log"
+mcp_status=${PIPESTATUS[0]}
+set -e
+# pytest's summary: "N passed[, M failed]..." on its last line.
+mcp_passed=$(grep -Eo '[0-9]+ passed' "$mcp_log" | tail -1 | grep -Eo '[0-9]+' || echo 0)
+mcp_failed=$(grep -Eo '[0-9]+ failed' "$mcp_log" | tail -1 | grep -Eo '[0-9]+' || echo 0)
+rm -f "$mcp_log"
+passed=$((passed + mcp_passed))
+failed=$((failed + mcp_failed))
+[ "$mcp_status" -eq 0 ] || { echo "cargo-test: $passed passed, $failed failed"; exit "$mcp_status"; }
+
 if [ "${PRIMS_VM_TESTS:-1}" != 0 ]; then
   echo "== cgroup v2 in a VM (PRIMS_VM_TESTS=0 skips)"
   scripts/vm-check.sh

@@ -1,7 +1,9 @@
 //! `prims`: the PRIMS command line.
 
+mod mcp_cmd;
 mod policy_cmd;
 mod run_cmd;
+mod serve_cmd;
 mod supervisor_cmd;
 
 use clap::{Parser, Subcommand};
@@ -24,6 +26,10 @@ enum Command {
     Run(run_cmd::RunArgs),
     /// The privileged daemon that owns sessions, environments and jails.
     Supervisor(supervisor_cmd::SupervisorArgs),
+    /// Start the supervisor and the MCP front-end together (the quick start).
+    Serve(serve_cmd::ServeArgs),
+    /// The unprivileged MCP front-end (streamable HTTP) in front of a supervisor.
+    Mcp(mcp_cmd::McpArgs),
     /// Policy tools.
     Policy {
         #[command(subcommand)]
@@ -49,6 +55,8 @@ fn main() {
     let code = match cli.command {
         Command::Run(args) => run_cmd::main(args),
         Command::Supervisor(args) => supervisor_cmd::main(args),
+        Command::Serve(args) => serve_cmd::main(args),
+        Command::Mcp(args) => mcp_cmd::main(args),
         Command::Policy {
             command: PolicyCommand::Check { file },
         } => policy_cmd::check(&file),

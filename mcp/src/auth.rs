@@ -49,9 +49,7 @@ fn ct_eq(a: &[u8], b: &[u8]) -> bool {
 fn bearer(req: &Request) -> Option<&str> {
     let value = req.headers().get(header::AUTHORIZATION)?.to_str().ok()?;
     let (scheme, token) = value.split_once(' ')?;
-    scheme
-        .eq_ignore_ascii_case("bearer")
-        .then(|| token.trim())
+    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
 }
 
 fn unauthorized(present: bool) -> Response {
@@ -65,8 +63,10 @@ fn unauthorized(present: bool) -> Response {
         "Unauthorized: send Authorization: Bearer <token>\n",
     )
         .into_response();
-    resp.headers_mut()
-        .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static(challenge));
+    resp.headers_mut().insert(
+        header::WWW_AUTHENTICATE,
+        HeaderValue::from_static(challenge),
+    );
     resp
 }
 

@@ -125,10 +125,9 @@ mod tests {
 
     #[test]
     fn parses_tokens_and_rejects_short_ones() {
-        let cfg = FrontendConfig::parse(
-            "[[tokens]]\ntoken = \"0123456789abcdef\"\ntenant = \"a\"\n",
-        )
-        .unwrap();
+        let cfg =
+            FrontendConfig::parse("[[tokens]]\ntoken = \"0123456789abcdef\"\ntenant = \"a\"\n")
+                .unwrap();
         assert_eq!(cfg.tokens[0].tenant, "a");
         assert!(cfg.validate().is_ok());
         let short = FrontendConfig::parse("[[tokens]]\ntoken = \"x\"\ntenant = \"a\"\n").unwrap();

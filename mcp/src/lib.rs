@@ -9,6 +9,7 @@
 pub mod auth;
 pub mod config;
 pub mod egress;
+pub mod error;
 pub mod http;
 pub mod metrics;
 pub mod prompt;

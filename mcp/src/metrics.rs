@@ -64,15 +64,25 @@ impl Metrics {
         for (status, n) in &m.runs {
             let _ = writeln!(out, "prims_runs_total{{status=\"{status}\"}} {n}");
         }
-        let _ = writeln!(out, "# HELP prims_run_duration_seconds run_code duration, end to end.");
+        let _ = writeln!(
+            out,
+            "# HELP prims_run_duration_seconds run_code duration, end to end."
+        );
         let _ = writeln!(out, "# TYPE prims_run_duration_seconds histogram");
         for (le, n) in BUCKETS.iter().zip(m.buckets.iter()) {
             let _ = writeln!(out, "prims_run_duration_seconds_bucket{{le=\"{le}\"}} {n}");
         }
-        let _ = writeln!(out, "prims_run_duration_seconds_bucket{{le=\"+Inf\"}} {}", m.count);
+        let _ = writeln!(
+            out,
+            "prims_run_duration_seconds_bucket{{le=\"+Inf\"}} {}",
+            m.count
+        );
         let _ = writeln!(out, "prims_run_duration_seconds_sum {}", m.sum_secs);
         let _ = writeln!(out, "prims_run_duration_seconds_count {}", m.count);
-        let _ = writeln!(out, "# HELP prims_tool_calls_total Tool calls, by tool and outcome.");
+        let _ = writeln!(
+            out,
+            "# HELP prims_tool_calls_total Tool calls, by tool and outcome."
+        );
         let _ = writeln!(out, "# TYPE prims_tool_calls_total counter");
         for ((tool, outcome), n) in &m.tools {
             let _ = writeln!(
@@ -82,26 +92,52 @@ impl Metrics {
         }
         drop(m);
         let up = u8::from(stats.is_some());
-        let _ = writeln!(out, "# HELP prims_supervisor_up Whether the supervisor answered.");
+        let _ = writeln!(
+            out,
+            "# HELP prims_supervisor_up Whether the supervisor answered."
+        );
         let _ = writeln!(out, "# TYPE prims_supervisor_up gauge");
         let _ = writeln!(out, "prims_supervisor_up {up}");
         if let Some(s) = stats {
             let gauges = [
-                ("prims_sessions_active", "Open sessions (workspaces).", s.sessions),
+                (
+                    "prims_sessions_active",
+                    "Open sessions (workspaces).",
+                    s.sessions,
+                ),
                 ("prims_runs_active", "Runs in a jail now.", s.runs_active),
-                ("prims_runs_queued", "Runs waiting for a slot.", s.runs_queued),
+                (
+                    "prims_runs_queued",
+                    "Runs waiting for a slot.",
+                    s.runs_queued,
+                ),
                 ("prims_environments", "Cached Python environments.", s.envs),
-                ("prims_base_env_ready", "Whether the base environment is built.", u64::from(s.base_env_ready)),
+                (
+                    "prims_base_env_ready",
+                    "Whether the base environment is built.",
+                    u64::from(s.base_env_ready),
+                ),
             ];
             for (name, help, v) in gauges {
                 let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {v}");
             }
             let counters = [
-                ("prims_environment_builds_total", "Environments built.", s.env_builds),
-                ("prims_supervisor_runs_total", "Runs the supervisor started.", s.runs_total),
+                (
+                    "prims_environment_builds_total",
+                    "Environments built.",
+                    s.env_builds,
+                ),
+                (
+                    "prims_supervisor_runs_total",
+                    "Runs the supervisor started.",
+                    s.runs_total,
+                ),
             ];
             for (name, help, v) in counters {
-                let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter\n{name} {v}");
+                let _ = writeln!(
+                    out,
+                    "# HELP {name} {help}\n# TYPE {name} counter\n{name} {v}"
+                );
             }
         }
         out

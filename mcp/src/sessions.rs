@@ -29,10 +29,7 @@ impl Caller {
             return Caller::default();
         };
         Caller {
-            tenant: parts
-                .extensions
-                .get::<Tenant>()
-                .and_then(|t| t.0.clone()),
+            tenant: parts.extensions.get::<Tenant>().and_then(|t| t.0.clone()),
             mcp_session: parts
                 .headers
                 .get("mcp-session-id")
@@ -73,7 +70,11 @@ impl Sessions {
     }
 
     /// The session a tool call uses (see the module docs).
-    pub async fn resolve(&self, explicit: Option<&str>, caller: &Caller) -> Result<String, ToolError> {
+    pub async fn resolve(
+        &self,
+        explicit: Option<&str>,
+        caller: &Caller,
+    ) -> Result<String, ToolError> {
         if let Some(id) = explicit.map(str::trim).filter(|s| !s.is_empty()) {
             self.check(id, caller.tenant.as_deref()).await?;
             return Ok(id.to_owned());
@@ -152,8 +153,12 @@ impl Sessions {
         let Some(b) = binding else { return };
         self.forget_mounts(&b.session);
         match self.sup.close_session(&b.session).await {
-            Ok(()) => tracing::info!(session = %b.session, "closed the workspace of a deleted MCP session"),
-            Err(e) => tracing::warn!(session = %b.session, error = %e, "closing a workspace failed"),
+            Ok(()) => {
+                tracing::info!(session = %b.session, "closed the workspace of a deleted MCP session")
+            }
+            Err(e) => {
+                tracing::warn!(session = %b.session, error = %e, "closing a workspace failed")
+            }
         }
     }
 

@@ -85,7 +85,11 @@ impl Supervisor {
         }
     }
 
-    pub async fn list_dir(&self, session_id: &str, path: &str) -> Result<Vec<DirEntry>, ClientError> {
+    pub async fn list_dir(
+        &self,
+        session_id: &str,
+        path: &str,
+    ) -> Result<Vec<DirEntry>, ClientError> {
         let body = RequestBody::ListDir {
             session_id: session_id.to_owned(),
             path: path.to_owned(),

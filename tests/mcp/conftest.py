@@ -8,7 +8,9 @@ teardown it sends SIGTERM, waits, kills what is left, unmounts everything
 mounted below its temporary directory (the loop-mounted session images) and
 removes it.
 
-Set PRIMS_BIN to test another binary. There is no fallback: if the binary or
+Set PRIMS_BIN to test another binary, or PRIMS_MCP_URL to run the client
+tests against a server that is already running (the lifecycle test still
+starts its own). There is no fallback: if the binary or
 its `serve` subcommand is missing, every test fails and says so.
 """
 
@@ -192,6 +194,9 @@ class PrimsServer:
 
     def __post_init__(self) -> None:
         self.dir = Path(tempfile.mkdtemp(prefix=f"prims-mcp-test-{self.tag}-", dir="/var/tmp"))
+        # mkdtemp makes it 0700; the front-end runs unprivileged and must
+        # reach the supervisor's socket inside the state directory.
+        os.chmod(self.dir, 0o755)
         self.cgroup_parent = f"prims-mcp-test-{self.tag}"
         uid_base = 3_000_000 + random.randrange(4000) * 1000
         self.policy.write_text(make_policy(self.cgroup_parent, uid_base))
@@ -307,9 +312,28 @@ class PrimsServer:
         self.cleanup()
 
 
+@dataclass
+class ExternalServer:
+    """A server someone else started (PRIMS_MCP_URL=http://127.0.0.1:PORT/mcp)."""
+
+    url: str
+
+    @property
+    def base(self) -> str:
+        return self.url.rsplit("/mcp", 1)[0]
+
+    @property
+    def port(self) -> int:
+        return int(self.base.rsplit(":", 1)[1])
+
+
 @pytest.fixture(scope="session")
 def server():
-    """The shared `prims serve` for this pytest session (see the module doc)."""
+    """The shared `prims serve` for this pytest session (see the module doc),
+    or the already running server named by PRIMS_MCP_URL."""
+    if os.environ.get("PRIMS_MCP_URL"):
+        yield ExternalServer(os.environ["PRIMS_MCP_URL"])
+        return
     s = PrimsServer()
     try:
         s.start()

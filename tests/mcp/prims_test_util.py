@@ -31,9 +31,32 @@ async def connect(server, mode: str, **kwargs):
     to initialize if the server did not serve the new era).
     """
     kwargs.setdefault("read_timeout_seconds", 120)
-    async with Client(server.url, mode=mode, **kwargs) as c:
-        check_era(c, mode)
-        yield c
+    with unwrapped_failures():
+        async with Client(server.url, mode=mode, **kwargs) as c:
+            check_era(c, mode)
+            yield c
+
+
+def _leaf(e: BaseException) -> BaseException:
+    while isinstance(e, BaseExceptionGroup) and len(e.exceptions) == 1:
+        e = e.exceptions[0]
+    return e
+
+
+class unwrapped_failures:
+    """Re-raise a test failure that the client's task groups wrapped in
+    (nested) one-member exception groups as itself, for a readable report."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, typ, value, tb):
+        if isinstance(value, BaseExceptionGroup):
+            leaf = _leaf(value)
+            if not isinstance(leaf, BaseExceptionGroup):
+                leaf.__suppress_context__ = True
+                raise leaf
+        return False
 
 
 def check_era(c: Client, mode: str) -> None:
@@ -69,15 +92,16 @@ async def connect_legacy_observed(server, terminate_on_close: bool = True):
     http = httpx2.AsyncClient(
         timeout=httpx2.Timeout(30, read=300), event_hooks={"response": [on_response]}
     )
-    async with http:
-        transport = streamable_http_client(
-            server.url, http_client=http, terminate_on_close=terminate_on_close
-        )
-        async with Client(transport, mode="legacy", read_timeout_seconds=120) as c:
-            check_era(c, "legacy")
-            assert conn.session_header, "initialize answered without an Mcp-Session-Id header"
-            conn.client = c
-            yield conn
+    with unwrapped_failures():
+        async with http:
+            transport = streamable_http_client(
+                server.url, http_client=http, terminate_on_close=terminate_on_close
+            )
+            async with Client(transport, mode="legacy", read_timeout_seconds=120) as c:
+                check_era(c, "legacy")
+                assert conn.session_header, "initialize answered without an Mcp-Session-Id header"
+                conn.client = c
+                yield conn
 
 
 # ---------------------------------------------------------------- results

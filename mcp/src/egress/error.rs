@@ -34,6 +34,9 @@ pub enum EgressError {
     BadRedirect { reason: String },
     #[error("{content_type:?} is not a valid Content-Type header value")]
     BadContentType { content_type: String },
+    /// `next_chunk` after the download failed.
+    #[error("the download already failed; start it again")]
+    Aborted,
     #[error("HTTP request failed: {}", chain(.0))]
     Http(#[source] reqwest::Error),
     #[error("could not set up the HTTP client: {0}")]
@@ -59,14 +62,15 @@ impl Blocked {
     }
 
     fn describe(host: &str, addr: Option<IpAddr>, why: &str) -> String {
+        let literal = host.trim_matches(['[', ']']).parse::<IpAddr>().is_ok();
         let subject = match addr {
-            Some(ip) if host.trim_matches(['[', ']']) == ip.to_string() => format!("{ip} is"),
+            Some(ip) if literal => format!("{ip} is"),
             Some(ip) => format!("{host} resolves to {ip}, which is"),
             None => format!("{host} is"),
         };
         format!(
-            "refused: {subject} a {why}; only public internet hosts can be reached \
-             (an administrator can add exceptions to the policy's egress.allow)"
+            "refused: {subject} not on the public internet ({why}); only public hosts \
+             can be reached (an administrator can add exceptions to egress.allow in the policy)"
         )
     }
 }
@@ -102,7 +106,8 @@ impl EgressError {
         if e.is_timeout() {
             return EgressError::Timeout { after: timeout };
         }
-        EgressError::Http(e)
+        // Without the URL: a presigned one carries its signature.
+        EgressError::Http(e.without_url())
     }
 }
 

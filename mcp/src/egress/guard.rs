@@ -24,25 +24,49 @@ const BLOCKED_SUFFIXES: &[&str] = &[".internal"];
 /// IPv4 blocks that are not the public internet, most specific first.
 const V4_BLOCKS: &[(Ipv4Addr, u8, &str)] = &[
     (Ipv4Addr::new(255, 255, 255, 255), 32, "broadcast address"),
-    (Ipv4Addr::new(0, 0, 0, 0), 8, "unspecified (\"this network\") address"),
-    (Ipv4Addr::new(10, 0, 0, 0), 8, "private address (10.0.0.0/8)"),
-    (Ipv4Addr::new(100, 64, 0, 0), 10, "carrier-grade NAT address (100.64.0.0/10)"),
+    (
+        Ipv4Addr::new(0, 0, 0, 0),
+        8,
+        "unspecified address, 0.0.0.0/8",
+    ),
+    (Ipv4Addr::new(10, 0, 0, 0), 8, "private range 10.0.0.0/8"),
+    (
+        Ipv4Addr::new(100, 64, 0, 0),
+        10,
+        "carrier-grade NAT range 100.64.0.0/10",
+    ),
     (Ipv4Addr::new(127, 0, 0, 0), 8, "loopback address"),
     (
         Ipv4Addr::new(169, 254, 0, 0),
         16,
-        "link-local address (169.254.0.0/16, where cloud metadata services live)",
+        "link-local range 169.254.0.0/16, home of cloud metadata services",
     ),
-    (Ipv4Addr::new(172, 16, 0, 0), 12, "private address (172.16.0.0/12)"),
-    (Ipv4Addr::new(192, 0, 0, 0), 24, "reserved protocol address (192.0.0.0/24)"),
+    (
+        Ipv4Addr::new(172, 16, 0, 0),
+        12,
+        "private range 172.16.0.0/12",
+    ),
+    (
+        Ipv4Addr::new(192, 0, 0, 0),
+        24,
+        "reserved protocol range 192.0.0.0/24",
+    ),
     (Ipv4Addr::new(192, 0, 2, 0), 24, "documentation address"),
     (Ipv4Addr::new(192, 88, 99, 0), 24, "6to4 relay address"),
-    (Ipv4Addr::new(192, 168, 0, 0), 16, "private address (192.168.0.0/16)"),
-    (Ipv4Addr::new(198, 18, 0, 0), 15, "benchmarking address (198.18.0.0/15)"),
+    (
+        Ipv4Addr::new(192, 168, 0, 0),
+        16,
+        "private range 192.168.0.0/16",
+    ),
+    (
+        Ipv4Addr::new(198, 18, 0, 0),
+        15,
+        "benchmarking range 198.18.0.0/15",
+    ),
     (Ipv4Addr::new(198, 51, 100, 0), 24, "documentation address"),
     (Ipv4Addr::new(203, 0, 113, 0), 24, "documentation address"),
     (Ipv4Addr::new(224, 0, 0, 0), 4, "multicast address"),
-    (Ipv4Addr::new(240, 0, 0, 0), 4, "reserved address (240.0.0.0/4)"),
+    (Ipv4Addr::new(240, 0, 0, 0), 4, "reserved range 240.0.0.0/4"),
 ];
 
 /// Why `ip` is not a public internet address, or `None` when it is.
@@ -78,23 +102,23 @@ fn classify_v6(ip: Ipv6Addr) -> Option<&'static str> {
     match s {
         // NAT64 (RFC 6052) reaches the embedded IPv4 address.
         [0x64, 0xff9b, 0, 0, 0, 0, hi, lo] => return classify_v4(embedded(hi, lo)),
-        [0x64, 0xff9b, 1, ..] => return Some("local-use NAT64 address (64:ff9b:1::/48)"),
+        [0x64, 0xff9b, 1, ..] => return Some("local-use NAT64 range 64:ff9b:1::/48"),
         // 6to4 reaches the IPv4 address in bits 16..48.
         [0x2002, hi, lo, ..] => return classify_v4(embedded(hi, lo)),
-        [0x2001, 0, ..] => return Some("Teredo tunnel address (2001::/32)"),
+        [0x2001, 0, ..] => return Some("Teredo tunnel range 2001::/32"),
         [0x2001, 0x0db8, ..] => return Some("documentation address"),
-        [0x2001, 2, 0, ..] => return Some("benchmarking address (2001:2::/48)"),
+        [0x2001, 2, 0, ..] => return Some("benchmarking range 2001:2::/48"),
+        [0x3fff, x, ..] if x < 0x1000 => return Some("documentation range 3fff::/20"),
         _ => {}
     }
     match s[0] {
-        x if x & 0xfe00 == 0xfc00 => Some("unique local (private) address (fc00::/7)"),
-        x if x & 0xffc0 == 0xfe80 => Some("link-local address (fe80::/10)"),
-        x if x & 0xffc0 == 0xfec0 => Some("site-local address (fec0::/10)"),
+        x if x & 0xfe00 == 0xfc00 => Some("unique local (private) range fc00::/7"),
+        x if x & 0xffc0 == 0xfe80 => Some("link-local range fe80::/10"),
+        x if x & 0xffc0 == 0xfec0 => Some("site-local range fec0::/10"),
         x if x & 0xff00 == 0xff00 => Some("multicast address"),
-        x if x & 0xfff0 == 0x3ff0 => Some("documentation address (3fff::/20)"),
         // Everything outside global unicast 2000::/3: IPv4-compatible,
         // discard-only (100::/64) and unassigned space.
-        x if x & 0xe000 != 0x2000 => Some("reserved address (outside 2000::/3)"),
+        x if x & 0xe000 != 0x2000 => Some("reserved address outside global unicast 2000::/3"),
         _ => None,
     }
 }

@@ -49,9 +49,8 @@ impl Resolve for GuardedResolver {
         let host = name.as_str().to_string();
         Box::pin(async move {
             guard.check_name(&host)?;
-            let found: Vec<SocketAddr> = tokio::net::lookup_host((host.as_str(), 0))
-                .await?
-                .collect();
+            let found: Vec<SocketAddr> =
+                tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
             if found.is_empty() {
                 let msg = format!("{host} has no addresses");
                 return Err(io::Error::new(io::ErrorKind::NotFound, msg).into());
@@ -63,5 +62,44 @@ impl Resolve for GuardedResolver {
             let addrs: Addrs = Box::new(allowed.into_iter());
             Ok(addrs)
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn addrs(list: &[&str]) -> Vec<SocketAddr> {
+        list.iter()
+            .map(|a| SocketAddr::new(a.parse().unwrap(), 0))
+            .collect()
+    }
+
+    #[test]
+    fn keeps_only_allowed_addresses() {
+        let guard = Guard::default();
+        // A rebinding answer mixing public and private: only public is used.
+        let got = filter(
+            &guard,
+            "mixed.example",
+            addrs(&["10.0.0.1", "8.8.8.8", "::1"]),
+        );
+        assert_eq!(got.unwrap(), addrs(&["8.8.8.8"]));
+        let err = filter(
+            &guard,
+            "evil.example",
+            addrs(&["127.0.0.1", "169.254.169.254"]),
+        );
+        let b = err.unwrap_err();
+        assert_eq!(b.addr, Some("127.0.0.1".parse().unwrap()));
+        assert_eq!(b.host, "evil.example");
+    }
+
+    #[test]
+    fn allow_rules_reopen_addresses() {
+        let rule = prims_policy::parse_egress_rule("10.0.0.0/8").unwrap();
+        let guard = Guard::new(vec![rule]);
+        let got = filter(&guard, "files.corp", addrs(&["10.1.1.1", "192.168.1.1"]));
+        assert_eq!(got.unwrap(), addrs(&["10.1.1.1"]));
     }
 }

@@ -1,0 +1,207 @@
+//! `prims mcp`: the unprivileged MCP front-end on HTTP. Started as root it
+//! binds first, then drops to `--user` before anything else runs.
+
+use anyhow::{anyhow, bail, Context, Result};
+use clap::Args;
+use prims_mcp::{FrontendConfig, FrontendOptions};
+use prims_policy::Policy;
+use std::ffi::{CStr, CString};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use tokio_util::sync::CancellationToken;
+
+#[derive(Args)]
+pub struct McpArgs {
+    /// Address to listen on (keep it on loopback unless tokens are configured).
+    #[arg(long, default_value = "127.0.0.1:9000")]
+    pub listen: SocketAddr,
+    /// The supervisor's Unix socket.
+    #[arg(long, default_value = "/run/prims/supervisor.sock")]
+    pub socket: PathBuf,
+    /// Policy TOML, for the egress and session settings (default: built-in defaults).
+    #[arg(long)]
+    pub policy: Option<PathBuf>,
+    /// Front-end config TOML: bearer tokens and tenants, extra allowed origins and hosts.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// User to run as; required when started as root (privileges are dropped after binding).
+    #[arg(long)]
+    pub user: Option<String>,
+}
+
+pub fn main(args: McpArgs) -> i32 {
+    match run(args) {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("prims mcp: {}", crate::run_cmd::render(&e));
+            1
+        }
+    }
+}
+
+/// A user's uid and primary gid.
+pub struct UserIds {
+    pub uid: u32,
+    pub gid: u32,
+}
+
+/// Look `name` up in the user database.
+pub fn lookup_user(name: &str) -> Result<Option<UserIds>> {
+    let cname = CString::new(name).context("user name holds a NUL byte")?;
+    let mut buf = vec![0u8; 16 * 1024];
+    // SAFETY: passwd is plain old data; getpwnam_r fills it.
+    let mut pwd: libc::passwd = unsafe { std::mem::zeroed() };
+    let mut result: *mut libc::passwd = std::ptr::null_mut();
+    // SAFETY: every pointer is valid for the call and buf outlives the result's strings.
+    let rc = unsafe {
+        libc::getpwnam_r(
+            cname.as_ptr(),
+            &mut pwd,
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+            &mut result,
+        )
+    };
+    if rc != 0 {
+        bail!(
+            "looking up user {name}: {}",
+            std::io::Error::from_raw_os_error(rc)
+        );
+    }
+    if result.is_null() {
+        return Ok(None);
+    }
+    Ok(Some(UserIds {
+        uid: pwd.pw_uid,
+        gid: pwd.pw_gid,
+    }))
+}
+
+fn user_name(uid: u32) -> String {
+    let mut buf = vec![0u8; 16 * 1024];
+    // SAFETY: as in lookup_user.
+    let mut pwd: libc::passwd = unsafe { std::mem::zeroed() };
+    let mut result: *mut libc::passwd = std::ptr::null_mut();
+    // SAFETY: valid pointers; buf outlives the name read below.
+    let rc = unsafe {
+        libc::getpwuid_r(
+            uid,
+            &mut pwd,
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+            &mut result,
+        )
+    };
+    if rc != 0 || result.is_null() {
+        return uid.to_string();
+    }
+    // SAFETY: pw_name points into buf and is NUL-terminated.
+    unsafe { CStr::from_ptr(pwd.pw_name) }
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// setgroups, setgid, setuid to `name`, then check root cannot come back.
+/// Must run before any other thread exists.
+fn drop_to(name: &str) -> Result<()> {
+    let ids = lookup_user(name)?.ok_or_else(|| anyhow!("no user named {name}"))?;
+    if ids.uid == 0 {
+        bail!("--user {name} is root; name an unprivileged user");
+    }
+    let groups = [ids.gid as libc::gid_t];
+    // SAFETY: plain syscalls on values; the process is still single-threaded.
+    unsafe {
+        if libc::setgroups(1, groups.as_ptr()) != 0 {
+            return Err(std::io::Error::last_os_error()).context("setgroups");
+        }
+        if libc::setgid(ids.gid) != 0 {
+            return Err(std::io::Error::last_os_error()).context("setgid");
+        }
+        if libc::setuid(ids.uid) != 0 {
+            return Err(std::io::Error::last_os_error()).context("setuid");
+        }
+        if libc::setuid(0) == 0 || libc::geteuid() == 0 {
+            bail!("dropping privileges failed: root is still reachable");
+        }
+    }
+    tracing::info!(
+        user = name,
+        uid = ids.uid,
+        gid = ids.gid,
+        "dropped privileges"
+    );
+    Ok(())
+}
+
+fn run(args: McpArgs) -> Result<()> {
+    let policy = match &args.policy {
+        Some(p) => Policy::load(p).map_err(|e| anyhow!("{e}"))?,
+        None => Policy::default(),
+    };
+    let config = match &args.config {
+        Some(p) => FrontendConfig::load(p)?,
+        None => FrontendConfig::default(),
+    };
+    let listener = std::net::TcpListener::bind(args.listen)
+        .with_context(|| format!("binding {}", args.listen))?;
+    listener.set_nonblocking(true)?;
+    let listen = listener.local_addr()?;
+    // SAFETY: geteuid has no preconditions.
+    let euid = unsafe { libc::geteuid() };
+    match (&args.user, euid) {
+        (None, 0) => bail!(
+            "refusing to run as root: the front-end faces the network; pass --user NAME \
+             (e.g. --user nobody) to drop privileges after binding"
+        ),
+        (Some(u), 0) => drop_to(u)?,
+        (Some(u), me) => {
+            let ids = lookup_user(u)?.ok_or_else(|| anyhow!("no user named {u}"))?;
+            if ids.uid != me {
+                bail!(
+                    "--user {u} needs root to switch to; running as {}",
+                    user_name(me)
+                );
+            }
+        }
+        (None, _) => {}
+    }
+    if !listen.ip().is_loopback() && config.tokens.is_empty() {
+        tracing::warn!(%listen, "listening beyond loopback with no bearer tokens configured");
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    rt.block_on(async move {
+        let shutdown = CancellationToken::new();
+        stop_on_signals(&shutdown);
+        let listener = tokio::net::TcpListener::from_std(listener)?;
+        eprintln!("prims mcp: serving MCP at http://{listen}/mcp");
+        let opts = FrontendOptions {
+            socket: args.socket,
+            policy,
+            config,
+            listen,
+        };
+        prims_mcp::serve(listener, opts, shutdown)
+            .await
+            .map_err(|e| anyhow!("{e}"))
+    })
+}
+
+/// Cancel `token` on SIGINT or SIGTERM.
+pub fn stop_on_signals(token: &CancellationToken) {
+    let stop = token.clone();
+    tokio::spawn(async move {
+        let _ = tokio::signal::ctrl_c().await;
+        stop.cancel();
+    });
+    let stop = token.clone();
+    if let Ok(mut term) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+    {
+        tokio::spawn(async move {
+            term.recv().await;
+            stop.cancel();
+        });
+    }
+}

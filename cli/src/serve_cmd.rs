@@ -1,0 +1,235 @@
+//! `prims serve`: everything a new user needs in one command. Starts
+//! `prims supervisor` (root) and `prims mcp` (dropped to the `prims` user
+//! if it exists, else `nobody`) as child processes of this same binary,
+//! prints the URL and a client config, and stops both on Ctrl-C.
+
+use crate::mcp_cmd::{lookup_user, stop_on_signals};
+use anyhow::{anyhow, bail, Context, Result};
+use clap::Args;
+use std::net::SocketAddr;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
+
+const SUPERVISOR_START: Duration = Duration::from_secs(60);
+const FRONTEND_START: Duration = Duration::from_secs(20);
+const STOP_GRACE: Duration = Duration::from_secs(15);
+
+#[derive(Args)]
+pub struct ServeArgs {
+    /// Policy TOML (default: the built-in defaults).
+    #[arg(long)]
+    policy: Option<PathBuf>,
+    /// State directory, created if missing: sessions, environments, the socket.
+    #[arg(long, default_value = "/var/lib/prims")]
+    state_dir: PathBuf,
+    /// Address of the MCP endpoint.
+    #[arg(long, default_value = "127.0.0.1:9000")]
+    listen: SocketAddr,
+    /// Front-end config TOML (bearer tokens, extra origins and hosts).
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// User the front-end runs as (default: `prims` if it exists, else `nobody`).
+    #[arg(long)]
+    user: Option<String>,
+}
+
+pub fn main(args: ServeArgs) -> i32 {
+    match run(args) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("prims serve: {}", crate::run_cmd::render(&e));
+            1
+        }
+    }
+}
+
+/// A child that is stopped (SIGTERM, then SIGKILL) when dropped.
+struct Proc {
+    name: &'static str,
+    child: Child,
+}
+
+impl Proc {
+    fn exited(&mut self) -> Option<std::process::ExitStatus> {
+        self.child.try_wait().ok().flatten()
+    }
+
+    fn stop(&mut self) {
+        if self.exited().is_some() {
+            return;
+        }
+        if let Ok(pid) = i32::try_from(self.child.id()) {
+            // SAFETY: kill(2) of our own child, which has not been reaped.
+            unsafe { libc::kill(pid, libc::SIGTERM) };
+        }
+        let deadline = Instant::now() + STOP_GRACE;
+        while Instant::now() < deadline {
+            if self.exited().is_some() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        eprintln!("prims serve: the {} did not stop; killing it", self.name);
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn wait_until(
+    what: &str,
+    proc: &mut Proc,
+    limit: Duration,
+    ready: impl Fn() -> bool,
+) -> Result<()> {
+    let deadline = Instant::now() + limit;
+    while !ready() {
+        if let Some(status) = proc.exited() {
+            bail!("the {} exited ({status}) before {what}", proc.name);
+        }
+        if Instant::now() > deadline {
+            bail!("the {} did not {what} within {limit:?}", proc.name);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Ok(())
+}
+
+/// A Claude Desktop `mcpServers` entry that reaches `url` through mcp-remote.
+fn client_config(url: &str) -> String {
+    let url = serde_json::Value::String(url.to_owned());
+    format!(
+        "{{\n  \"mcpServers\": {{\n    \"prims\": {{\n      \"command\": \"npx\",\n      \
+         \"args\": [\"-y\", \"mcp-remote\", {url}, \"--transport\", \"http-only\"]\n    }}\n  }}\n}}"
+    )
+}
+
+fn run(args: ServeArgs) -> Result<i32> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        bail!(
+            "prims serve must run as root: the supervisor builds namespaces and cgroups (try sudo)"
+        );
+    }
+    let user = match args.user.clone() {
+        Some(u) => u,
+        None if lookup_user("prims")?.is_some() => "prims".to_owned(),
+        None => "nobody".to_owned(),
+    };
+    let ids = lookup_user(&user)?.ok_or_else(|| anyhow!("no user named {user}"))?;
+    std::fs::create_dir_all(&args.state_dir)
+        .with_context(|| format!("creating {}", args.state_dir.display()))?;
+    // Traversable by the front-end's user, so it can reach the socket; not listable.
+    std::fs::set_permissions(&args.state_dir, std::fs::Permissions::from_mode(0o711))?;
+    let socket = args.state_dir.join("supervisor.sock");
+    let exe = std::env::current_exe().context("finding this program")?;
+
+    let mut sup = Command::new(&exe);
+    sup.arg("supervisor")
+        .arg("--state-dir")
+        .arg(&args.state_dir)
+        .arg("--socket")
+        .arg(&socket)
+        .arg("--allow-uid")
+        .arg(ids.uid.to_string())
+        .arg("--socket-group")
+        .arg(ids.gid.to_string());
+    if let Some(p) = &args.policy {
+        sup.arg("--policy").arg(p);
+    }
+    let mut sup = spawn("supervisor", sup)?;
+    wait_until("listened on its socket", &mut sup, SUPERVISOR_START, || {
+        socket.exists()
+    })?;
+
+    let mut front = Command::new(&exe);
+    front
+        .arg("mcp")
+        .arg("--listen")
+        .arg(args.listen.to_string())
+        .arg("--socket")
+        .arg(&socket)
+        .arg("--user")
+        .arg(&user);
+    for (flag, value) in [("--policy", &args.policy), ("--config", &args.config)] {
+        if let Some(v) = value {
+            front.arg(flag).arg(v);
+        }
+    }
+    let mut front = spawn("front-end", front)?;
+    let probe = probe_addr(args.listen);
+    wait_until("listened on HTTP", &mut front, FRONTEND_START, || {
+        std::net::TcpStream::connect_timeout(&probe, Duration::from_millis(200)).is_ok()
+    })?;
+    print_banner(&probe, &args.state_dir, &user, args.config.is_some());
+
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let code = rt.block_on(async {
+        let stop = CancellationToken::new();
+        stop_on_signals(&stop);
+        loop {
+            tokio::select! {
+                _ = stop.cancelled() => return 0,
+                _ = tokio::time::sleep(Duration::from_millis(250)) => {}
+            }
+            for p in [&mut front, &mut sup] {
+                if let Some(status) = p.exited() {
+                    eprintln!("prims serve: the {} exited ({status}); stopping", p.name);
+                    return 1;
+                }
+            }
+        }
+    });
+    eprintln!("prims serve: stopping");
+    front.stop();
+    sup.stop();
+    Ok(code)
+}
+
+fn spawn(name: &'static str, mut cmd: Command) -> Result<Proc> {
+    cmd.stdin(Stdio::null());
+    let child = cmd
+        .spawn()
+        .with_context(|| format!("starting the {name}"))?;
+    Ok(Proc { name, child })
+}
+
+/// Where a client reaches `listen` (loopback for an unspecified address).
+fn probe_addr(listen: SocketAddr) -> SocketAddr {
+    let mut a = listen;
+    if a.ip().is_unspecified() {
+        a.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
+    }
+    a
+}
+
+fn print_banner(addr: &SocketAddr, state: &Path, user: &str, tokens: bool) {
+    let url = format!("http://{addr}/mcp");
+    println!("PRIMS is running.");
+    println!("  MCP endpoint: {url}   (streamable HTTP)");
+    println!(
+        "  State:        {}   (front-end runs as {user})",
+        state.display()
+    );
+    println!("  Health:       http://{addr}/health");
+    println!();
+    println!("Claude Desktop (claude_desktop_config.json), through mcp-remote:");
+    println!("{}", client_config(&url));
+    if tokens {
+        println!(
+            "(bearer tokens are on: add \"--header\", \"Authorization: Bearer <token>\" to args)"
+        );
+    }
+    println!();
+    println!("Press Ctrl-C to stop.");
+}

@@ -1,0 +1,59 @@
+//! `GET /health` and `GET /metrics`.
+
+use crate::server::AppState;
+use axum::extract::State;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use http::{header, StatusCode};
+use std::sync::Arc;
+use std::time::Duration;
+
+const STATS_TIMEOUT: Duration = Duration::from_secs(2);
+
+async fn stats(app: &AppState) -> Option<prims_protocol::wire::Stats> {
+    match tokio::time::timeout(STATS_TIMEOUT, app.sup.stats()).await {
+        Ok(Ok(s)) => Some(s),
+        Ok(Err(e)) => {
+            tracing::warn!(error = %e, "health: the supervisor did not answer");
+            None
+        }
+        Err(_) => None,
+    }
+}
+
+/// 200 when the supervisor answers (`status` is `ok` once the base
+/// environment is built, `starting` before); 503 when it does not.
+pub async fn health(State(app): State<Arc<AppState>>) -> Response {
+    match stats(&app).await {
+        Some(s) => Json(serde_json::json!({
+            "status": if s.base_env_ready { "ok" } else { "starting" },
+            "supervisor": true,
+            "base_env_ready": s.base_env_ready,
+            "sessions": s.sessions,
+            "runs_active": s.runs_active,
+            "runs_queued": s.runs_queued,
+        }))
+        .into_response(),
+        None => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(serde_json::json!({
+                "status": "unavailable",
+                "supervisor": false,
+                "base_env_ready": false,
+            })),
+        )
+            .into_response(),
+    }
+}
+
+pub async fn metrics(State(app): State<Arc<AppState>>) -> Response {
+    let s = stats(&app).await;
+    (
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        app.metrics.render(s.as_ref()),
+    )
+        .into_response()
+}

@@ -1,0 +1,129 @@
+//! The HTTP server: `/mcp` (rmcp streamable HTTP, both protocol eras),
+//! `/artifacts/<path>`, `/health` and `/metrics`, behind the Host/Origin
+//! guard; `/mcp` and `/artifacts` also behind the bearer-token check.
+
+pub mod artifacts;
+pub mod guard;
+pub mod health;
+
+use crate::auth::{self, Auth, Tenant};
+use crate::config::FrontendConfig;
+use crate::server::{AppState, PrimsServer};
+use axum::extract::{Request, State};
+use axum::middleware::{from_fn_with_state, Next};
+use axum::response::Response;
+use axum::routing::get;
+use axum::Router;
+use prims_policy::Policy;
+use rmcp::transport::streamable_http_server::session::local::{LocalSessionManager, SessionConfig};
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// How long a legacy MCP session may sit idle beyond the workspace's own
+/// idle TTL (rmcp's default of 300 s would end live sessions).
+const KEEP_ALIVE_MARGIN: Duration = Duration::from_secs(60);
+/// Time given to open connections after a shutdown request.
+const DRAIN: Duration = Duration::from_secs(5);
+
+pub struct FrontendOptions {
+    /// The supervisor's Unix socket.
+    pub socket: PathBuf,
+    pub policy: Policy,
+    pub config: FrontendConfig,
+    /// The address the listener is bound to (for the Host allow-list).
+    pub listen: SocketAddr,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum FrontendError {
+    #[error("serving HTTP: {0}")]
+    Serve(#[source] std::io::Error),
+}
+
+/// The whole HTTP application.
+pub fn router(opts: &FrontendOptions, app: Arc<AppState>, shutdown: &CancellationToken) -> Router {
+    let mut session_config = SessionConfig::default();
+    session_config.keep_alive = Some(opts.policy.sessions.idle_ttl.get() + KEEP_ALIVE_MARGIN);
+    let mut manager = LocalSessionManager::default();
+    manager.session_config = session_config;
+    let origins = opts.config.origins();
+    let hosts = opts.config.hosts(&opts.listen);
+    let cfg = StreamableHttpServerConfig::default()
+        .with_allowed_origins(origins.clone())
+        .with_allowed_hosts(hosts.clone())
+        .with_sse_keep_alive(Some(Duration::from_secs(15)))
+        .with_cancellation_token(shutdown.child_token());
+    let proto = PrimsServer::new(app.clone());
+    let mcp = StreamableHttpService::new(move || Ok(proto.fresh()), Arc::new(manager), cfg);
+
+    let auth = Arc::new(Auth::new(opts.config.tokens.clone()));
+    let authed = Router::new()
+        .nest_service("/mcp", mcp)
+        .layer(from_fn_with_state(app.clone(), on_delete))
+        .merge(
+            Router::new()
+                .route("/artifacts/{*path}", get(artifacts::get))
+                .with_state(app.clone()),
+        )
+        .layer(from_fn_with_state(auth, auth::authenticate));
+    let public = Router::new()
+        .route("/health", get(health::health))
+        .route("/metrics", get(health::metrics))
+        .with_state(app);
+    let guard = Arc::new(guard::Guard::new(hosts, origins));
+    authed
+        .merge(public)
+        .layer(from_fn_with_state(guard, guard::check))
+}
+
+/// A successful HTTP DELETE of a legacy MCP session closes its workspace.
+async fn on_delete(State(app): State<Arc<AppState>>, req: Request, next: Next) -> Response {
+    let ended = (req.method() == http::Method::DELETE)
+        .then(|| {
+            let mcp = req
+                .headers()
+                .get("mcp-session-id")?
+                .to_str()
+                .ok()?
+                .to_owned();
+            let tenant = req.extensions().get::<Tenant>().and_then(|t| t.0.clone());
+            Some((mcp, tenant))
+        })
+        .flatten();
+    let resp = next.run(req).await;
+    if let Some((mcp, tenant)) = ended {
+        if resp.status().is_success() {
+            app.sessions.close_bound(&mcp, tenant.as_deref()).await;
+        }
+    }
+    resp
+}
+
+/// Serve on `listener` until `shutdown` is cancelled.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    opts: FrontendOptions,
+    shutdown: CancellationToken,
+) -> Result<(), FrontendError> {
+    let app = Arc::new(AppState::new(opts.socket.clone(), opts.policy.clone()));
+    let router = router(&opts, app, &shutdown);
+    let stop = shutdown.clone();
+    let server = axum::serve(listener, router).with_graceful_shutdown(async move {
+        stop.cancelled().await;
+    });
+    let drained = async {
+        shutdown.cancelled().await;
+        tokio::time::sleep(DRAIN).await;
+    };
+    tokio::select! {
+        r = server => r.map_err(FrontendError::Serve),
+        _ = drained => {
+            tracing::warn!("connections still open after {DRAIN:?}; stopping anyway");
+            Ok(())
+        }
+    }
+}

@@ -1,0 +1,191 @@
+//! `run_code`: mount `files[]`, run the code in the session's jail while
+//! streaming its output, and report the outcome, artifacts and images.
+
+use super::common::base_name;
+use super::types::{Artifact, RunCodeOutput, RunCodeParams, Truncated};
+use super::{images, mount};
+use crate::error::ToolError;
+use crate::server::AppState;
+use crate::streaming::Streamer;
+use prims_protocol::wire::{Event, Reply, RequestBody, RunReply, RunRequest};
+use prims_protocol::{LimitRequest, Status};
+use rmcp::model::ContentBlock;
+use std::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+/// The original's limit, in characters.
+pub const MAX_CODE_CHARS: usize = 20_000;
+
+pub const FEEDBACK: &str = "No output detected. Use print() (or write to stderr) to show results: \
+a bare expression such as df.head() prints nothing in a script, so call print(df.head()). \
+For wide pandas tables, run pd.set_option('display.max_columns', None) and \
+pd.set_option('display.width', 10000) before printing. Write the code as a self-contained \
+script (not notebook style), and read mounted files by their mount path, e.g. \
+pd.read_csv('mounts/my_data.csv'). Files you write under output/ are returned as artifacts.";
+
+pub async fn run_code(
+    app: &AppState,
+    session: &str,
+    p: RunCodeParams,
+    ct: CancellationToken,
+    streamer: Option<Streamer>,
+) -> Result<(RunCodeOutput, Vec<ContentBlock>), ToolError> {
+    if p.code.chars().count() > MAX_CODE_CHARS {
+        return Err(ToolError::new("Code block too large (20k char limit)"));
+    }
+    let wall_time_ms = match p.timeout_s {
+        None => None,
+        Some(t) if t.is_finite() && t > 0.0 => Some(((t * 1000.0).ceil() as u64).max(1)),
+        Some(t) => {
+            return Err(ToolError(format!(
+                "timeout_s must be a positive number of seconds, not {t}"
+            )))
+        }
+    };
+    for f in p.files.iter().flatten() {
+        tokio::select! {
+            _ = ct.cancelled() => return Err(ToolError::new("The call was cancelled.")),
+            m = mount::mount(app, session, &f.url, &f.mount_path) => { m?; }
+        }
+    }
+    let started = Instant::now();
+    let req = RunRequest {
+        session_id: session.to_owned(),
+        code: p.code,
+        requirements: p.requirements.unwrap_or_default(),
+        limits: LimitRequest {
+            wall_time_ms,
+            ..Default::default()
+        },
+    };
+    let reply = match execute(app, req, ct, streamer).await {
+        Ok(r) => r,
+        Err(e) => {
+            app.metrics.record_run("error", started.elapsed());
+            return Err(e);
+        }
+    };
+    let o = &reply.outcome;
+    let status = match o.status {
+        Status::Ok => "ok",
+        Status::Exit => "exit",
+        Status::Signal => "signal",
+        Status::Timeout => "timeout",
+        Status::Oom => "oom",
+        Status::SetupError => {
+            app.metrics.record_run("setup_error", started.elapsed());
+            let why = o
+                .setup_error
+                .as_ref()
+                .map_or_else(|| "unknown reason".to_owned(), |e| e.to_string());
+            return Err(ToolError(format!(
+                "The sandbox could not start this run ({why}). This is a server problem; retry later."
+            )));
+        }
+    };
+    app.metrics.record_run(status, started.elapsed());
+    let images = images::inline(app, session, &reply.files).await;
+    Ok((output(session, status, &reply), images))
+}
+
+/// Start the run and follow its events until the reply.
+async fn execute(
+    app: &AppState,
+    req: RunRequest,
+    ct: CancellationToken,
+    mut streamer: Option<Streamer>,
+) -> Result<RunReply, ToolError> {
+    let mut call = app.sup.call(RequestBody::Run(req)).await?;
+    loop {
+        let due = streamer.as_ref().and_then(Streamer::due);
+        tokio::select! {
+            _ = ct.cancelled() => {
+                tracing::info!(request = call.id(), "run cancelled by the client");
+                // Dropping the unfinished call makes the supervisor kill the jail.
+                drop(call);
+                return Err(ToolError::new("The run was cancelled."));
+            }
+            _ = tokio::time::sleep_until(due.unwrap_or_else(tokio::time::Instant::now)), if due.is_some() => {
+                if let Some(s) = streamer.as_mut() {
+                    s.flush(false).await;
+                }
+            }
+            ev = call.next_event() => match ev? {
+                Some(Event::Output { stream, data }) => {
+                    if let Some(s) = streamer.as_mut() {
+                        s.push(stream, &data);
+                    }
+                }
+                Some(Event::Queued { position }) => {
+                    if let Some(s) = streamer.as_mut() {
+                        s.status(format!("queued: {position} run(s) ahead")).await;
+                    }
+                }
+                Some(Event::Building { message }) => {
+                    if let Some(s) = streamer.as_mut() {
+                        s.status(message).await;
+                    }
+                }
+                Some(Event::Started) => {}
+                None => break,
+            },
+        }
+    }
+    if let Some(s) = streamer.as_mut() {
+        s.flush(true).await;
+    }
+    match call.finish().await? {
+        Reply::Run(r) => Ok(r),
+        other => {
+            tracing::error!(?other, "unexpected reply to a run");
+            Err(ToolError::new("The sandbox answered unexpectedly; retry."))
+        }
+    }
+}
+
+fn output(session: &str, status: &str, reply: &RunReply) -> RunCodeOutput {
+    let o = &reply.outcome;
+    let stdout = String::from_utf8_lossy(&reply.stdout).into_owned();
+    let mut notes = Vec::new();
+    if stdout.is_empty() {
+        notes.push(FEEDBACK.to_owned());
+    }
+    match o.status {
+        Status::Timeout => notes.push(
+            "The run hit its time limit and was stopped; the output so far is shown.".to_owned(),
+        ),
+        Status::Oom => notes.push("The run ran out of memory and was killed.".to_owned()),
+        _ => {}
+    }
+    let mut artifacts: Vec<Artifact> = reply
+        .files
+        .iter()
+        .map(|f| Artifact {
+            name: base_name(&f.path),
+            relative_path: format!("output/{}", f.path),
+            size: f.size,
+            mime: f.mime.clone(),
+            changed: f.changed,
+        })
+        .collect();
+    artifacts.sort_by(|a, b| a.relative_path.cmp(&b.relative_path));
+    RunCodeOutput {
+        stdout,
+        stderr: String::from_utf8_lossy(&reply.stderr).into_owned(),
+        artifacts,
+        session_id: session.to_owned(),
+        feedback: (!notes.is_empty()).then(|| notes.join(" ")),
+        exit_code: o.exit_code,
+        signal: o.signal,
+        status: status.to_owned(),
+        timed_out: o.status == Status::Timeout,
+        oom_killed: o.oom_killed || o.status == Status::Oom,
+        duration_ms: o.wall_ms,
+        cpu_ms: o.cpu_ms,
+        memory_peak_bytes: o.memory_peak_bytes,
+        truncated: Truncated {
+            stdout: reply.stdout_truncated,
+            stderr: reply.stderr_truncated,
+        },
+    }
+}

@@ -1,0 +1,208 @@
+//! The tools' arguments and results. Names follow the original PRIMS; the
+//! fields it did not have are optional arguments or extra result keys.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct RunCodeParams {
+    /// Python source (at most 20,000 characters), run as a script in /workspace.
+    pub code: String,
+    /// pip requirement specifiers, e.g. ["numpy==2.1.0", "scipy"].
+    #[serde(default)]
+    pub requirements: Option<Vec<String>>,
+    /// Files downloaded before the run into mounts/<mountPath> (read-only).
+    #[serde(default)]
+    pub files: Option<Vec<FileSpec>>,
+    /// Time limit in seconds; can only lower the server's limit.
+    #[serde(default)]
+    pub timeout_s: Option<f64>,
+    /// Workspace to run in, from an earlier result; omit to use this
+    /// connection's workspace (or a new one).
+    #[serde(default)]
+    pub session_id: Option<String>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct FileSpec {
+    /// http(s) URL to download.
+    pub url: String,
+    /// Path under mounts/, e.g. "my_data.csv".
+    #[serde(rename = "mountPath", alias = "mount_path")]
+    pub mount_path: String,
+}
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct Artifact {
+    /// File name.
+    pub name: String,
+    /// Relative to the workspace root: output/<path>.
+    pub relative_path: String,
+    pub size: u64,
+    pub mime: String,
+    /// Written by this run.
+    pub changed: bool,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, JsonSchema)]
+pub struct Truncated {
+    pub stdout: bool,
+    pub stderr: bool,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct RunCodeOutput {
+    pub stdout: String,
+    pub stderr: String,
+    /// Every file under output/.
+    pub artifacts: Vec<Artifact>,
+    pub session_id: String,
+    /// Hints, present when stdout is empty.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub feedback: Option<String>,
+    /// python's exit code; null when it was killed.
+    pub exit_code: Option<i32>,
+    /// The signal that killed python, if any.
+    pub signal: Option<i32>,
+    /// ok, exit (non-zero exit code), signal, timeout or oom.
+    pub status: String,
+    pub timed_out: bool,
+    pub oom_killed: bool,
+    pub duration_ms: u64,
+    pub cpu_ms: u64,
+    pub memory_peak_bytes: Option<u64>,
+    /// Whether stdout or stderr hit the output cap.
+    pub truncated: Truncated,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct ListDirParams {
+    /// Directory relative to the workspace root, e.g. "." or "output".
+    #[serde(default = "dot")]
+    pub dir_path: String,
+    #[serde(default)]
+    pub session_id: Option<String>,
+}
+
+fn dot() -> String {
+    ".".into()
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct DirEntryOut {
+    pub name: String,
+    /// Relative to the workspace root.
+    pub path: String,
+    /// file, directory, symlink or other.
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub size: u64,
+    /// Unix seconds.
+    pub modified: u64,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ListDirOutput {
+    /// The entries, sorted by name.
+    pub result: Vec<DirEntryOut>,
+    pub session_id: String,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct PreviewFileParams {
+    /// File relative to the workspace root, e.g. "output/result.csv".
+    pub relative_path: String,
+    #[serde(default)]
+    pub session_id: Option<String>,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct PreviewFileOutput {
+    pub name: String,
+    pub path: String,
+    pub size: u64,
+    pub mime: String,
+    /// The first 8192 bytes as UTF-8 (invalid bytes replaced), or a note
+    /// for a binary file.
+    pub content: String,
+    /// The file is longer than what `content` shows.
+    pub truncated: bool,
+    /// The file looks binary; `content` is a note, not the data.
+    pub binary: bool,
+    pub session_id: String,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct MountFileParams {
+    /// http(s) URL to download.
+    pub url: String,
+    /// Path under mounts/, e.g. "my_data.csv".
+    pub mount_path: String,
+    #[serde(default)]
+    pub session_id: Option<String>,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct MountFileOutput {
+    /// mounts/<mount_path>, relative to the workspace root.
+    pub mounted_as: String,
+    pub bytes: u64,
+    /// Already mounted in this session: nothing was downloaded.
+    pub cached: bool,
+    pub session_id: String,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct PersistArtifactParams {
+    /// File relative to output/, e.g. "plot.png".
+    pub relative_path: String,
+    /// A presigned URL that accepts an HTTP PUT.
+    pub presigned_url: String,
+    #[serde(default)]
+    pub session_id: Option<String>,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct PersistArtifactOutput {
+    pub uploaded_bytes: u64,
+    /// The HTTP status of the upload.
+    pub status: u16,
+    pub session_id: String,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct PythonProgrammerArgs {
+    /// What the code should do.
+    pub task: String,
+    /// Files already mounted, comma separated, e.g. "sales.csv, costs.xlsx".
+    #[serde(default)]
+    pub mounted_files: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rmcp::handler::server::common::schema_for_output;
+
+    #[test]
+    fn output_schemas_are_objects_and_feedback_is_optional() {
+        let run = schema_for_output::<RunCodeOutput>();
+        assert_eq!(run["type"], "object");
+        let required: Vec<&str> = run["required"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|v| v.as_str())
+            .collect();
+        assert!(required.contains(&"stdout") && required.contains(&"session_id"));
+        assert!(!required.contains(&"feedback"), "{required:?}");
+        for schema in [
+            schema_for_output::<ListDirOutput>(),
+            schema_for_output::<PreviewFileOutput>(),
+            schema_for_output::<MountFileOutput>(),
+            schema_for_output::<PersistArtifactOutput>(),
+        ] {
+            assert_eq!(schema["type"], "object");
+        }
+    }
+}

@@ -1,0 +1,284 @@
+//! End-to-end harness for the front-end tests: a real `prims supervisor`
+//! (root) and a real `prims mcp` (dropped to `nobody`) on a free loopback
+//! port, each with its own state dir, cgroup parent and uid range; killed
+//! and cleaned up on drop (loop-mounted session images included).
+#![allow(dead_code)] // each test binary uses a different part
+
+pub mod client;
+pub mod http_server;
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+static NEXT: AtomicU32 = AtomicU32::new(0);
+
+/// uid and gid of `nobody`/`nogroup` on Debian.
+pub const NOBODY: u32 = 65534;
+
+pub fn require_root() {
+    // SAFETY: geteuid has no preconditions.
+    let euid = unsafe { libc::geteuid() };
+    assert_eq!(
+        euid, 0,
+        "the MCP end-to-end tests need root (they start the supervisor)"
+    );
+}
+
+/// `target/<profile>/prims`, next to the test's own `deps/` directory.
+pub fn prims_bin() -> PathBuf {
+    let exe = std::env::current_exe().expect("current_exe");
+    let dir = exe.parent().and_then(Path::parent).expect("target dir");
+    let bin = dir.join("prims");
+    assert!(
+        bin.exists(),
+        "{} is missing: run `cargo build -p prims` first",
+        bin.display()
+    );
+    bin
+}
+
+pub struct Stack {
+    sup: Option<Child>,
+    front: Option<Child>,
+    pub dir: PathBuf,
+    pub socket: PathBuf,
+    pub state: PathBuf,
+    pub port: u16,
+    cgroup_parent: String,
+}
+
+impl Stack {
+    /// Start both processes. `policy_extra` is TOML for sections other than
+    /// `[python]`, `[cgroup]` and `[identity]`; `config` the front-end config.
+    pub fn start(policy_extra: &str, config: Option<&str>) -> Stack {
+        require_root();
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let tag = format!("prims-mcpt-{}-{n}", std::process::id());
+        let dir = PathBuf::from("/var/tmp").join(&tag);
+        std::fs::create_dir_all(&dir).expect("test dir");
+        let cgroup_parent = format!("{tag}-cg");
+        let uid_base = 700_000 + ((std::process::id() % 50) * 20 + n % 20) * 1000;
+        let policy = dir.join("policy.toml");
+        std::fs::write(
+            &policy,
+            format!(
+                "{policy_extra}\n[python]\ndefault_packages = []\n[cgroup]\nparent = \"{cgroup_parent}\"\n\
+                 [identity]\nuid_base = {uid_base}\nuid_count = 1000\n"
+            ),
+        )
+        .expect("policy");
+        let mut s = Stack {
+            sup: None,
+            front: None,
+            socket: dir.join("supervisor.sock"),
+            state: dir.join("state"),
+            port: 0,
+            dir,
+            cgroup_parent,
+        };
+        s.spawn_supervisor(&policy);
+        s.spawn_frontend(&policy, config);
+        s
+    }
+
+    fn log_file(&self, name: &str) -> std::fs::File {
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.join(name))
+            .expect("log file")
+    }
+
+    fn spawn_supervisor(&mut self, policy: &Path) {
+        let child = Command::new(prims_bin())
+            .args(["supervisor", "--policy"])
+            .arg(policy)
+            .arg("--state-dir")
+            .arg(&self.state)
+            .arg("--socket")
+            .arg(&self.socket)
+            .args([
+                "--allow-uid",
+                &NOBODY.to_string(),
+                "--socket-group",
+                &NOBODY.to_string(),
+            ])
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(self.log_file("supervisor.log"))
+            .spawn()
+            .expect("starting prims supervisor");
+        self.sup = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !self.socket.exists() {
+            assert!(
+                Instant::now() < deadline,
+                "no supervisor socket:\n{}",
+                self.logs()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn spawn_frontend(&mut self, policy: &Path, config: Option<&str>) {
+        let mut cmd = Command::new(prims_bin());
+        cmd.args([
+            "mcp",
+            "--listen",
+            "127.0.0.1:0",
+            "--user",
+            "nobody",
+            "--policy",
+        ])
+        .arg(policy)
+        .arg("--socket")
+        .arg(&self.socket);
+        if let Some(c) = config {
+            let path = self.dir.join("frontend.toml");
+            std::fs::write(&path, c).expect("config");
+            cmd.arg("--config").arg(path);
+        }
+        let child = cmd
+            .env("RUST_LOG", "prims_mcp=debug,info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(self.log_file("frontend.log"))
+            .spawn()
+            .expect("starting prims mcp");
+        self.front = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let log = self.read("frontend.log");
+            if let Some(rest) = log.split("serving MCP at http://127.0.0.1:").nth(1) {
+                let port: String = rest.chars().take_while(char::is_ascii_digit).collect();
+                self.port = port.parse().expect("port");
+                return;
+            }
+            if let Some(Ok(Some(st))) = self.front.as_mut().map(Child::try_wait) {
+                panic!("prims mcp exited with {st}:\n{}", self.logs());
+            }
+            assert!(
+                Instant::now() < deadline,
+                "prims mcp did not start:\n{}",
+                self.logs()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn read(&self, name: &str) -> String {
+        let mut s = String::new();
+        if let Ok(mut f) = std::fs::File::open(self.dir.join(name)) {
+            let _ = f.read_to_string(&mut s);
+        }
+        s
+    }
+
+    pub fn logs(&self) -> String {
+        format!(
+            "--- supervisor.log\n{}\n--- frontend.log\n{}",
+            self.read("supervisor.log"),
+            self.read("frontend.log")
+        )
+    }
+
+    pub fn base(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    pub fn url(&self) -> String {
+        format!("{}/mcp", self.base())
+    }
+
+    /// A root connection to the supervisor, to check its state directly.
+    pub async fn supervisor(&self) -> prims_protocol::client::Client {
+        prims_protocol::client::Client::connect(&self.socket, "prims-mcp-tests")
+            .await
+            .expect("connecting to the supervisor")
+    }
+}
+
+fn unmount_below(dir: &Path) {
+    let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else {
+        return;
+    };
+    let mut points: Vec<String> = info
+        .lines()
+        .filter_map(|l| l.split(' ').nth(4).map(str::to_string))
+        .filter(|p| Path::new(p).starts_with(dir))
+        .collect();
+    points.sort_by_key(|p| std::cmp::Reverse(p.len()));
+    for p in points {
+        if let Ok(c) = std::ffi::CString::new(p) {
+            // SAFETY: umount2 with a NUL-terminated path and a flag.
+            unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) };
+        }
+    }
+}
+
+fn remove_cgroups(dir: &Path, name: &str, depth: usize) {
+    if depth > 6 {
+        return;
+    }
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if !e.file_type().is_ok_and(|t| t.is_dir()) {
+            continue;
+        }
+        if e.file_name().to_str() == Some(name) {
+            for job in std::fs::read_dir(&p).into_iter().flatten().flatten() {
+                let _ = std::fs::remove_dir(job.path());
+            }
+            let _ = std::fs::remove_dir(&p);
+        } else {
+            remove_cgroups(&p, name, depth + 1);
+        }
+    }
+}
+
+impl Drop for Stack {
+    fn drop(&mut self) {
+        for c in [self.front.take(), self.sup.take()].into_iter().flatten() {
+            let mut c = c;
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        if std::thread::panicking() {
+            eprintln!("{}", self.logs());
+        }
+        unmount_below(&self.dir);
+        let _ = std::fs::remove_dir_all(&self.dir);
+        for root in std::fs::read_dir("/sys/fs/cgroup")
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            remove_cgroups(&root.path(), &self.cgroup_parent, 0);
+        }
+    }
+}
+
+/// Host processes (not this one) whose command line contains `marker`.
+pub fn processes_with_marker(marker: &str) -> Vec<(i32, String)> {
+    let me = std::process::id() as i32;
+    let mut found = Vec::new();
+    for ent in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(pid) = ent.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        if pid == me {
+            continue;
+        }
+        let Ok(cmd) = std::fs::read(ent.path().join("cmdline")) else {
+            continue;
+        };
+        if cmd.windows(marker.len()).any(|w| w == marker.as_bytes()) {
+            found.push((pid, String::from_utf8_lossy(&cmd).replace('\0', " ")));
+        }
+    }
+    found
+}
