@@ -2,6 +2,7 @@
 //! in one run, so the ratios hold on a noisy machine.
 
 mod jail;
+mod mcp;
 mod socket;
 mod stats;
 
@@ -34,6 +35,14 @@ enum Bench {
         #[arg(long)]
         policy: Option<PathBuf>,
     },
+    /// `run_code print(1)` through MCP over HTTP, against the socket in the same run.
+    Mcp {
+        #[arg(long, default_value_t = 100)]
+        runs: usize,
+        /// Policy for `prims serve` (default: built-in defaults).
+        #[arg(long)]
+        policy: Option<PathBuf>,
+    },
 }
 
 fn main() -> Result<()> {
@@ -45,5 +54,6 @@ fn main() -> Result<()> {
     match args.command {
         Bench::Jail { runs } => jail::main(runs, prims),
         Bench::Socket { runs, policy } => socket::main(runs, prims, policy),
+        Bench::Mcp { runs, policy } => mcp::main(runs, prims, policy),
     }
 }

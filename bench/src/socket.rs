@@ -171,7 +171,7 @@ async fn measure(dir: &Path, runs: usize) -> Result<()> {
     Ok(())
 }
 
-fn unmount_below(dir: &Path) {
+pub fn unmount_below(dir: &Path) {
     let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else {
         return;
     };

@@ -1,0 +1,205 @@
+//! `prims-bench mcp`: `run_code print(1)` through MCP over HTTP with rmcp's
+//! client, against a fresh `prims serve`, with the supervisor socket measured
+//! in the same run so the front-end's own cost is the difference.
+
+use crate::stats::{stats, Stats};
+use anyhow::{anyhow, bail, Context, Result};
+use prims_protocol::client::Client;
+use prims_protocol::wire::{Reply, RequestBody, RunRequest};
+use prims_protocol::LimitRequest;
+use rmcp::model::CallToolRequestParams;
+use rmcp::service::RunningService;
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::{RoleClient, ServiceExt};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+type Mcp = RunningService<RoleClient, ()>;
+
+struct Serve {
+    child: Child,
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        // SIGTERM: prims serve stops the front-end and the supervisor cleanly.
+        // SAFETY: kill has no memory-safety preconditions.
+        unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM) };
+        let _ = self.child.wait();
+    }
+}
+
+fn free_port() -> Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
+}
+
+fn start(prims: &Path, dir: &Path, port: u16, policy: Option<&Path>) -> Result<Serve> {
+    let mut cmd = Command::new(prims);
+    cmd.arg("serve")
+        .arg("--state-dir")
+        .arg(dir.join("state"))
+        .arg("--listen")
+        .arg(format!("127.0.0.1:{port}"));
+    if let Some(p) = policy {
+        cmd.arg("--policy").arg(p);
+    }
+    let log = std::fs::File::create(dir.join("serve.log"))?;
+    let child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .with_context(|| format!("starting {} serve", prims.display()))?;
+    let serve = Serve { child };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        if Instant::now() > deadline {
+            bail!(
+                "prims serve did not listen; see {}/serve.log",
+                dir.display()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Ok(serve)
+}
+
+async fn connect(url: &str) -> Result<Mcp> {
+    ().serve(StreamableHttpClientTransport::from_uri(url.to_owned()))
+        .await
+        .map_err(|e| anyhow!("MCP client: {e}"))
+}
+
+async fn run_code(c: &Mcp, session: Option<&str>) -> Result<(f64, String)> {
+    let mut args = serde_json::Map::new();
+    args.insert("code".into(), "print(1)".into());
+    if let Some(s) = session {
+        args.insert("session_id".into(), s.into());
+    }
+    let t = Instant::now();
+    let r = c
+        .call_tool(CallToolRequestParams::new("run_code").with_arguments(args))
+        .await?;
+    let ms = t.elapsed().as_secs_f64() * 1000.0;
+    let v = r
+        .structured_content
+        .ok_or_else(|| anyhow!("no structured content: {:?}", r.content))?;
+    if v["stdout"] != "1\n" {
+        bail!("unexpected result {v}");
+    }
+    let sid = v["session_id"].as_str().unwrap_or_default().to_string();
+    Ok((ms, sid))
+}
+
+async fn socket_run(c: &Client, sid: &str) -> Result<f64> {
+    let t = Instant::now();
+    let reply = c
+        .run(
+            RunRequest {
+                session_id: sid.into(),
+                code: "print(1)".into(),
+                requirements: vec![],
+                limits: LimitRequest::default(),
+            },
+            |_| {},
+        )
+        .await?;
+    if reply.stdout != b"1\n" {
+        bail!("unexpected socket output {:?}", reply.stdout);
+    }
+    Ok(t.elapsed().as_secs_f64() * 1000.0)
+}
+
+pub fn main(runs: usize, prims: PathBuf, policy: Option<PathBuf>) -> Result<()> {
+    if runs < 8 {
+        bail!("--runs must be at least 8");
+    }
+    let dir = PathBuf::from("/var/tmp").join(format!("prims-bench-mcp-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    // The front-end runs unprivileged and must traverse to the socket.
+    std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o755))?;
+    let port = free_port()?;
+    let serve = start(&prims, &dir, port, policy.as_deref())?;
+    let rt = tokio::runtime::Runtime::new()?;
+    let result = rt.block_on(measure(&dir, port, runs));
+    drop(serve);
+    crate::socket::unmount_below(&dir);
+    let _ = std::fs::remove_dir_all(&dir);
+    result
+}
+
+async fn measure(dir: &Path, port: u16, runs: usize) -> Result<()> {
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    let mcp = connect(&url).await?;
+    eprintln!("warming up (the first run waits for the base environment)...");
+    let (_, sid) = run_code(&mcp, None).await?;
+    let sock = Client::connect(&dir.join("state/supervisor.sock"), "prims-bench").await?;
+    let ssid = match sock
+        .request(RequestBody::OpenSession { tenant: None })
+        .await?
+    {
+        Reply::Session(s) => s.session_id,
+        other => bail!("unexpected {other:?}"),
+    };
+    socket_run(&sock, &ssid).await?;
+    let (mut via_mcp, mut via_socket) = (Vec::new(), Vec::new());
+    for _ in 0..runs {
+        via_mcp.push(run_code(&mcp, Some(&sid)).await?.0);
+        via_socket.push(socket_run(&sock, &ssid).await?);
+    }
+    let (m, s): (Stats, Stats) = (stats(via_mcp), stats(via_socket));
+
+    let seq = Instant::now();
+    for _ in 0..runs {
+        run_code(&mcp, Some(&sid)).await?;
+    }
+    let seq_rate = runs as f64 / seq.elapsed().as_secs_f64();
+    let mut clients = Vec::new();
+    for _ in 0..8 {
+        let c = connect(&url).await?;
+        let (_, sid) = run_code(&c, None).await?;
+        clients.push((c, sid));
+    }
+    let par = Instant::now();
+    let mut tasks = Vec::new();
+    for (i, (c, sid)) in clients.into_iter().enumerate() {
+        let n = runs / 8 + usize::from(i < runs % 8);
+        tasks.push(tokio::spawn(async move {
+            for _ in 0..n {
+                run_code(&c, Some(&sid)).await?;
+            }
+            let _ = c.cancel().await;
+            Ok::<(), anyhow::Error>(())
+        }));
+    }
+    for t in tasks {
+        t.await??;
+    }
+    let par_rate = runs as f64 / par.elapsed().as_secs_f64();
+    let _ = mcp.cancel().await;
+
+    println!(
+        "runs: {runs} of each, interleaved; rmcp client over streamable HTTP vs the socket client"
+    );
+    println!("| what | min ms | p50 ms | p90 ms |");
+    println!("|---|---|---|---|");
+    println!(
+        "| MCP `run_code print(1)` | {:.1} | {:.1} | {:.1} |",
+        m.min, m.median, m.p90
+    );
+    println!(
+        "| supervisor socket `run print(1)` | {:.1} | {:.1} | {:.1} |",
+        s.min, s.median, s.p90
+    );
+    println!("front-end overhead, p50: {:+.1} ms", m.median - s.median);
+    println!();
+    println!("| MCP throughput | runs/s |");
+    println!("|---|---|");
+    println!("| one session, sequential | {seq_rate:.1} |");
+    println!("| 8 sessions, concurrent | {par_rate:.1} |");
+    println!("8-way / sequential: {:.2}x", par_rate / seq_rate);
+    Ok(())
+}
