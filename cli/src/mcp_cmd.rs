@@ -189,19 +189,20 @@ fn run(args: McpArgs) -> Result<()> {
     })
 }
 
-/// Cancel `token` on SIGINT or SIGTERM.
+/// Cancel `token` on SIGINT or SIGTERM. The handlers are in place when this
+/// returns (it must be called inside a runtime).
 pub fn stop_on_signals(token: &CancellationToken) {
-    let stop = token.clone();
-    tokio::spawn(async move {
-        let _ = tokio::signal::ctrl_c().await;
-        stop.cancel();
-    });
-    let stop = token.clone();
-    if let Ok(mut term) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-    {
-        tokio::spawn(async move {
-            term.recv().await;
-            stop.cancel();
-        });
+    use tokio::signal::unix::{signal, SignalKind};
+    for kind in [SignalKind::interrupt(), SignalKind::terminate()] {
+        match signal(kind) {
+            Ok(mut s) => {
+                let stop = token.clone();
+                tokio::spawn(async move {
+                    s.recv().await;
+                    stop.cancel();
+                });
+            }
+            Err(e) => tracing::warn!(error = %e, "cannot catch a stop signal"),
+        }
     }
 }

@@ -84,12 +84,14 @@ impl Drop for Proc {
     }
 }
 
-fn wait_until(
+/// Poll `ready` until it holds; `Ok(false)` if a stop signal came first.
+async fn wait_until(
     what: &str,
     proc: &mut Proc,
     limit: Duration,
+    stop: &CancellationToken,
     ready: impl Fn() -> bool,
-) -> Result<()> {
+) -> Result<bool> {
     let deadline = Instant::now() + limit;
     while !ready() {
         if let Some(status) = proc.exited() {
@@ -98,9 +100,12 @@ fn wait_until(
         if Instant::now() > deadline {
             bail!("the {} did not {what} within {limit:?}", proc.name);
         }
-        std::thread::sleep(Duration::from_millis(50));
+        tokio::select! {
+            _ = stop.cancelled() => return Ok(false),
+            _ = tokio::time::sleep(Duration::from_millis(50)) => {}
+        }
     }
-    Ok(())
+    Ok(true)
 }
 
 /// A Claude Desktop `mcpServers` entry that reaches `url` through mcp-remote.
@@ -119,6 +124,18 @@ fn run(args: ServeArgs) -> Result<i32> {
             "prims serve must run as root: the supervisor builds namespaces and cgroups (try sudo)"
         );
     }
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(async {
+        // Handlers first: a Ctrl-C during start-up must still stop the children.
+        let stop = CancellationToken::new();
+        stop_on_signals(&stop);
+        serve(args, stop).await
+    })
+}
+
+async fn serve(args: ServeArgs, stop: CancellationToken) -> Result<i32> {
     let user = match args.user.clone() {
         Some(u) => u,
         None if lookup_user("prims")?.is_some() => "prims".to_owned(),
@@ -146,9 +163,18 @@ fn run(args: ServeArgs) -> Result<i32> {
         sup.arg("--policy").arg(p);
     }
     let mut sup = spawn("supervisor", sup)?;
-    wait_until("listened on its socket", &mut sup, SUPERVISOR_START, || {
-        socket.exists()
-    })?;
+    let listening = || socket.exists();
+    if !wait_until(
+        "listen on its socket",
+        &mut sup,
+        SUPERVISOR_START,
+        &stop,
+        listening,
+    )
+    .await?
+    {
+        return Ok(0);
+    }
 
     let mut front = Command::new(&exe);
     front
@@ -166,30 +192,25 @@ fn run(args: ServeArgs) -> Result<i32> {
     }
     let mut front = spawn("front-end", front)?;
     let probe = probe_addr(args.listen);
-    wait_until("listened on HTTP", &mut front, FRONTEND_START, || {
-        std::net::TcpStream::connect_timeout(&probe, Duration::from_millis(200)).is_ok()
-    })?;
+    let up = || std::net::TcpStream::connect_timeout(&probe, Duration::from_millis(200)).is_ok();
+    if !wait_until("listen on HTTP", &mut front, FRONTEND_START, &stop, up).await? {
+        return Ok(0);
+    }
     print_banner(&probe, &args.state_dir, &user, args.config.is_some());
 
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    let code = rt.block_on(async {
-        let stop = CancellationToken::new();
-        stop_on_signals(&stop);
-        loop {
-            tokio::select! {
-                _ = stop.cancelled() => return 0,
-                _ = tokio::time::sleep(Duration::from_millis(250)) => {}
-            }
-            for p in [&mut front, &mut sup] {
-                if let Some(status) = p.exited() {
-                    eprintln!("prims serve: the {} exited ({status}); stopping", p.name);
-                    return 1;
-                }
-            }
+    let code = loop {
+        tokio::select! {
+            _ = stop.cancelled() => break 0,
+            _ = tokio::time::sleep(Duration::from_millis(250)) => {}
         }
-    });
+        if let Some(p) = [&mut front, &mut sup]
+            .into_iter()
+            .find_map(|p| p.exited().map(|st| (p.name, st)))
+        {
+            eprintln!("prims serve: the {} exited ({}); stopping", p.0, p.1);
+            break 1;
+        }
+    };
     eprintln!("prims serve: stopping");
     front.stop();
     sup.stop();

@@ -21,6 +21,21 @@ fn get_health(port: u16) -> String {
     out
 }
 
+/// Removes the test's cgroup parent (in every hierarchy), pass or fail.
+struct CgroupCleanup(String);
+
+impl Drop for CgroupCleanup {
+    fn drop(&mut self) {
+        for root in std::fs::read_dir("/sys/fs/cgroup")
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            let _ = std::fs::remove_dir(root.path().join(&self.0));
+        }
+    }
+}
+
 #[test]
 fn serve_starts_both_and_stops_on_ctrl_c() {
     require_root();
@@ -29,6 +44,7 @@ fn serve_starts_both_and_stops_on_ctrl_c() {
         .tempdir_in("/var/tmp")
         .unwrap();
     let tag = format!("prims-serve-{}", std::process::id());
+    let _cgroups = CgroupCleanup(tag.clone());
     let policy = dir.path().join("policy.toml");
     std::fs::write(
         &policy,
@@ -44,6 +60,7 @@ fn serve_starts_both_and_stops_on_ctrl_c() {
         .unwrap()
         .port();
     let state = dir.path().join("state");
+    let out_path = dir.path().join("serve.out");
     let mut child = Command::new(prims_bin())
         .args([
             "serve",
@@ -55,14 +72,16 @@ fn serve_starts_both_and_stops_on_ctrl_c() {
         .arg("--state-dir")
         .arg(&state)
         .stdin(Stdio::null())
-        .stdout(Stdio::piped())
+        .stdout(std::fs::File::create(&out_path).unwrap())
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
+    // A file, not a pipe: children that outlived serve must not hang the test.
+    let banner = || std::fs::read_to_string(&out_path).unwrap_or_default();
     let deadline = Instant::now() + Duration::from_secs(60);
     let health = loop {
         let got = get_health(port);
-        if got.contains("\"supervisor\":true") {
+        if got.contains("\"supervisor\":true") && banner().contains("Ctrl-C") {
             break got;
         }
         assert!(
@@ -89,13 +108,13 @@ fn serve_starts_both_and_stops_on_ctrl_c() {
         );
         std::thread::sleep(Duration::from_millis(50));
     };
-    let mut out = String::new();
-    child
-        .stdout
-        .take()
-        .unwrap()
-        .read_to_string(&mut out)
-        .unwrap();
+    let out = banner();
+    let marker = state.display().to_string();
+    let survivors = support::processes_with_marker(&marker);
+    assert!(
+        survivors.is_empty(),
+        "children outlived prims serve: {survivors:?}"
+    );
     assert!(status.success(), "exit status {status}\n{out}");
     assert!(
         out.contains(&format!("http://127.0.0.1:{port}/mcp")),
@@ -113,11 +132,4 @@ fn serve_starts_both_and_stops_on_ctrl_c() {
         std::net::TcpStream::connect(("127.0.0.1", port)).is_err(),
         "the front-end still listens"
     );
-    for root in std::fs::read_dir("/sys/fs/cgroup")
-        .into_iter()
-        .flatten()
-        .flatten()
-    {
-        let _ = std::fs::remove_dir(root.path().join(&tag));
-    }
 }
