@@ -103,7 +103,7 @@ pub fn main(runs: usize, prims: PathBuf, policy: Option<PathBuf>) -> Result<()> 
     let rt = tokio::runtime::Runtime::new()?;
     let result = rt.block_on(measure(&dir, runs));
     drop(sup);
-    unmount_below(&dir);
+    prims_supervisor::sessions::unmount_below(&dir);
     let _ = std::fs::remove_dir_all(&dir);
     result
 }
@@ -169,22 +169,4 @@ async fn measure(dir: &Path, runs: usize) -> Result<()> {
         q.median - p.median
     );
     Ok(())
-}
-
-pub fn unmount_below(dir: &Path) {
-    let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else {
-        return;
-    };
-    let mut points: Vec<String> = info
-        .lines()
-        .filter_map(|l| l.split(' ').nth(4).map(str::to_string))
-        .filter(|p| Path::new(p).starts_with(dir))
-        .collect();
-    points.sort_by_key(|p| std::cmp::Reverse(p.len()));
-    for p in points {
-        if let Ok(c) = std::ffi::CString::new(p) {
-            // SAFETY: umount2 with a NUL-terminated path and a flag.
-            unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) };
-        }
-    }
 }

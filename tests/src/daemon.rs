@@ -138,28 +138,10 @@ pub async fn stats(c: &Client) -> Stats {
     }
 }
 
-fn unmount_below(dir: &Path) {
-    let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else {
-        return;
-    };
-    let mut points: Vec<String> = info
-        .lines()
-        .filter_map(|l| l.split(' ').nth(4).map(str::to_string))
-        .filter(|p| Path::new(p).starts_with(dir))
-        .collect();
-    points.sort_by_key(|p| std::cmp::Reverse(p.len()));
-    for p in points {
-        if let Ok(c) = std::ffi::CString::new(p) {
-            // SAFETY: umount2 with a NUL-terminated path and a flag.
-            unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) };
-        }
-    }
-}
-
 impl Drop for Daemon {
     fn drop(&mut self) {
         self.kill();
-        unmount_below(&self.dir);
+        prims_supervisor::sessions::unmount_below(&self.dir);
         let _ = std::fs::remove_dir_all(&self.dir);
         for root in std::fs::read_dir("/sys/fs/cgroup")
             .into_iter()

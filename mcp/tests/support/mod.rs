@@ -202,24 +202,6 @@ impl Stack {
     }
 }
 
-fn unmount_below(dir: &Path) {
-    let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else {
-        return;
-    };
-    let mut points: Vec<String> = info
-        .lines()
-        .filter_map(|l| l.split(' ').nth(4).map(str::to_string))
-        .filter(|p| Path::new(p).starts_with(dir))
-        .collect();
-    points.sort_by_key(|p| std::cmp::Reverse(p.len()));
-    for p in points {
-        if let Ok(c) = std::ffi::CString::new(p) {
-            // SAFETY: umount2 with a NUL-terminated path and a flag.
-            unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) };
-        }
-    }
-}
-
 fn remove_cgroups(dir: &Path, name: &str, depth: usize) {
     if depth > 6 {
         return;
@@ -250,7 +232,7 @@ impl Drop for Stack {
         if std::thread::panicking() {
             eprintln!("{}", self.logs());
         }
-        unmount_below(&self.dir);
+        prims_supervisor::sessions::unmount_below(&self.dir);
         let _ = std::fs::remove_dir_all(&self.dir);
         for root in std::fs::read_dir("/sys/fs/cgroup")
             .into_iter()
