@@ -74,6 +74,7 @@ fn run(args: SupervisorArgs) -> Result<()> {
         daemon::start(
             DaemonConfig {
                 policy,
+                policy_path: args.policy.clone(),
                 state_dir: args.state_dir,
                 socket: args.socket,
                 jailer,

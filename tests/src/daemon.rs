@@ -20,13 +20,17 @@ pub struct Daemon {
     pub state: PathBuf,
     pub policy: PathBuf,
     cgroup_parent: String,
+    uid_base: u32,
+}
+
+fn next_uid_base() -> u32 {
+    let range = NEXT_RANGE.fetch_add(1, Ordering::Relaxed) + (std::process::id() % 97) * 8;
+    400_000 + range * 1000
 }
 
 /// The policy every test daemon gets before `extra`: an empty base
 /// environment (no downloads), a unique cgroup parent and uid range.
-fn base_policy(cgroup_parent: &str, extra: &str) -> String {
-    let range = NEXT_RANGE.fetch_add(1, Ordering::Relaxed) + (std::process::id() % 97) * 8;
-    let uid_base = 400_000 + range * 1000;
+fn base_policy(cgroup_parent: &str, uid_base: u32, extra: &str) -> String {
     format!(
         "{extra}\n[python]\ndefault_packages = []\n[cgroup]\nparent = \"{cgroup_parent}\"\n\
          [identity]\nuid_base = {uid_base}\nuid_count = 1000\n"
@@ -43,7 +47,8 @@ impl Daemon {
         std::fs::create_dir_all(&dir).expect("test dir");
         let cgroup_parent = format!("prims-test-{tag}");
         let policy = dir.join("policy.toml");
-        std::fs::write(&policy, base_policy(&cgroup_parent, extra)).expect("policy");
+        let uid_base = next_uid_base();
+        std::fs::write(&policy, base_policy(&cgroup_parent, uid_base, extra)).expect("policy");
         let mut d = Daemon {
             child: None,
             socket: dir.join("supervisor.sock"),
@@ -51,6 +56,7 @@ impl Daemon {
             policy,
             dir,
             cgroup_parent,
+            uid_base,
         };
         d.spawn();
         d
@@ -89,6 +95,27 @@ impl Daemon {
             );
             std::thread::sleep(Duration::from_millis(20));
         }
+    }
+
+    /// Replace the policy file (same base sections) and send SIGHUP.
+    pub fn reload(&self, extra: &str) {
+        std::fs::write(
+            &self.policy,
+            base_policy(&self.cgroup_parent, self.uid_base, extra),
+        )
+        .expect("policy");
+        self.hangup();
+    }
+
+    /// Write `text` as the policy file verbatim (e.g. an invalid one) and send SIGHUP.
+    pub fn reload_raw(&self, text: &str) {
+        std::fs::write(&self.policy, text).expect("policy");
+        self.hangup();
+    }
+
+    fn hangup(&self) {
+        // SAFETY: kill has no memory-safety preconditions.
+        unsafe { libc::kill(self.pid() as libc::pid_t, libc::SIGHUP) };
     }
 
     pub fn log(&self) -> String {

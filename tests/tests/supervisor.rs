@@ -424,3 +424,46 @@ async fn supervisor_mounts_are_read_only_in_the_jail() {
     // The file is 0444 (EACCES); the mount itself refuses every change (EROFS).
     assert_eq!(text(&r.stdout), "1,2\n13\n30\n30\n30\n", "{r:?}");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn supervisor_policy_reload_applies_to_new_runs_and_refuses_bad_files() {
+    let d = Daemon::start("[limits]\nwall_time = \"20s\"\n");
+    let c = d.client().await;
+    let s = open_session(&c).await;
+    let sleepy = "import time\ntime.sleep(2)\nprint('done')";
+    assert_eq!(
+        run(&c, &s.session_id, sleepy).await.outcome.status,
+        Status::Ok
+    );
+
+    d.reload("[limits]\nwall_time = \"1s\"\n");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !d.log().contains("policy reloaded") {
+        assert!(Instant::now() < deadline, "no reload:\n{}", d.log());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let cut = run(&c, &s.session_id, sleepy).await;
+    assert_eq!(
+        cut.outcome.status,
+        Status::Timeout,
+        "the new limit applies: {cut:?}"
+    );
+
+    d.reload_raw("[limits]\nwall_time = \"banana\"\n");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !d.log().contains("policy reload refused") {
+        assert!(Instant::now() < deadline, "no refusal:\n{}", d.log());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        d.log().contains("limits.wall_time"),
+        "the error names the key:\n{}",
+        d.log()
+    );
+    let still = run(&c, &s.session_id, sleepy).await;
+    assert_eq!(
+        still.outcome.status,
+        Status::Timeout,
+        "the old policy stays in force: {still:?}"
+    );
+}

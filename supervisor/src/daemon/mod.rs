@@ -64,6 +64,21 @@ impl Daemon {
             .map_err(|e| internal(format!("worker failed: {e}")))?
     }
 
+    /// Put a new policy in force for runs that start from now on; runs
+    /// already going keep the spec they were built with. The identity range,
+    /// cgroup parent and interpreter are fixed at start-up.
+    pub fn reload(&self, policy: Policy) {
+        let old = self.policy();
+        if old.identity != policy.identity || old.cgroup != policy.cgroup {
+            tracing::warn!("[identity] and [cgroup] changes take effect after a restart");
+        }
+        self.sessions
+            .update_policy(&crate::sessions::SessionPolicy::from(&policy));
+        self.envs.update_policy(&policy);
+        *self.policy.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(policy);
+        tracing::info!("policy reloaded");
+    }
+
     fn stats(&self) -> Stats {
         let env = self.envs.stats();
         Stats {

@@ -20,6 +20,8 @@ pub const JOB_PREFIX: &str = "job-";
 
 pub struct DaemonConfig {
     pub policy: Policy,
+    /// The file `policy` came from; SIGHUP re-reads it.
+    pub policy_path: Option<PathBuf>,
     pub state_dir: PathBuf,
     pub socket: PathBuf,
     pub jailer: PathBuf,
@@ -118,6 +120,11 @@ pub async fn start(cfg: DaemonConfig, shutdown: CancellationToken) -> Result<(),
         jobs: Default::default(),
     });
     tokio::spawn(sweeper(daemon.clone(), shutdown.clone()));
+    tokio::spawn(reload_on_hangup(
+        daemon.clone(),
+        cfg.policy_path.clone(),
+        shutdown.clone(),
+    ));
     tracing::info!(socket = %cfg.socket.display(), "supervisor ready");
     server::serve(
         ServerConfig {
@@ -132,6 +139,36 @@ pub async fn start(cfg: DaemonConfig, shutdown: CancellationToken) -> Result<(),
     )
     .await
     .map_err(|e| StartError::Server(e.to_string()))
+}
+
+/// `systemctl reload` sends SIGHUP: re-read the policy file. An invalid
+/// file is refused with the errors `prims policy check` prints, and the
+/// policy in force stays.
+async fn reload_on_hangup(d: Arc<Daemon>, path: Option<PathBuf>, shutdown: CancellationToken) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let Ok(mut hup) = signal(SignalKind::hangup()) else {
+        tracing::error!("cannot listen for SIGHUP; policy reload is off");
+        return;
+    };
+    loop {
+        tokio::select! {
+            _ = hup.recv() => {}
+            _ = shutdown.cancelled() => return,
+        }
+        let Some(p) = path.clone() else {
+            tracing::warn!(
+                "SIGHUP: running on built-in defaults; there is no policy file to reload"
+            );
+            continue;
+        };
+        match tokio::task::spawn_blocking(move || Policy::load(&p)).await {
+            Ok(Ok(policy)) => d.reload(policy),
+            Ok(Err(e)) => {
+                tracing::error!("policy reload refused, the old policy stays in force:\n{e}")
+            }
+            Err(e) => tracing::error!(error = %e, "policy reload failed"),
+        }
+    }
 }
 
 /// Ends idle sessions and collects unused environments, at least once a
