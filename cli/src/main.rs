@@ -1,5 +1,6 @@
 //! `prims`: the PRIMS command line.
 
+mod doctor_cmd;
 mod mcp_cmd;
 mod policy_cmd;
 mod run_cmd;
@@ -30,6 +31,8 @@ enum Command {
     Serve(serve_cmd::ServeArgs),
     /// The unprivileged MCP front-end (streamable HTTP) in front of a supervisor.
     Mcp(mcp_cmd::McpArgs),
+    /// Check this host for what PRIMS needs, with a fix for each problem.
+    Doctor(doctor_cmd::DoctorArgs),
     /// Policy tools.
     Policy {
         #[command(subcommand)]
@@ -54,6 +57,7 @@ fn main() {
     let cli = Cli::parse();
     let code = match cli.command {
         Command::Run(args) => run_cmd::main(args),
+        Command::Doctor(args) => doctor_cmd::main(args),
         Command::Supervisor(args) => supervisor_cmd::main(args),
         Command::Serve(args) => serve_cmd::main(args),
         Command::Mcp(args) => mcp_cmd::main(args),

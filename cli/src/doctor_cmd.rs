@@ -1,0 +1,207 @@
+//! `prims doctor`: checks this host for what the jail and the daemon need,
+//! and prints each check with a fix.
+
+use clap::Args;
+use prims_policy::Policy;
+use std::path::{Path, PathBuf};
+
+#[derive(Args)]
+pub struct DoctorArgs {
+    /// Policy TOML (default: built-in defaults).
+    #[arg(long)]
+    policy: Option<PathBuf>,
+    #[arg(long, default_value = "/var/lib/prims")]
+    state_dir: PathBuf,
+    #[arg(long, default_value = "/run/prims/supervisor.sock")]
+    socket: PathBuf,
+}
+
+enum Verdict {
+    Ok(String),
+    Warn(String, &'static str),
+    Fail(String, &'static str),
+}
+
+fn kernel() -> Verdict {
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let release = release.trim().to_string();
+    let mut parts = release
+        .split(['.', '-'])
+        .filter_map(|p| p.parse::<u32>().ok());
+    let (major, minor) = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
+    if (major, minor) >= (5, 13) {
+        Verdict::Ok(format!("kernel {release}"))
+    } else {
+        Verdict::Fail(
+            format!("kernel {release} is older than 5.13"),
+            "upgrade to a kernel with Landlock, clone3 and pidfds (5.13 or newer)",
+        )
+    }
+}
+
+fn user_namespaces() -> Verdict {
+    let max = std::fs::read_to_string("/proc/sys/user/max_user_namespaces")
+        .ok()
+        .and_then(|s| s.trim().parse::<u64>().ok());
+    match max {
+        Some(0) => Verdict::Fail(
+            "user namespaces are disabled (user.max_user_namespaces = 0)".into(),
+            "sysctl -w user.max_user_namespaces=15000",
+        ),
+        Some(n) => Verdict::Ok(format!("user namespaces allowed ({n})")),
+        None => Verdict::Warn(
+            "cannot read user.max_user_namespaces".into(),
+            "check that the kernel has CONFIG_USER_NS",
+        ),
+    }
+}
+
+fn landlock(policy: &Policy) -> Verdict {
+    match prims_jailer::landlock_abi() {
+        0 if policy.landlock.required => Verdict::Fail(
+            "the kernel has no Landlock and policy requires it".into(),
+            "boot with lsm=...,landlock, or set landlock.required = false",
+        ),
+        0 => Verdict::Warn(
+            "no Landlock: runs go without it (landlock.required = false)".into(),
+            "boot with lsm=...,landlock",
+        ),
+        abi if abi < 6 => Verdict::Warn(
+            format!("Landlock ABI {abi}: enforced partially (TCP rules need 4, scopes need 6)"),
+            "a kernel of 6.12 or newer enforces every rule",
+        ),
+        abi => Verdict::Ok(format!("Landlock ABI {abi}")),
+    }
+}
+
+fn cgroups(policy: &Policy) -> Verdict {
+    match prims_supervisor::cgroups::resolve(policy) {
+        Ok(p) => Verdict::Ok(format!("cgroups: {:?} backend, parents {:?}", p.backend, p.dirs.values().collect::<Vec<_>>())),
+        Err(e) => Verdict::Fail(
+            format!("cgroups: {e}"),
+            "run under systemd with Delegate=yes (the packaged unit does), or set cgroup.backend = \"none\"",
+        ),
+    }
+}
+
+fn seccomp() -> Verdict {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    if status.lines().any(|l| l.starts_with("Seccomp:")) {
+        Verdict::Ok("seccomp filters available".into())
+    } else {
+        Verdict::Fail(
+            "the kernel has no seccomp".into(),
+            "use a kernel with CONFIG_SECCOMP_FILTER",
+        )
+    }
+}
+
+fn interpreter(policy: &Policy) -> Verdict {
+    match policy.default_interpreter() {
+        Some((name, path)) if path.is_file() => {
+            Verdict::Ok(format!("interpreter {name}: {}", path.display()))
+        }
+        Some((name, path)) => Verdict::Fail(
+            format!("interpreter {name}: {} does not exist", path.display()),
+            "install it (apt-get install python3) or fix filesystem.interpreters",
+        ),
+        None => Verdict::Fail(
+            "no default interpreter".into(),
+            "fix filesystem.default_interpreter",
+        ),
+    }
+}
+
+fn uv(state_dir: &Path) -> Verdict {
+    let on_path = std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).any(|d| d.join("uv").is_file()))
+        .unwrap_or(false);
+    if on_path || state_dir.join("tools/bin/uv").is_file() {
+        Verdict::Ok("uv present".into())
+    } else {
+        Verdict::Warn(
+            "uv is not installed yet".into(),
+            "nothing to do: the supervisor installs it with pip on the first build (needs python3-pip)",
+        )
+    }
+}
+
+fn state_dir(dir: &Path) -> Verdict {
+    let probe = dir.join(".doctor-probe");
+    match std::fs::create_dir_all(dir).and_then(|_| std::fs::write(&probe, b"")) {
+        Ok(()) => {
+            let _ = std::fs::remove_file(&probe);
+            Verdict::Ok(format!("state dir {} writable", dir.display()))
+        }
+        Err(e) => Verdict::Fail(
+            format!("state dir {}: {e}", dir.display()),
+            "run as root, or pass --state-dir on a writable filesystem",
+        ),
+    }
+}
+
+fn socket(path: &Path) -> Verdict {
+    use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+    match std::fs::symlink_metadata(path) {
+        Err(_) => Verdict::Warn(
+            format!(
+                "no socket at {} (is the supervisor running?)",
+                path.display()
+            ),
+            "systemctl start prims-supervisor, or prims serve",
+        ),
+        Ok(m) if !m.file_type().is_socket() => Verdict::Fail(
+            format!("{} is not a socket", path.display()),
+            "remove it; the supervisor creates the socket",
+        ),
+        Ok(m) if m.permissions().mode() & 0o007 != 0 => Verdict::Fail(
+            format!(
+                "{} is reachable by every user (mode {:o})",
+                path.display(),
+                m.permissions().mode() & 0o777
+            ),
+            "the supervisor makes it 0660; restart it",
+        ),
+        Ok(m) => Verdict::Ok(format!(
+            "socket {} (mode {:o})",
+            path.display(),
+            m.permissions().mode() & 0o777
+        )),
+    }
+}
+
+pub fn main(args: DoctorArgs) -> i32 {
+    let policy = match &args.policy {
+        Some(p) => match Policy::load(p) {
+            Ok(p) => p,
+            Err(e) => {
+                println!("FAIL policy: {e}");
+                return 1;
+            }
+        },
+        None => Policy::default(),
+    };
+    let checks = [
+        kernel(),
+        user_namespaces(),
+        landlock(&policy),
+        cgroups(&policy),
+        seccomp(),
+        interpreter(&policy),
+        uv(&args.state_dir),
+        state_dir(&args.state_dir),
+        socket(&args.socket),
+    ];
+    let mut failed = 0;
+    for c in checks {
+        match c {
+            Verdict::Ok(m) => println!("ok   {m}"),
+            Verdict::Warn(m, fix) => println!("warn {m}\n     fix: {fix}"),
+            Verdict::Fail(m, fix) => {
+                failed += 1;
+                println!("FAIL {m}\n     fix: {fix}");
+            }
+        }
+    }
+    i32::from(failed > 0)
+}
