@@ -10,6 +10,7 @@ pub mod runner;
 pub mod server;
 pub mod sessions;
 pub mod spec;
+pub mod teardown;
 pub mod venv;
 pub mod workspace;
 

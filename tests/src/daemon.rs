@@ -6,7 +6,7 @@ use crate::harness::{prims_bin, require_root};
 use crate::host::unique;
 use prims_protocol::client::Client;
 use prims_protocol::wire::{Reply, RequestBody, SessionInfo, Stats};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
@@ -168,37 +168,8 @@ pub async fn stats(c: &Client) -> Stats {
 impl Drop for Daemon {
     fn drop(&mut self) {
         self.kill();
-        prims_supervisor::sessions::unmount_below(&self.dir);
+        prims_supervisor::teardown::unmount_below(&self.dir);
         let _ = std::fs::remove_dir_all(&self.dir);
-        for root in std::fs::read_dir("/sys/fs/cgroup")
-            .into_iter()
-            .flatten()
-            .flatten()
-        {
-            remove_cgroup_dirs(&root.path(), &self.cgroup_parent, 0);
-        }
-    }
-}
-
-/// rmdir every `name` directory (and its job children) below a hierarchy.
-fn remove_cgroup_dirs(dir: &Path, name: &str, depth: usize) {
-    if depth > 6 {
-        return;
-    }
-    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-        let p = e.path();
-        if !e.file_type().is_ok_and(|t| t.is_dir()) {
-            continue;
-        }
-        if e.file_name().to_str() == Some(name) {
-            for job in std::fs::read_dir(&p).into_iter().flatten().flatten() {
-                if job.file_type().is_ok_and(|t| t.is_dir()) {
-                    let _ = std::fs::remove_dir(job.path());
-                }
-            }
-            let _ = std::fs::remove_dir(&p);
-        } else {
-            remove_cgroup_dirs(&p, name, depth + 1);
-        }
+        prims_supervisor::teardown::remove_cgroup_parent(&self.cgroup_parent);
     }
 }

@@ -202,26 +202,6 @@ impl Stack {
     }
 }
 
-fn remove_cgroups(dir: &Path, name: &str, depth: usize) {
-    if depth > 6 {
-        return;
-    }
-    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-        let p = e.path();
-        if !e.file_type().is_ok_and(|t| t.is_dir()) {
-            continue;
-        }
-        if e.file_name().to_str() == Some(name) {
-            for job in std::fs::read_dir(&p).into_iter().flatten().flatten() {
-                let _ = std::fs::remove_dir(job.path());
-            }
-            let _ = std::fs::remove_dir(&p);
-        } else {
-            remove_cgroups(&p, name, depth + 1);
-        }
-    }
-}
-
 impl Drop for Stack {
     fn drop(&mut self) {
         for c in [self.front.take(), self.sup.take()].into_iter().flatten() {
@@ -232,15 +212,9 @@ impl Drop for Stack {
         if std::thread::panicking() {
             eprintln!("{}", self.logs());
         }
-        prims_supervisor::sessions::unmount_below(&self.dir);
+        prims_supervisor::teardown::unmount_below(&self.dir);
         let _ = std::fs::remove_dir_all(&self.dir);
-        for root in std::fs::read_dir("/sys/fs/cgroup")
-            .into_iter()
-            .flatten()
-            .flatten()
-        {
-            remove_cgroups(&root.path(), &self.cgroup_parent, 0);
-        }
+        prims_supervisor::teardown::remove_cgroup_parent(&self.cgroup_parent);
     }
 }
 

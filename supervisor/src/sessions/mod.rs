@@ -77,24 +77,3 @@ impl From<&Policy> for SessionPolicy {
         }
     }
 }
-
-/// Detach every mount at or below `dir` (a state directory's session
-/// images), deepest first. For tearing down a state directory wholesale,
-/// as tests and benchmarks do.
-pub fn unmount_below(dir: &std::path::Path) {
-    let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else {
-        return;
-    };
-    let mut points: Vec<String> = info
-        .lines()
-        .filter_map(|l| l.split(' ').nth(4).map(str::to_string))
-        .filter(|p| std::path::Path::new(p).starts_with(dir))
-        .collect();
-    points.sort_by_key(|p| std::cmp::Reverse(p.len()));
-    for p in points {
-        if let Ok(c) = std::ffi::CString::new(p) {
-            // SAFETY: umount2 with a NUL-terminated path and a flag.
-            unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) };
-        }
-    }
-}

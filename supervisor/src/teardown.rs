@@ -1,0 +1,58 @@
+//! Tearing down a whole state directory and its cgroup parent, as tests and
+//! benchmarks do after a supervisor they started has been killed.
+
+use std::path::Path;
+
+/// Detach every mount at or below `dir` (a state directory's session
+/// images), deepest first.
+pub fn unmount_below(dir: &Path) {
+    let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else {
+        return;
+    };
+    let mut points: Vec<String> = info
+        .lines()
+        .filter_map(|l| l.split(' ').nth(4).map(str::to_string))
+        .filter(|p| Path::new(p).starts_with(dir))
+        .collect();
+    points.sort_by_key(|p| std::cmp::Reverse(p.len()));
+    for p in points {
+        if let Ok(c) = std::ffi::CString::new(p) {
+            // SAFETY: umount2 with a NUL-terminated path and a flag.
+            unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) };
+        }
+    }
+}
+
+/// rmdir every cgroup directory called `name` (and its empty job
+/// directories) in every hierarchy under /sys/fs/cgroup.
+pub fn remove_cgroup_parent(name: &str) {
+    for root in std::fs::read_dir("/sys/fs/cgroup")
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        remove_named(&root.path(), name, 0);
+    }
+}
+
+fn remove_named(dir: &Path, name: &str, depth: usize) {
+    if depth > 6 {
+        return;
+    }
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        if !e.file_type().is_ok_and(|t| t.is_dir()) {
+            continue;
+        }
+        let p = e.path();
+        if e.file_name().to_str() == Some(name) {
+            for job in std::fs::read_dir(&p).into_iter().flatten().flatten() {
+                if job.file_type().is_ok_and(|t| t.is_dir()) {
+                    let _ = std::fs::remove_dir(job.path());
+                }
+            }
+            let _ = std::fs::remove_dir(&p);
+        } else {
+            remove_named(&p, name, depth + 1);
+        }
+    }
+}
