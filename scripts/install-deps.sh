@@ -8,6 +8,9 @@ command -v cc >/dev/null || need+=(gcc)
 # Environments: uv is installed with pip on first use. Session quotas: mke2fs.
 /usr/bin/python3 -m pip --version >/dev/null 2>&1 || need+=(python3-pip)
 command -v mkfs.ext4 >/dev/null || need+=(e2fsprogs)
+# The systemd units: /bin/kill for ExecReload, systemd-analyze for their lint.
+[ -x /bin/kill ] || need+=(procps)
+command -v systemd-analyze >/dev/null || need+=(systemd)
 if [ ${#need[@]} -gt 0 ]; then
   echo "== apt-get install ${need[*]}"
   apt-get update -q

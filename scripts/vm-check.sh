@@ -1,7 +1,12 @@
 #!/usr/bin/env bash
-# Runs the jail against the cgroup v2 backend in the throw-away Debian 12 VM
-# of ../shared/vm (systemd, cgroup v2, Landlock ABI 2). This build machine is
-# cgroup v1, so this is where v2 is exercised for real.
+# Checks PRIMS on a production-like host: the throw-away Debian 12 VM of
+# ../shared/vm (systemd 252, cgroup v2, Landlock ABI 2). This build machine is
+# cgroup v1, so this is where the v2 backend, the systemd units and the .deb
+# run for real. One boot runs:
+#   tests/vm/jail-v2.sh     `prims run` against the v2 backend (limits, OOM, pids)
+#   tests/vm/deb-systemd.sh the .deb, both services, an MCP smoke test with the
+#                           Python SDK, a supervisor restart, policy reload
+# Prints a SKIPPED line with the reason when the VM cannot run here.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 vm=${PRIMS_VM_DIR:-../shared/vm}
@@ -18,9 +23,14 @@ fi
 echo "== building the VM image (a no-op when it is up to date)"
 "$vm/build-image.sh"
 
-cargo build --release --locked -p prims -p prims-jailer
+deb=$(packaging/build-deb.sh | tail -1)
+tests/mcp/setup.sh >/dev/null
+site=$(target/mcp-test-venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 share=$(mktemp -d)
 trap 'rm -rf "$share"' EXIT
-cp target/release/prims target/release/prims-jailer tests/vm/jail-v2.sh "$share/"
-echo "== jail-v2.sh in the VM"
-"$vm/run-in-vm.sh" -t 900 "$share" 'bash ./jail-v2.sh'
+cp target/release/prims target/release/prims-jailer "$deb" \
+  tests/vm/jail-v2.sh tests/vm/deb-systemd.sh tests/vm/mcp_smoke.py "$share/"
+cp -a "$site" "$share/mcp-site"
+echo "== in the VM: jail-v2.sh, then deb-systemd.sh"
+"$vm/run-in-vm.sh" -t 1200 "$share" \
+  'echo "### jail-v2.sh"; bash ./jail-v2.sh; a=$?; echo "### deb-systemd.sh"; bash ./deb-systemd.sh; b=$?; exit $((a || b))'

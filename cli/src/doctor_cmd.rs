@@ -74,13 +74,75 @@ fn landlock(policy: &Policy) -> Verdict {
     }
 }
 
-fn cgroups(policy: &Policy) -> Verdict {
-    match prims_supervisor::cgroups::resolve(policy) {
-        Ok(p) => Verdict::Ok(format!("cgroups: {:?} backend, parents {:?}", p.backend, p.dirs.values().collect::<Vec<_>>())),
-        Err(e) => Verdict::Fail(
-            format!("cgroups: {e}"),
-            "run under systemd with Delegate=yes (the packaged unit does), or set cgroup.backend = \"none\"",
-        ),
+fn cgroups(policy: &Policy, socket: &Path) -> Verdict {
+    let e = match prims_supervisor::cgroups::resolve(policy) {
+        Ok(p) => {
+            return Verdict::Ok(format!(
+                "cgroups: {:?} backend, parents {:?}",
+                p.backend,
+                p.dirs.values().collect::<Vec<_>>()
+            ))
+        }
+        Err(e) => e,
+    };
+    // Under systemd the supervisor gets its subtree from its unit, not from
+    // the shell doctor runs in: judge the running supervisor's cgroup.
+    if let Some(pid) = supervisor_pid(socket) {
+        return match delegated_v2_parent(pid) {
+            Ok((dir, controllers)) => Verdict::Ok(format!(
+                "cgroups: the running supervisor (pid {pid}) hosts jobs in {} with [{controllers}]",
+                dir.display()
+            )),
+            Err(why) => Verdict::Fail(
+                format!("cgroups: the running supervisor (pid {pid}): {why}"),
+                "run it with Delegate=yes (the packaged prims-supervisor.service does)",
+            ),
+        };
+    }
+    if Path::new("/run/systemd/system").exists() {
+        return Verdict::Warn(
+            format!("cgroups: not from this shell: {e}"),
+            "the packaged prims-supervisor.service gets a delegated cgroup: start it and run prims doctor again",
+        );
+    }
+    Verdict::Fail(
+        format!("cgroups: {e}"),
+        "run under systemd with Delegate=yes (the packaged unit does), or set cgroup.backend = \"none\"",
+    )
+}
+
+/// The pid of the process listening on the supervisor socket, by SO_PEERCRED.
+fn supervisor_pid(socket: &Path) -> Option<i32> {
+    let stream = std::os::unix::net::UnixStream::connect(socket).ok()?;
+    let cred =
+        nix::sys::socket::getsockopt(&stream, nix::sys::socket::sockopt::PeerCredentials).ok()?;
+    Some(cred.pid())
+}
+
+/// Where a v2 supervisor puts job cgroups: the cgroup it was started in
+/// (it lives in its `supervisor` leaf), with the controllers it enabled there.
+fn delegated_v2_parent(pid: i32) -> Result<(PathBuf, String), String> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).map_err(|e| e.to_string())?;
+    let own = text
+        .lines()
+        .find_map(|l| l.strip_prefix("0::"))
+        .ok_or("it is not in a cgroup v2 hierarchy")?;
+    let own = own.strip_suffix("/supervisor").unwrap_or(own);
+    let dir = Path::new("/sys/fs/cgroup").join(own.trim_start_matches('/'));
+    let controllers = std::fs::read_to_string(dir.join("cgroup.subtree_control"))
+        .map_err(|e| format!("reading {}/cgroup.subtree_control: {e}", dir.display()))?;
+    let controllers = controllers.trim().to_owned();
+    let missing: Vec<_> = ["memory", "pids"]
+        .into_iter()
+        .filter(|c| !controllers.split(' ').any(|x| x == *c))
+        .collect();
+    if missing.is_empty() {
+        Ok((dir, controllers))
+    } else {
+        Err(format!(
+            "{} does not hand {missing:?} to job cgroups",
+            dir.display()
+        ))
     }
 }
 
@@ -185,7 +247,7 @@ pub fn main(args: DoctorArgs) -> i32 {
         kernel(),
         user_namespaces(),
         landlock(&policy),
-        cgroups(&policy),
+        cgroups(&policy, &args.socket),
         seccomp(),
         interpreter(&policy),
         uv(&args.state_dir),

@@ -1,6 +1,7 @@
 //! `prims`: the PRIMS command line.
 
 mod doctor_cmd;
+mod logging;
 mod mcp_cmd;
 mod policy_cmd;
 mod run_cmd;
@@ -47,13 +48,7 @@ enum PolicyCommand {
 }
 
 fn main() {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    logging::init();
     let cli = Cli::parse();
     let code = match cli.command {
         Command::Run(args) => run_cmd::main(args),

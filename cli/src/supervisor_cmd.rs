@@ -18,12 +18,13 @@ pub struct SupervisorArgs {
     /// Unix socket to listen on (mode 0660).
     #[arg(long, default_value = "/run/prims/supervisor.sock")]
     socket: PathBuf,
-    /// A uid besides root that may connect (the MCP front-end's); repeatable.
-    #[arg(long = "allow-uid")]
-    allow_uids: Vec<u32>,
-    /// Group that owns the socket, so its members can connect.
-    #[arg(long)]
-    socket_group: Option<u32>,
+    /// A user besides root that may connect (the MCP front-end's), by uid or
+    /// name; repeatable.
+    #[arg(long = "allow-uid", value_name = "UID|NAME")]
+    allow_uids: Vec<String>,
+    /// Group that owns the socket, by gid or name.
+    #[arg(long, value_name = "GID|NAME")]
+    socket_group: Option<String>,
     /// Path of prims-jailer (default: next to this binary).
     #[arg(long, env = "PRIMS_JAILER")]
     jailer: Option<PathBuf>,
@@ -51,6 +52,12 @@ fn run(args: SupervisorArgs) -> Result<()> {
         None => Policy::default(),
     };
     let jailer = crate::run_cmd::jailer_path(&args.jailer)?;
+    let allowed_uids = args
+        .allow_uids
+        .iter()
+        .map(|u| resolve_uid(u))
+        .collect::<Result<Vec<_>>>()?;
+    let socket_group = args.socket_group.as_deref().map(resolve_gid).transpose()?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -78,12 +85,54 @@ fn run(args: SupervisorArgs) -> Result<()> {
                 state_dir: args.state_dir,
                 socket: args.socket,
                 jailer,
-                allowed_uids: args.allow_uids,
-                socket_group: args.socket_group,
+                allowed_uids,
+                socket_group,
             },
             shutdown,
         )
         .await
         .map_err(|e| anyhow!("{e}"))
     })
+}
+
+/// A uid given as a number or a user name (packaging names the user; the
+/// system picks its uid at install time).
+fn resolve_uid(s: &str) -> Result<u32> {
+    if let Ok(uid) = s.parse() {
+        return Ok(uid);
+    }
+    match nix::unistd::User::from_name(s) {
+        Ok(Some(u)) => Ok(u.uid.as_raw()),
+        Ok(None) => Err(anyhow!("--allow-uid: no user named {s:?}")),
+        Err(e) => Err(anyhow!("--allow-uid: looking up user {s:?}: {e}")),
+    }
+}
+
+/// A gid given as a number or a group name.
+fn resolve_gid(s: &str) -> Result<u32> {
+    if let Ok(gid) = s.parse() {
+        return Ok(gid);
+    }
+    match nix::unistd::Group::from_name(s) {
+        Ok(Some(g)) => Ok(g.gid.as_raw()),
+        Ok(None) => Err(anyhow!("--socket-group: no group named {s:?}")),
+        Err(e) => Err(anyhow!("--socket-group: looking up group {s:?}: {e}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_resolve_from_numbers_and_names() {
+        assert_eq!(resolve_uid("1234").unwrap(), 1234);
+        assert_eq!(resolve_uid("root").unwrap(), 0);
+        assert_eq!(resolve_gid("0").unwrap(), 0);
+        assert_eq!(resolve_gid("root").unwrap(), 0);
+        let e = resolve_uid("no-such-user-prims").unwrap_err().to_string();
+        assert!(e.contains("no user named"), "{e}");
+        let e = resolve_gid("no-such-group-prims").unwrap_err().to_string();
+        assert!(e.contains("no group named"), "{e}");
+    }
 }

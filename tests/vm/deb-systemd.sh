@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# Runs inside the Debian 12 VM of ../shared/vm (systemd 252, cgroup v2,
+# Landlock ABI 2): installs the .deb, starts both services the way an admin
+# would, drives them with the Python MCP SDK, restarts the supervisor under a
+# live session, reloads the policy, and checks that systemd is content.
+# Expects next to it: prims_*.deb, mcp_smoke.py, and mcp-site/ (the mcp SDK's
+# site-packages for this python). Prints one PASS/FAIL line per check.
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+fails=0
+pass() { echo "PASS $1"; }
+fail() { echo "FAIL $1: ${2:-}"; fails=$((fails+1)); }
+expect() { # name command...
+  local name=$1; shift
+  local out
+  if out=$("$@" 2>&1); then pass "$name"; else fail "$name" "$out"; fi
+}
+url=http://127.0.0.1:9000/mcp
+smoke() { PYTHONPATH="$here/mcp-site" python3 "$here/mcp_smoke.py" "$url" "$@"; }
+wait_health() {
+  for _ in $(seq 1 100); do
+    python3 -c 'import urllib.request,sys; urllib.request.urlopen("http://127.0.0.1:9000/health", timeout=2)' 2>/dev/null && return 0
+    sleep 0.3
+  done
+  return 1
+}
+
+echo "== dpkg -i $(cd "$here" && ls prims_*.deb)"
+expect deb_installs dpkg -i "$here"/prims_*.deb
+expect deb_created_user_and_group getent passwd prims
+expect deb_enables_nothing bash -c '! systemctl is-enabled -q prims-supervisor.service && ! systemctl is-enabled -q prims-mcp.service && ! systemctl is-active -q prims-supervisor.service'
+expect deb_run_dir_for_group bash -c '[ "$(stat -c %U:%G:%a /run/prims)" = root:prims:750 ]'
+expect deb_policy_is_a_conffile grep -qx /etc/prims/policy.toml /var/lib/dpkg/info/prims.conffiles
+expect units_verify systemd-analyze verify prims-supervisor.service prims-mcp.service prims.slice
+
+echo "== the admin edits /etc/prims/policy.toml (no PyPI here: no default packages)"
+sed -i 's/^default_packages = .*/default_packages = []/' /etc/prims/policy.toml
+expect policy_check prims policy check /etc/prims/policy.toml
+
+echo "== systemctl enable --now prims-supervisor prims-mcp"
+expect services_start systemctl enable --now prims-supervisor.service prims-mcp.service
+expect mcp_health wait_health
+echo "-- prims doctor on this host:"
+prims doctor --policy /etc/prims/policy.toml | sed 's/^/   /'
+expect doctor_passes prims doctor --policy /etc/prims/policy.toml
+expect supervisor_in_its_slice bash -c 'systemctl show -p ControlGroup --value prims-supervisor.service | grep -qx /prims.slice/prims-supervisor.service'
+expect mcp_runs_as_prims bash -c '[ "$(ps -o user= -p "$(systemctl show -p MainPID --value prims-mcp.service)")" = prims ]'
+
+echo "== MCP smoke test (Python mcp SDK)"
+state=$(mktemp)
+smoke before "$state" || fails=$((fails+1))
+expect session_quota_is_loop_mounted bash -c 'nsenter -t "$(systemctl show -p MainPID --value prims-supervisor.service)" -m findmnt -rn -t ext4 -o TARGET | grep -q "^/var/lib/prims/sessions/"'
+expect audit_log_records_runs bash -c '[ "$(wc -l < /var/lib/prims/audit.log)" -ge 4 ]'
+expect oom_in_audit_log grep -q '"oom"' /var/lib/prims/audit.log
+
+echo "== systemctl restart prims-supervisor with the session alive"
+expect supervisor_restarts systemctl restart prims-supervisor.service
+expect mcp_health_after_restart wait_health
+smoke after "$state" || fails=$((fails+1))
+
+echo "== systemctl status"
+systemctl --no-pager status prims-supervisor.service prims-mcp.service | sed 's/^/   /' | head -40
+for u in prims-supervisor.service prims-mcp.service; do
+  expect "status_${u%.service}_active_running" bash -c "[ \"\$(systemctl show -p ActiveState,SubState --value $u | xargs)\" = 'active running' ]"
+done
+expect no_failed_units bash -c '[ -z "$(systemctl list-units --failed --plain --no-legend)" ]'
+expect no_job_cgroups_left bash -c '[ -z "$(find /sys/fs/cgroup/prims.slice -type d -name "run-*")" ]'
+expect mcp_never_restarted bash -c '[ "$(systemctl show -p NRestarts --value prims-mcp.service)" = 0 ]'
+errors=$(journalctl -b -u prims-supervisor.service -u prims-mcp.service -p err --no-pager -q)
+if [ -z "$errors" ]; then pass journal_has_no_errors; else fail journal_has_no_errors "$errors"; fi
+
+echo "== systemctl reload with a bad policy, then a good one"
+cp /etc/prims/policy.toml /root/policy.good
+sed -i 's/^memory = .*/memory = "12XB"/' /etc/prims/policy.toml
+since=$(date '+%Y-%m-%d %H:%M:%S')
+expect reload_bad_policy_keeps_running bash -c 'systemctl reload prims-supervisor.service && sleep 1 && systemctl is-active -q prims-supervisor.service'
+expect reload_bad_policy_logged bash -c "journalctl -u prims-supervisor.service -p err --since '$since' | grep -q 12XB"
+cp /root/policy.good /etc/prims/policy.toml
+expect reload_good_policy systemctl reload prims-supervisor.service
+
+echo "== stop and purge"
+expect services_stop systemctl disable --now prims-mcp.service prims-supervisor.service
+expect deb_purges dpkg --purge prims
+expect purge_removed_state bash -c '[ ! -e /var/lib/prims ]'
+
+echo "$fails failed"
+exit $((fails > 0))

@@ -1,0 +1,89 @@
+"""MCP smoke test for the installed services, with the Python `mcp` SDK.
+
+  mcp_smoke.py URL before STATE_FILE   run_code, OOM, fork bomb, write a file;
+                                       saves the session id to STATE_FILE
+  mcp_smoke.py URL after STATE_FILE    the file written before is still there
+
+Prints one PASS/FAIL line per check; exits 1 if any failed.
+"""
+
+import asyncio
+import json
+import sys
+
+from mcp import Client
+
+FAILS = 0
+
+
+def check(name, cond, detail):
+    global FAILS
+    if cond:
+        print(f"PASS {name}")
+    else:
+        FAILS += 1
+        print(f"FAIL {name}: {json.dumps(detail)[:1500]}")
+
+
+async def call(c, tool, **args):
+    r = await c.call_tool(tool, args)
+    sc = r.structured_content or {}
+    if r.is_error:
+        sc = {"error": [getattr(x, "text", "") for x in r.content]}
+    return sc
+
+
+HOG = "b = b'\\1' * (1 << 30)\nprint('survived')"
+FORK_BOMB = """import os, time
+n = 0
+try:
+    for i in range(500):
+        if os.fork() == 0:
+            time.sleep(5); os._exit(0)
+        n += 1
+except OSError as e:
+    print("EAGAIN" if e.errno == 11 else e.errno, n)
+"""
+
+
+async def before(url, state):
+    async with Client(url, mode="auto", read_timeout_seconds=300) as c:
+        r = await call(c, "run_code", code="import os; print('hello', os.getuid(), os.getpid())")
+        check("mcp_run_code_print", r.get("stdout") == "hello 1000 2\n" and r.get("status") == "ok", r)
+        sid = r.get("session_id")
+
+        r = await call(c, "run_code", code=HOG, session_id=sid)
+        check("mcp_memory_hog_is_oom", r.get("status") == "oom" and r.get("oom_killed") is True
+              and "survived" not in r.get("stdout", ""), r)
+
+        r = await call(c, "run_code", code=FORK_BOMB, session_id=sid)
+        out = r.get("stdout", "").split()
+        check("mcp_fork_bomb_stops_at_pids_max", r.get("status") == "ok" and out[:1] == ["EAGAIN"]
+              and int(out[1]) < 64, r)
+
+        r = await call(c, "run_code", session_id=sid,
+                       code="open('output/kept.txt', 'w').write('still here')\nprint('written')")
+        check("mcp_file_written", r.get("stdout") == "written\n"
+              and any(a.get("name") == "kept.txt" for a in r.get("artifacts", [])), r)
+    with open(state, "w") as f:
+        f.write(sid or "")
+
+
+async def after(url, state):
+    sid = open(state).read().strip()
+    async with Client(url, mode="auto", read_timeout_seconds=300) as c:
+        r = await call(c, "preview_file", relative_path="output/kept.txt", session_id=sid)
+        check("mcp_session_file_survives_restart", r.get("content") == "still here", r)
+        r = await call(c, "run_code", code="print(open('output/kept.txt').read())", session_id=sid)
+        check("mcp_session_runs_after_restart", r.get("stdout") == "still here\n"
+              and r.get("session_id") == sid, r)
+
+
+def main():
+    url, phase, state = sys.argv[1:4]
+    asyncio.run(before(url, state) if phase == "before" else after(url, state))
+    sys.exit(1 if FAILS else 0)
+
+
+if __name__ == "__main__":
+    main()
