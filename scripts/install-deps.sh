@@ -8,6 +8,7 @@ command -v cc >/dev/null || need+=(gcc)
 # Environments: uv is installed with pip on first use. Session quotas: mke2fs.
 /usr/bin/python3 -m pip --version >/dev/null 2>&1 || need+=(python3-pip)
 command -v mkfs.ext4 >/dev/null || need+=(e2fsprogs)
+command -v curl >/dev/null || need+=(curl)
 # The systemd units: /bin/kill for ExecReload, systemd-analyze for their lint.
 [ -x /bin/kill ] || need+=(procps)
 command -v systemd-analyze >/dev/null || need+=(systemd)
@@ -16,7 +17,7 @@ if [ ${#need[@]} -gt 0 ]; then
   apt-get update -q
   apt-get install -y -q "${need[@]}"
 fi
-if ! command -v cargo >/dev/null; then
+if ! command -v cargo >/dev/null && ! [ -x "$(getent passwd "${SUDO_USER:-root}" | cut -d: -f6)/.cargo/bin/cargo" ]; then
   echo "install-deps: cargo is missing; install a Rust toolchain (https://rustup.rs) first" >&2
   exit 1
 fi

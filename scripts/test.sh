@@ -42,8 +42,14 @@ passed=$((passed + mcp_passed))
 failed=$((failed + mcp_failed))
 [ "$mcp_status" -eq 0 ] || { echo "cargo-test: $passed passed, $failed failed"; exit "$mcp_status"; }
 
+echo "== the README's quick start: scripts/serve.sh, driven by the Python MCP SDK"
+tests/quickstart.sh
+echo "== packaging: the .deb, and systemd-analyze verify on its units"
+deb=$(packaging/build-deb.sh | tail -1)
+packaging/verify-units.sh "$deb"
+
 if [ "${PRIMS_VM_TESTS:-1}" != 0 ]; then
-  echo "== cgroup v2 in a VM (PRIMS_VM_TESTS=0 skips)"
+  echo "== cgroup v2, the .deb and the systemd units in a VM (PRIMS_VM_TESTS=0 skips)"
   scripts/vm-check.sh
 fi
 echo "cargo-test: $passed passed, $failed failed"
