@@ -44,6 +44,8 @@ failed=$((failed + mcp_failed))
 
 echo "== the README's quick start: scripts/serve.sh, driven by the Python MCP SDK"
 tests/quickstart.sh
+echo "== the container entry point: refuses without privilege, serves with it"
+tests/container-entrypoint.sh
 echo "== packaging: the .deb, and systemd-analyze verify on its units"
 deb=$(packaging/build-deb.sh | tail -1)
 packaging/verify-units.sh "$deb"

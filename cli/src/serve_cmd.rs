@@ -3,7 +3,7 @@
 //! if it exists, else `nobody`) as child processes of this same binary,
 //! prints the URL and a client config, and stops both on Ctrl-C.
 
-use crate::mcp_cmd::{lookup_user, stop_on_signals};
+use crate::mcp_cmd::{lookup_user, stop_on_signals, UserIds};
 use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
 use std::net::SocketAddr;
@@ -146,6 +146,7 @@ async fn serve(args: ServeArgs, stop: CancellationToken) -> Result<i32> {
         .with_context(|| format!("creating {}", args.state_dir.display()))?;
     // Traversable by the front-end's user, so it can reach the socket; not listable.
     std::fs::set_permissions(&args.state_dir, std::fs::Permissions::from_mode(0o711))?;
+    reachable_by(&args.state_dir, &user, &ids)?;
     let socket = args.state_dir.join("supervisor.sock");
     let exe = std::env::current_exe().context("finding this program")?;
 
@@ -253,4 +254,34 @@ fn print_banner(addr: &SocketAddr, state: &Path, user: &str, tokens: bool) {
     }
     println!();
     println!("Press Ctrl-C to stop.");
+}
+
+/// The front-end reaches the socket inside the state dir, so every directory
+/// above it must be traversable by the front-end's user; otherwise it would
+/// start and fail every request with EACCES.
+fn reachable_by(state_dir: &Path, user: &str, ids: &UserIds) -> Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let dir = std::fs::canonicalize(state_dir)
+        .with_context(|| format!("resolving {}", state_dir.display()))?;
+    for a in dir.ancestors().skip(1) {
+        let m = std::fs::metadata(a).with_context(|| format!("reading {}", a.display()))?;
+        let bit = if m.uid() == ids.uid {
+            0o100
+        } else if m.gid() == ids.gid {
+            0o010
+        } else {
+            0o001
+        };
+        if m.mode() & bit == 0 {
+            bail!(
+                "the front-end runs as {user} and could not reach the socket in {}: {} (mode {:o}) \
+                 is not traversable by it; choose a state dir elsewhere or `chmod o+x {}`",
+                state_dir.display(),
+                a.display(),
+                m.mode() & 0o7777,
+                a.display()
+            );
+        }
+    }
+    Ok(())
 }
