@@ -3,6 +3,7 @@
 
 mod jail;
 mod mcp;
+mod original;
 mod socket;
 mod stats;
 
@@ -43,6 +44,18 @@ enum Bench {
         #[arg(long)]
         policy: Option<PathBuf>,
     },
+    /// PRIMS's `run_code` against the original's fresh venv + pip install per call.
+    Original {
+        /// Calls made the original's way (each takes seconds).
+        #[arg(long, default_value_t = 5)]
+        runs: usize,
+        /// PRIMS calls made after each of those.
+        #[arg(long, default_value_t = 10)]
+        prims_per: usize,
+        /// The interpreter the original's venvs are made from.
+        #[arg(long, default_value = "/usr/bin/python3")]
+        python: PathBuf,
+    },
 }
 
 fn main() -> Result<()> {
@@ -55,5 +68,10 @@ fn main() -> Result<()> {
         Bench::Jail { runs } => jail::main(runs, prims),
         Bench::Socket { runs, policy } => socket::main(runs, prims, policy),
         Bench::Mcp { runs, policy } => mcp::main(runs, prims, policy),
+        Bench::Original {
+            runs,
+            prims_per,
+            python,
+        } => original::main(runs, prims_per, prims, python),
     }
 }

@@ -15,9 +15,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-type Mcp = RunningService<RoleClient, ()>;
+pub(crate) type Mcp = RunningService<RoleClient, ()>;
 
-struct Serve {
+pub(crate) struct Serve {
     child: Child,
 }
 
@@ -30,13 +30,13 @@ impl Drop for Serve {
     }
 }
 
-fn free_port() -> Result<u16> {
+pub(crate) fn free_port() -> Result<u16> {
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?
         .local_addr()?
         .port())
 }
 
-fn start(prims: &Path, dir: &Path, port: u16, policy: Option<&Path>) -> Result<Serve> {
+pub(crate) fn start(prims: &Path, dir: &Path, port: u16, policy: Option<&Path>) -> Result<Serve> {
     let mut cmd = Command::new(prims);
     cmd.arg("serve")
         .arg("--state-dir")
@@ -67,13 +67,13 @@ fn start(prims: &Path, dir: &Path, port: u16, policy: Option<&Path>) -> Result<S
     Ok(serve)
 }
 
-async fn connect(url: &str) -> Result<Mcp> {
+pub(crate) async fn connect(url: &str) -> Result<Mcp> {
     ().serve(StreamableHttpClientTransport::from_uri(url.to_owned()))
         .await
         .map_err(|e| anyhow!("MCP client: {e}"))
 }
 
-async fn run_code(c: &Mcp, session: Option<&str>) -> Result<(f64, String)> {
+pub(crate) async fn run_code(c: &Mcp, session: Option<&str>) -> Result<(f64, String)> {
     let mut args = serde_json::Map::new();
     args.insert("code".into(), "print(1)".into());
     if let Some(s) = session {

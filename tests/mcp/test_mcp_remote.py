@@ -22,14 +22,14 @@ MCP_REMOTE = HERE / "node_modules" / ".bin" / "mcp-remote"
 
 
 class Bridge:
-    def __init__(self, server, home: Path):
+    def __init__(self, server, home: Path, argv: list[str] | None = None):
         if not MCP_REMOTE.exists():
             pytest.fail(f"{MCP_REMOTE} is missing: run tests/mcp/setup.sh", pytrace=False)
         self.stderr_path = home / "mcp-remote.stderr"
         env = {**os.environ, "HOME": str(home), "MCP_REMOTE_CONFIG_DIR": str(home / ".mcp-auth"),
                "NO_COLOR": "1"}
         self.proc = subprocess.Popen(
-            [str(MCP_REMOTE), server.url, "--transport", "http-only"],
+            argv or [str(MCP_REMOTE), server.url, "--transport", "http-only"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=open(self.stderr_path, "wb"),
             env=env, cwd=home,
         )
