@@ -17,7 +17,4 @@ if [ ${#need[@]} -gt 0 ]; then
   apt-get update -q
   apt-get install -y -q "${need[@]}"
 fi
-if ! command -v cargo >/dev/null && ! [ -x "$(getent passwd "${SUDO_USER:-root}" | cut -d: -f6)/.cargo/bin/cargo" ]; then
-  echo "install-deps: cargo is missing; install a Rust toolchain (https://rustup.rs) first" >&2
-  exit 1
-fi
+. "$(dirname "$0")/toolchain.sh"

@@ -2,8 +2,8 @@
 # Quick start: installs what PRIMS needs (apt packages), builds it, and runs
 # `prims serve` on http://127.0.0.1:9000/mcp until Ctrl-C.
 #   sudo scripts/serve.sh [prims serve options, e.g. --listen 127.0.0.1:9001]
-# Under sudo, the build runs as the invoking user with their Rust toolchain,
-# so target/ stays theirs; only `prims serve` runs as root.
+# Under sudo it builds as root with the invoking user's Rust toolchain (see
+# scripts/toolchain.sh), like scripts/test.sh, so target/ has one owner.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -13,13 +13,7 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 scripts/install-deps.sh
 
-build=(cargo build --release --locked -p prims -p prims-jailer)
-if [ -n "${SUDO_USER:-}" ] && [ "$SUDO_USER" != root ]; then
-  home=$(getent passwd "$SUDO_USER" | cut -d: -f6)
-  echo "== ${build[*]} (as $SUDO_USER)"
-  sudo -u "$SUDO_USER" env "PATH=$home/.cargo/bin:$PATH" "${build[@]}"
-else
-  echo "== ${build[*]}"
-  "${build[@]}"
-fi
+. scripts/toolchain.sh
+echo "== cargo build --release -p prims -p prims-jailer"
+cargo build --release --locked -p prims -p prims-jailer
 exec target/release/prims serve "$@"

@@ -10,6 +10,7 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 
 scripts/install-deps.sh
+. scripts/toolchain.sh
 
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
@@ -42,16 +43,26 @@ passed=$((passed + mcp_passed))
 failed=$((failed + mcp_failed))
 [ "$mcp_status" -eq 0 ] || { echo "cargo-test: $passed passed, $failed failed"; exit "$mcp_status"; }
 
+# The remaining stages each count as one test; a failure still ends with the summary line.
+stage() {
+  if "$@"; then
+    passed=$((passed + 1))
+  else
+    echo "FAILED: $*"
+    echo "cargo-test: $passed passed, $((failed + 1)) failed"
+    exit 1
+  fi
+}
 echo "== the README's quick start: scripts/serve.sh, driven by the Python MCP SDK"
-tests/quickstart.sh
+stage tests/quickstart.sh
 echo "== the container entry point: refuses without privilege, serves with it"
-tests/container-entrypoint.sh
+stage tests/container-entrypoint.sh
 echo "== packaging: the .deb, and systemd-analyze verify on its units"
-deb=$(packaging/build-deb.sh | tail -1)
-packaging/verify-units.sh "$deb"
+stage packaging/build-deb.sh
+stage packaging/verify-units.sh target/debian/prims_*.deb
 
 if [ "${PRIMS_VM_TESTS:-1}" != 0 ]; then
   echo "== cgroup v2, the .deb and the systemd units in a VM (PRIMS_VM_TESTS=0 skips)"
-  scripts/vm-check.sh
+  stage scripts/vm-check.sh
 fi
 echo "cargo-test: $passed passed, $failed failed"

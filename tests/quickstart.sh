@@ -10,7 +10,7 @@ state=$(mktemp -d /tmp/prims-quickstart.XXXXXX)
 log=$state.log
 cleanup() {
   [ -n "${pid:-}" ] && kill -TERM "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
-  findmnt -rn -o TARGET | grep "^$state/" | sort -r | xargs -r umount -l
+  findmnt -rn -o TARGET | grep "^$state/" | sort -r | xargs -r umount -l || true
   rm -rf "$state" "$log"
 }
 trap cleanup EXIT
