@@ -58,6 +58,14 @@ expect supervisor_restarts systemctl restart prims-supervisor.service
 expect mcp_health_after_restart wait_health
 smoke after "$state" || fails=$((fails+1))
 
+echo "== upgrade: dpkg -i again while both services run"
+before=$(systemctl show -p MainPID --value prims-supervisor.service)
+expect upgrade_installs dpkg -i "$here"/prims_*.deb
+expect upgrade_keeps_the_edited_policy grep -qx 'default_packages = \[\]' /etc/prims/policy.toml
+expect upgrade_restarted_the_supervisor bash -c "[ \"\$(systemctl show -p MainPID --value prims-supervisor.service)\" != '$before' ] && systemctl is-active -q prims-supervisor.service prims-mcp.service"
+expect mcp_health_after_upgrade wait_health
+smoke after "$state" || fails=$((fails+1))
+
 echo "== systemctl status"
 systemctl --no-pager status prims-supervisor.service prims-mcp.service | sed 's/^/   /' | head -40
 for u in prims-supervisor.service prims-mcp.service; do
