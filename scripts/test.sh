@@ -22,12 +22,12 @@ echo "== cargo test"
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 set +e
-cargo test --workspace --locked -- --test-threads="${PRIMS_TEST_THREADS:-4}" 2>&1 | tee "$log"
+cargo test --workspace --locked --no-fail-fast -- --test-threads="${PRIMS_TEST_THREADS:-4}" 2>&1 | tee "$log"
 status=${PIPESTATUS[0]}
 set -e
 passed=$(awk '/^test result:/ {p += $4} END {print p + 0}' "$log")
 failed=$(awk '/^test result:/ {f += $6} END {print f + 0}' "$log")
-[ "$status" -eq 0 ] || exit "$status"
+[ "$status" -eq 0 ] || { echo "cargo-test: $passed passed, $failed failed"; exit "$status"; }
 
 echo "== MCP clients (Python SDK, Inspector, mcp-remote) against prims serve"
 mcp_log=$(mktemp)

@@ -139,11 +139,21 @@ async fn output_streams_as_progress_before_the_result() {
     let r = run(&c, code, None).await;
     let done = Instant::now();
     assert!(r["stdout"].as_str().unwrap().contains("tick 5"));
-    let progress = c.service().progress.lock().unwrap().clone();
-    let texts: String = progress
-        .iter()
-        .filter_map(|(_, p)| p.message.clone())
-        .collect();
+    // rmcp's client handles each notification in its own task, so the last
+    // may land just after the result.
+    let streamed = || {
+        let progress = c.service().progress.lock().unwrap().clone();
+        let texts: String = progress
+            .iter()
+            .filter_map(|(_, p)| p.message.clone())
+            .collect();
+        (progress, texts)
+    };
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !streamed().1.contains("tick 5") && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let (progress, texts) = streamed();
     assert!(
         texts.contains("tick 0") && texts.contains("tick 5"),
         "streamed: {texts:?}"
@@ -169,13 +179,21 @@ async fn output_streams_as_progress_before_the_result() {
         None,
     )
     .await;
-    let logs = c.service().logs.lock().unwrap().clone();
+    // Both are sent before the result; the client may still be handling them.
     let by = |name: &str| {
-        logs.iter()
+        c.service()
+            .logs
+            .lock()
+            .unwrap()
+            .iter()
             .filter(|(_, l)| l.logger.as_deref() == Some(name))
             .map(|(_, l)| l.data.as_str().unwrap_or("").to_owned())
             .collect::<String>()
     };
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while (by("stdout").is_empty() || by("stderr").is_empty()) && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     assert_eq!(
         (by("stdout"), by("stderr")),
         ("out\n".to_owned(), "err\n".to_owned())
