@@ -177,6 +177,10 @@ fn run(args: McpArgs) -> Result<()> {
         stop_on_signals(&shutdown);
         let listener = tokio::net::TcpListener::from_std(listener)?;
         eprintln!("prims mcp: serving MCP at http://{listen}/mcp");
+        // Type=notify: the port is bound and privileges are dropped.
+        if let Err(e) = sd_notify::notify(false, &[sd_notify::NotifyState::Ready]) {
+            tracing::warn!(error = %e, "could not tell systemd the front-end is ready");
+        }
         let opts = FrontendOptions {
             socket: args.socket,
             policy,

@@ -39,6 +39,9 @@ expect policy_check prims policy check /etc/prims/policy.toml
 
 echo "== systemctl enable --now prims-supervisor prims-mcp"
 expect services_start systemctl enable --now prims-supervisor.service prims-mcp.service
+# Type=notify: once systemctl returns, both must already accept connections.
+expect ready_means_socket_accepts python3 -c 'import socket; s = socket.socket(socket.AF_UNIX); s.connect("/run/prims/supervisor.sock")'
+expect ready_means_port_accepts python3 -c 'import socket; socket.create_connection(("127.0.0.1", 9000), timeout=2)'
 expect mcp_health wait_health
 echo "-- prims doctor on this host:"
 prims doctor --policy /etc/prims/policy.toml | sed 's/^/   /'

@@ -28,6 +28,11 @@ pub async fn serve<H: Handler>(
     shutdown: CancellationToken,
 ) -> Result<(), ServerError> {
     let (listener, identity) = bind(&cfg).await?;
+    // Under systemd (Type=notify) clients may connect from here on; without
+    // NOTIFY_SOCKET this does nothing.
+    if let Err(e) = sd_notify::notify(false, &[sd_notify::NotifyState::Ready]) {
+        tracing::warn!(error = %e, "could not tell systemd the supervisor is ready");
+    }
     let slots = Arc::new(Semaphore::new(cfg.max_connections));
     let tracker = TaskTracker::new();
     loop {
