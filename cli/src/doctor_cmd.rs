@@ -127,7 +127,10 @@ fn delegated_v2_parent(pid: i32) -> Result<(PathBuf, String), String> {
         .lines()
         .find_map(|l| l.strip_prefix("0::"))
         .ok_or("it is not in a cgroup v2 hierarchy")?;
-    let own = own.strip_suffix("/supervisor").unwrap_or(own);
+    let own = own
+        .strip_suffix(prims_supervisor::daemon::SUPERVISOR_LEAF)
+        .and_then(|o| o.strip_suffix('/'))
+        .unwrap_or(own);
     let dir = Path::new("/sys/fs/cgroup").join(own.trim_start_matches('/'));
     let controllers = std::fs::read_to_string(dir.join("cgroup.subtree_control"))
         .map_err(|e| format!("reading {}/cgroup.subtree_control: {e}", dir.display()))?;

@@ -64,20 +64,7 @@ fn run(args: SupervisorArgs) -> Result<()> {
         .context("starting the async runtime")?;
     rt.block_on(async move {
         let shutdown = CancellationToken::new();
-        let stop = shutdown.clone();
-        tokio::spawn(async move {
-            let _ = tokio::signal::ctrl_c().await;
-            stop.cancel();
-        });
-        let stop = shutdown.clone();
-        if let Ok(mut term) =
-            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        {
-            tokio::spawn(async move {
-                term.recv().await;
-                stop.cancel();
-            });
-        }
+        crate::mcp_cmd::stop_on_signals(&shutdown);
         daemon::start(
             DaemonConfig {
                 policy,

@@ -110,7 +110,7 @@ fn serve_starts_both_and_stops_on_ctrl_c() {
     };
     let out = banner();
     let marker = state.display().to_string();
-    let survivors = support::processes_with_marker(&marker);
+    let survivors = prims_tests::host::processes_with_marker(&marker);
     assert!(
         survivors.is_empty(),
         "children outlived prims serve: {survivors:?}"

@@ -5,12 +5,13 @@
 
 mod support;
 
+use prims_tests::host::processes_with_marker;
 use rmcp::model::{ClientRequest, Request};
 use rmcp::service::PeerRequestOptions;
 use serde_json::json;
 use std::time::{Duration, Instant};
 use support::client::{call, connect, connect_stateless, err, ok, params, run};
-use support::{processes_with_marker, Stack};
+use support::Stack;
 
 #[tokio::test(flavor = "multi_thread")]
 async fn lists_five_tools_with_output_schemas_and_the_prompt() {

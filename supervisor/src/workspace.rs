@@ -17,6 +17,12 @@ pub enum WorkspaceError {
     NotADirectory(PathBuf),
     #[error("workspace {0} contains a symlink where a directory belongs")]
     Symlink(PathBuf),
+    #[error(
+        "cannot give workspace {path} to host uid {uid}: this user namespace has no such uid \
+         (inside a container or user namespace, map the whole identity.uid_base..+uid_count \
+         range, or run PRIMS on the host)"
+    )]
+    UidNotMapped { path: PathBuf, uid: u32 },
 }
 
 fn io_err(path: &Path) -> impl FnOnce(io::Error) -> WorkspaceError + '_ {
@@ -60,5 +66,14 @@ fn chown_if_needed(
         return Ok(());
     }
     // lchown: never follow a link planted in the workspace.
-    std::os::unix::fs::lchown(p, Some(uid), Some(gid)).map_err(io_err(p))
+    std::os::unix::fs::lchown(p, Some(uid), Some(gid)).map_err(|e| {
+        if e.raw_os_error() == Some(libc::EINVAL) {
+            WorkspaceError::UidNotMapped {
+                path: p.to_path_buf(),
+                uid,
+            }
+        } else {
+            io_err(p)(e)
+        }
+    })
 }

@@ -217,24 +217,3 @@ impl Drop for Stack {
         prims_supervisor::teardown::remove_cgroup_parent(&self.cgroup_parent);
     }
 }
-
-/// Host processes (not this one) whose command line contains `marker`.
-pub fn processes_with_marker(marker: &str) -> Vec<(i32, String)> {
-    let me = std::process::id() as i32;
-    let mut found = Vec::new();
-    for ent in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-        let Ok(pid) = ent.file_name().to_string_lossy().parse::<i32>() else {
-            continue;
-        };
-        if pid == me {
-            continue;
-        }
-        let Ok(cmd) = std::fs::read(ent.path().join("cmdline")) else {
-            continue;
-        };
-        if cmd.windows(marker.len()).any(|w| w == marker.as_bytes()) {
-            found.push((pid, String::from_utf8_lossy(&cmd).replace('\0', " ")));
-        }
-    }
-    found
-}

@@ -6,7 +6,7 @@ mod run;
 mod scheduler;
 mod startup;
 
-pub use startup::{start, DaemonConfig};
+pub use startup::{start, DaemonConfig, SUPERVISOR_LEAF};
 
 use crate::cgroups::Parents;
 use crate::envs::Envs;

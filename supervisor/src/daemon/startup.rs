@@ -15,6 +15,10 @@ use std::sync::{Arc, RwLock};
 use std::time::{Duration, SystemTime};
 use tokio_util::sync::CancellationToken;
 
+/// On cgroup v2 the daemon moves itself into this leaf of its delegated
+/// cgroup, whose other children are the job cgroups.
+pub const SUPERVISOR_LEAF: &str = "supervisor";
+
 /// Names of the daemon's job cgroups start with this.
 pub const JOB_PREFIX: &str = "job-";
 
@@ -60,7 +64,7 @@ fn prepare_cgroups(policy: &Policy) -> Result<cgroups::Parents, StartError> {
         && matches!(prims_cgroup::detect(), Ok(prims_cgroup::Version::V2))
     {
         // The no-internal-processes rule: leave our own cgroup to its children.
-        prims_cgroup::v2_move_self_to_leaf("supervisor")?;
+        prims_cgroup::v2_move_self_to_leaf(SUPERVISOR_LEAF)?;
     }
     let parents = cgroups::resolve(policy)?;
     if let Ok(manager) = cgroups::manager(&parents) {
