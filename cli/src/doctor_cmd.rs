@@ -10,9 +10,9 @@ pub struct DoctorArgs {
     /// Policy TOML (default: built-in defaults).
     #[arg(long)]
     policy: Option<PathBuf>,
-    #[arg(long, default_value = "/var/lib/prims")]
+    #[arg(long, default_value = crate::STATE_DIR)]
     state_dir: PathBuf,
-    #[arg(long, default_value = "/run/prims/supervisor.sock")]
+    #[arg(long, default_value = crate::SOCKET)]
     socket: PathBuf,
 }
 

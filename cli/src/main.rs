@@ -11,6 +11,10 @@ mod supervisor_cmd;
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 
+/// Where the packaged units keep state and the supervisor's socket.
+const STATE_DIR: &str = "/var/lib/prims";
+const SOCKET: &str = "/run/prims/supervisor.sock";
+
 #[derive(Parser)]
 #[command(
     name = "prims",

@@ -16,7 +16,7 @@ pub struct McpArgs {
     #[arg(long, default_value = "127.0.0.1:9000")]
     pub listen: SocketAddr,
     /// The supervisor's Unix socket.
-    #[arg(long, default_value = "/run/prims/supervisor.sock")]
+    #[arg(long, default_value = crate::SOCKET)]
     pub socket: PathBuf,
     /// Policy TOML, for the egress and session settings (default: built-in defaults).
     #[arg(long)]

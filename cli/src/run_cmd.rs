@@ -29,7 +29,7 @@ pub struct RunArgs {
     #[arg(long)]
     workspace: Option<PathBuf>,
     /// State directory; the empty venv is cached in its `run-envs/`.
-    #[arg(long, default_value = "/var/lib/prims")]
+    #[arg(long, default_value = crate::STATE_DIR)]
     state_dir: PathBuf,
     /// Path of prims-jailer (default: next to this binary).
     #[arg(long, env = "PRIMS_JAILER")]

@@ -23,7 +23,7 @@ pub struct ServeArgs {
     #[arg(long)]
     policy: Option<PathBuf>,
     /// State directory, created if missing: sessions, environments, the socket.
-    #[arg(long, default_value = "/var/lib/prims")]
+    #[arg(long, default_value = crate::STATE_DIR)]
     state_dir: PathBuf,
     /// Address of the MCP endpoint.
     #[arg(long, default_value = "127.0.0.1:9000")]

@@ -13,10 +13,10 @@ pub struct SupervisorArgs {
     #[arg(long)]
     policy: Option<PathBuf>,
     /// State directory: sessions, environments, audit log.
-    #[arg(long, default_value = "/var/lib/prims")]
+    #[arg(long, default_value = crate::STATE_DIR)]
     state_dir: PathBuf,
     /// Unix socket to listen on (mode 0660).
-    #[arg(long, default_value = "/run/prims/supervisor.sock")]
+    #[arg(long, default_value = crate::SOCKET)]
     socket: PathBuf,
     /// A user besides root that may connect (the MCP front-end's), by uid or
     /// name; repeatable.
