@@ -100,6 +100,7 @@ async fn socket_run(c: &Client, sid: &str) -> Result<f64> {
         .run(
             RunRequest {
                 session_id: sid.into(),
+                tenant: None,
                 code: "print(1)".into(),
                 requirements: vec![],
                 limits: LimitRequest::default(),

@@ -61,6 +61,7 @@ fn start(prims: &Path, dir: &Path, policy: Option<&Path>) -> Result<Supervisor> 
 fn req(session: &str, code: &str, requirements: &[&str]) -> RunRequest {
     RunRequest {
         session_id: session.into(),
+        tenant: None,
         code: code.into(),
         requirements: requirements.iter().map(|r| r.to_string()).collect(),
         limits: LimitRequest::default(),

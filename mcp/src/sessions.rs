@@ -40,6 +40,30 @@ impl Caller {
     }
 }
 
+/// A session as the front-end uses it: its id, and the tenant every
+/// request about it acts for (the supervisor checks the two belong
+/// together).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionRef {
+    pub id: String,
+    pub tenant: Option<String>,
+}
+
+impl SessionRef {
+    /// What logs call the session: a digest, never the id, which is a
+    /// capability (whoever reads it may use the session).
+    pub fn tag(&self) -> String {
+        log_tag(&self.id)
+    }
+}
+
+/// 48 bits of the SHA-256 of a session id: enough to follow one session
+/// through the logs, useless for reaching it.
+pub fn log_tag(id: &str) -> String {
+    use sha2::{Digest, Sha256};
+    hex::encode(&Sha256::digest(id.as_bytes())[..6])
+}
+
 #[derive(Debug, Clone)]
 struct Binding {
     session: String,
@@ -74,15 +98,21 @@ impl Sessions {
         &self,
         explicit: Option<&str>,
         caller: &Caller,
-    ) -> Result<String, ToolError> {
+    ) -> Result<SessionRef, ToolError> {
+        let tenant = caller.tenant.clone();
+        let session = |id: String| SessionRef {
+            id,
+            tenant: tenant.clone(),
+        };
         if let Some(id) = explicit.map(str::trim).filter(|s| !s.is_empty()) {
-            self.check(id, caller.tenant.as_deref()).await?;
-            return Ok(id.to_owned());
+            let s = session(id.to_owned());
+            self.check(&s).await?;
+            return Ok(s);
         }
         let Some(mcp) = caller.mcp_session.as_deref() else {
             let s = self.sup.open_session(caller.tenant.clone()).await?;
-            tracing::debug!(session = %s.session_id, "opened a session for a stateless call");
-            return Ok(s.session_id);
+            tracing::debug!(session = %log_tag(&s.session_id), "opened a session for a stateless call");
+            return Ok(session(s.session_id));
         };
         let existing = self.bound.lock().await.get(mcp).cloned();
         if let Some(b) = &existing {
@@ -91,10 +121,10 @@ impl Sessions {
                     "This MCP session belongs to another client; initialize a new one.",
                 ));
             }
-            match self.sup.session_info(&b.session).await {
-                Ok(_) => return Ok(b.session.clone()),
+            match self.sup.session_info(&session(b.session.clone())).await {
+                Ok(_) => return Ok(session(b.session.clone())),
                 Err(e) if error_code(&e) == Some(ErrorCode::NotFound) => {
-                    tracing::info!(session = %b.session, "bound session expired; opening a new one");
+                    tracing::info!(session = %log_tag(&b.session), "bound session expired; opening a new one");
                 }
                 Err(e) => return Err(e.into()),
             }
@@ -103,11 +133,11 @@ impl Sessions {
         if let Some(now) = bound.get(mcp) {
             // Another call bound (or re-bound) it meanwhile.
             if existing.as_ref().map(|b| &b.session) != Some(&now.session) {
-                return Ok(now.session.clone());
+                return Ok(session(now.session.clone()));
             }
         }
         let s = self.sup.open_session(caller.tenant.clone()).await?;
-        tracing::debug!(session = %s.session_id, "opened a session for an MCP session");
+        tracing::debug!(session = %log_tag(&s.session_id), "opened a session for an MCP session");
         bound.insert(
             mcp.to_owned(),
             Binding {
@@ -115,30 +145,34 @@ impl Sessions {
                 tenant: caller.tenant.clone(),
             },
         );
-        Ok(s.session_id)
+        Ok(session(s.session_id))
     }
 
-    /// Fails unless session `id` exists and belongs to `tenant`; another
-    /// tenant's session looks exactly like a missing one.
-    pub async fn check(&self, id: &str, tenant: Option<&str>) -> Result<(), ToolError> {
-        match self.sup.session_info(id).await {
-            Ok(info) if info.tenant.as_deref() == tenant => Ok(()),
+    /// Fails unless the session exists and belongs to its tenant; another
+    /// tenant's session looks exactly like a missing one (the supervisor
+    /// checks the tenant, and so does this).
+    pub async fn check(&self, s: &SessionRef) -> Result<(), ToolError> {
+        match self.sup.session_info(s).await {
+            Ok(info) if info.tenant == s.tenant => Ok(()),
             Ok(_) => {
-                tracing::warn!(session = id, ?tenant, "refused another tenant's session");
-                Err(gone(id))
+                tracing::warn!(session = %s.tag(), tenant = ?s.tenant, "refused another tenant's session");
+                Err(gone(&s.id))
             }
-            Err(e) if matches!(error_code(&e), Some(ErrorCode::NotFound)) => Err(gone(id)),
+            Err(e) if matches!(error_code(&e), Some(ErrorCode::NotFound)) => Err(gone(&s.id)),
             Err(e) => Err(e.into()),
         }
     }
 
     /// The session bound to a legacy MCP session, if any, for `tenant`.
-    pub async fn bound(&self, mcp: &str, tenant: Option<&str>) -> Option<String> {
+    pub async fn bound(&self, mcp: &str, tenant: Option<&str>) -> Option<SessionRef> {
         let bound = self.bound.lock().await;
         bound
             .get(mcp)
             .filter(|b| b.tenant.as_deref() == tenant)
-            .map(|b| b.session.clone())
+            .map(|b| SessionRef {
+                id: b.session.clone(),
+                tenant: b.tenant.clone(),
+            })
     }
 
     /// The MCP session `mcp` ended (HTTP DELETE): close its workspace.
@@ -152,12 +186,16 @@ impl Sessions {
         };
         let Some(b) = binding else { return };
         self.forget_mounts(&b.session);
-        match self.sup.close_session(&b.session).await {
+        let s = SessionRef {
+            id: b.session,
+            tenant: b.tenant,
+        };
+        match self.sup.close_session(&s).await {
             Ok(()) => {
-                tracing::info!(session = %b.session, "closed the workspace of a deleted MCP session")
+                tracing::info!(session = %s.tag(), "closed the workspace of a deleted MCP session")
             }
             Err(e) => {
-                tracing::warn!(session = %b.session, error = %e, "closing a workspace failed")
+                tracing::warn!(session = %s.tag(), error = %e, "closing a workspace failed")
             }
         }
     }

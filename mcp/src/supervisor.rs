@@ -1,6 +1,7 @@
 //! The front-end's side of the supervisor socket: a small pool of
 //! connections, reconnected on demand, and typed helpers for each request.
 
+use crate::sessions::SessionRef;
 use prims_protocol::client::{Call, Client, ClientError, MountUpload};
 use prims_protocol::wire::{
     DirEntry, ErrorCode, ErrorReply, FileData, Reply, RequestBody, SessionInfo, Stats,
@@ -65,9 +66,10 @@ impl Supervisor {
         }
     }
 
-    pub async fn session_info(&self, session_id: &str) -> Result<SessionInfo, ClientError> {
+    pub async fn session_info(&self, s: &SessionRef) -> Result<SessionInfo, ClientError> {
         let body = RequestBody::SessionInfo {
-            session_id: session_id.to_owned(),
+            session_id: s.id.clone(),
+            tenant: s.tenant.clone(),
         };
         match self.request(body).await? {
             Reply::Session(s) => Ok(s),
@@ -75,9 +77,10 @@ impl Supervisor {
         }
     }
 
-    pub async fn close_session(&self, session_id: &str) -> Result<(), ClientError> {
+    pub async fn close_session(&self, s: &SessionRef) -> Result<(), ClientError> {
         let body = RequestBody::CloseSession {
-            session_id: session_id.to_owned(),
+            session_id: s.id.clone(),
+            tenant: s.tenant.clone(),
         };
         match self.request(body).await? {
             Reply::Closed => Ok(()),
@@ -85,13 +88,10 @@ impl Supervisor {
         }
     }
 
-    pub async fn list_dir(
-        &self,
-        session_id: &str,
-        path: &str,
-    ) -> Result<Vec<DirEntry>, ClientError> {
+    pub async fn list_dir(&self, s: &SessionRef, path: &str) -> Result<Vec<DirEntry>, ClientError> {
         let body = RequestBody::ListDir {
-            session_id: session_id.to_owned(),
+            session_id: s.id.clone(),
+            tenant: s.tenant.clone(),
             path: path.to_owned(),
         };
         match self.request(body).await? {
@@ -103,13 +103,14 @@ impl Supervisor {
     /// Up to `limit` bytes (at most one frame's worth) of a file, from `offset`.
     pub async fn read_file(
         &self,
-        session_id: &str,
+        s: &SessionRef,
         path: &str,
         offset: u64,
         limit: u64,
     ) -> Result<FileData, ClientError> {
         let body = RequestBody::ReadFile {
-            session_id: session_id.to_owned(),
+            session_id: s.id.clone(),
+            tenant: s.tenant.clone(),
             path: path.to_owned(),
             offset,
             limit,
@@ -123,12 +124,12 @@ impl Supervisor {
     /// A whole file, refused with `Quota` when it is larger than `max`.
     pub async fn read_all(
         &self,
-        session_id: &str,
+        s: &SessionRef,
         path: &str,
         max: u64,
     ) -> Result<Vec<u8>, ClientError> {
         let chunk = MAX_CHUNK_BYTES as u64;
-        let first = self.read_file(session_id, path, 0, chunk.min(max)).await?;
+        let first = self.read_file(s, path, 0, chunk.min(max)).await?;
         if first.size > max {
             return Err(ClientError::Server(ErrorReply {
                 code: ErrorCode::Quota,
@@ -141,9 +142,7 @@ impl Supervisor {
         let mut data = first.data;
         let mut eof = first.eof;
         while !eof && (data.len() as u64) < max {
-            let next = self
-                .read_file(session_id, path, data.len() as u64, chunk)
-                .await?;
+            let next = self.read_file(s, path, data.len() as u64, chunk).await?;
             if next.data.is_empty() {
                 break;
             }
@@ -156,13 +155,13 @@ impl Supervisor {
 
     pub async fn start_mount(
         &self,
-        session_id: &str,
+        s: &SessionRef,
         path: &str,
         size: u64,
     ) -> Result<MountUpload, ClientError> {
         self.client()
             .await?
-            .start_mount(session_id, path, size)
+            .start_mount(&s.id, s.tenant.as_deref(), path, size)
             .await
     }
 

@@ -276,14 +276,23 @@ async fn tokens_authenticate_and_tenants_stay_apart() {
         http("token-of-tenant-a-0123").await.unwrap().status(),
         StatusCode::OK
     );
-    // The supervisor recorded the tenant.
-    let info = stack
-        .supervisor()
-        .await
-        .request(RequestBody::SessionInfo { session_id: sa })
-        .await
-        .unwrap();
-    assert!(format!("{info:?}").contains("Some(\"a\")"));
+    // The supervisor recorded the tenant, and checks it on every request
+    // itself: asked for another tenant, or for none, the session does not exist.
+    let sup = stack.supervisor().await;
+    let info = |tenant: Option<&str>| {
+        sup.request(RequestBody::SessionInfo {
+            session_id: sa.clone(),
+            tenant: tenant.map(str::to_owned),
+        })
+    };
+    let own = info(Some("a")).await.unwrap();
+    assert!(format!("{own:?}").contains("Some(\"a\")"), "{own:?}");
+    for other in [Some("b"), None] {
+        match info(other).await {
+            Err(ClientError::Server(e)) => assert_eq!(e.code, ErrorCode::NotFound, "{other:?}"),
+            r => panic!("tenant {other:?} reached tenant a's session: {r:?}"),
+        }
+    }
 }
 
 /// The JSON-RPC result in an SSE (or JSON) response body.
@@ -344,6 +353,7 @@ async fn deleting_a_legacy_session_closes_its_workspace() {
     let sup = stack.supervisor().await;
     sup.request(RequestBody::SessionInfo {
         session_id: sid.clone(),
+        tenant: None,
     })
     .await
     .expect("session exists");
@@ -360,7 +370,10 @@ async fn deleting_a_legacy_session_closes_its_workspace() {
         del.status()
     );
     match sup
-        .request(RequestBody::SessionInfo { session_id: sid })
+        .request(RequestBody::SessionInfo {
+            session_id: sid,
+            tenant: None,
+        })
         .await
     {
         Err(ClientError::Server(e)) => assert_eq!(e.code, ErrorCode::NotFound),

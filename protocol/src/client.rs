@@ -247,7 +247,7 @@ impl Client {
         }
     }
 
-    /// Write `data` to `mounts/<path>` of a session.
+    /// Write `data` to `mounts/<path>` of a session opened with no tenant.
     pub async fn write_mount(
         &self,
         session_id: &str,
@@ -255,7 +255,7 @@ impl Client {
         data: &[u8],
     ) -> Result<Mounted, ClientError> {
         let mut upload = self
-            .start_mount(session_id, path, data.len() as u64)
+            .start_mount(session_id, None, path, data.len() as u64)
             .await?;
         upload.send(data).await?;
         upload.finish().await
@@ -265,11 +265,13 @@ impl Client {
     pub async fn start_mount(
         &self,
         session_id: &str,
+        tenant: Option<&str>,
         path: &str,
         size: u64,
     ) -> Result<MountUpload, ClientError> {
         let body = RequestBody::WriteMount {
             session_id: session_id.to_owned(),
+            tenant: tenant.map(str::to_owned),
             path: path.to_owned(),
             size,
         };

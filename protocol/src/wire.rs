@@ -8,7 +8,7 @@ use crate::{LimitRequest, Outcome};
 use serde::{Deserialize, Serialize};
 
 /// Bumped on any incompatible change to these types.
-pub const PROTOCOL_VERSION: u32 = 1;
+pub const PROTOCOL_VERSION: u32 = 2;
 /// Largest frame either side accepts; bigger ones close the connection.
 pub const MAX_FRAME_BYTES: usize = 8 * 1024 * 1024;
 /// Largest chunk of file data in one frame.
@@ -40,6 +40,10 @@ pub struct Request {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "op", deny_unknown_fields)]
+/// Every request that names a session also names the tenant it acts for
+/// (none without bearer tokens). The supervisor checks it against the
+/// tenant that opened the session, and answers `not_found` on a mismatch,
+/// exactly as for a session that does not exist.
 pub enum RequestBody {
     OpenSession {
         #[serde(default)]
@@ -47,9 +51,13 @@ pub enum RequestBody {
     },
     CloseSession {
         session_id: String,
+        #[serde(default)]
+        tenant: Option<String>,
     },
     SessionInfo {
         session_id: String,
+        #[serde(default)]
+        tenant: Option<String>,
     },
     Run(RunRequest),
     /// Cancel the request `target` of this connection.
@@ -58,11 +66,15 @@ pub enum RequestBody {
     },
     ListDir {
         session_id: String,
+        #[serde(default)]
+        tenant: Option<String>,
         /// Relative to the workspace root.
         path: String,
     },
     ReadFile {
         session_id: String,
+        #[serde(default)]
+        tenant: Option<String>,
         path: String,
         #[serde(default)]
         offset: u64,
@@ -72,6 +84,8 @@ pub enum RequestBody {
     /// requests with the same id... see `MountChunk`.
     WriteMount {
         session_id: String,
+        #[serde(default)]
+        tenant: Option<String>,
         /// Relative to `mounts/`.
         path: String,
         /// Exact size the chunks will add up to.
@@ -90,6 +104,8 @@ pub enum RequestBody {
 #[serde(rename_all = "snake_case", deny_unknown_fields)]
 pub struct RunRequest {
     pub session_id: String,
+    #[serde(default)]
+    pub tenant: Option<String>,
     pub code: String,
     #[serde(default)]
     pub requirements: Vec<String>,

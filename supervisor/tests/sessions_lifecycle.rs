@@ -22,8 +22,10 @@ fn create_info_close_with_a_quota_image() {
     assert!(info.created > 0 && info.last_used >= info.created);
     assert_eq!(store.len(), 1);
 
-    let s = store.get(&id).unwrap();
-    let ws = t.sessions().join(&id);
+    let s = store.get(&id, Some("acme")).unwrap();
+    let name = store.name_of(&id).unwrap();
+    assert_eq!(s.name, name);
+    let ws = t.sessions().join(&name);
     assert_eq!(s.workspace, ws);
     assert!((p.uid_base..p.uid_base + p.uid_count - 1).contains(&s.host_uid));
     assert!(is_mounted(&ws), "the workspace is the image's mount point");
@@ -40,7 +42,7 @@ fn create_info_close_with_a_quota_image() {
         let m = std::fs::metadata(ws.join(sub)).unwrap();
         assert_eq!(m.uid(), s.host_uid, "{sub}");
     }
-    let json = t.sessions().join(format!("{id}.json"));
+    let json = t.sessions().join(format!("{name}.json"));
     let meta: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
     assert_eq!(meta["host_uid"], s.host_uid);
     assert_eq!(meta["tenant"], "acme");
@@ -48,15 +50,21 @@ fn create_info_close_with_a_quota_image() {
         std::fs::metadata(&json).unwrap().permissions().mode() & 0o777,
         0o600
     );
-    let img = t.sessions().join(format!("{id}.img"));
+    let img = t.sessions().join(format!("{name}.img"));
     let img_meta = std::fs::metadata(&img).unwrap();
     assert_eq!(img_meta.len(), 16 * MIB);
     assert!(img_meta.blocks() * 512 < 4 * MIB, "the image is sparse");
 
-    store.close(&id).unwrap();
+    store.close(&id, Some("acme")).unwrap();
     assert_eq!(store.len(), 0);
-    assert!(matches!(store.get(&id), Err(SessionError::NotFound(_))));
-    assert!(matches!(store.close(&id), Err(SessionError::NotFound(_))));
+    assert!(matches!(
+        store.get(&id, Some("acme")),
+        Err(SessionError::NotFound)
+    ));
+    assert!(matches!(
+        store.close(&id, Some("acme")),
+        Err(SessionError::NotFound)
+    ));
     assert!(!is_mounted(&ws));
     for gone in [&ws, &json, &img] {
         assert!(!gone.exists(), "{} left behind", gone.display());
@@ -68,9 +76,13 @@ fn create_info_close_with_a_quota_image() {
 fn sessions_are_isolated() {
     let t = TestDir::new("prims-sess-iso-");
     let store = SessionStore::open(&t.path, &policy(QuotaMode::Loop)).unwrap();
-    let a = store.get(&store.create(None).unwrap().session_id).unwrap();
-    let b = store.get(&store.create(None).unwrap().session_id).unwrap();
-    assert_ne!(a.id, b.id);
+    let a = store
+        .get(&store.create(None).unwrap().session_id, None)
+        .unwrap();
+    let b = store
+        .get(&store.create(None).unwrap().session_id, None)
+        .unwrap();
+    assert_ne!(a.name, b.name);
     assert_ne!(a.host_uid, b.host_uid);
     assert_ne!(a.workspace, b.workspace);
     std::fs::write(a.workspace.join("output/a.txt"), "a").unwrap();
@@ -96,17 +108,17 @@ fn the_build_uid_is_never_given_and_uids_are_reused() {
     let a = store.create(None).unwrap().session_id;
     let b = store.create(None).unwrap().session_id;
     let uids = [
-        store.get(&a).unwrap().host_uid,
-        store.get(&b).unwrap().host_uid,
+        store.get(&a, None).unwrap().host_uid,
+        store.get(&b, None).unwrap().host_uid,
     ];
     assert_eq!(uids, [p.uid_base, p.uid_base + 1]);
     let e = store.create(None).unwrap_err();
     assert!(matches!(e, SessionError::NoUid(2)), "{e}");
     assert_eq!(e.code(), ErrorCode::Busy);
-    store.close(&a).unwrap();
+    store.close(&a, None).unwrap();
     let c = store.create(None).unwrap().session_id;
     assert_eq!(
-        store.get(&c).unwrap().host_uid,
+        store.get(&c, None).unwrap().host_uid,
         p.uid_base,
         "freed uid reused"
     );
@@ -145,16 +157,20 @@ fn bad_ids_never_reach_the_filesystem() {
         &id[..31],
         &format!("{id}/.."),
     ] {
-        let e = store.get(bad).unwrap_err();
+        let e = store.get(bad, None).unwrap_err();
         assert!(matches!(e, SessionError::BadId(_)), "{bad}: {e}");
         assert_eq!(e.code(), ErrorCode::BadRequest);
-        assert!(matches!(store.close(bad), Err(SessionError::BadId(_))));
-        assert!(store.run_started(bad).is_err());
-        store.touch(bad);
-        store.run_finished(bad);
+        assert!(matches!(
+            store.close(bad, None),
+            Err(SessionError::BadId(_))
+        ));
+        assert!(matches!(store.info(bad, None), Err(SessionError::BadId(_))));
     }
     let unknown = "0123456789abcdef0123456789abcdef";
-    assert_eq!(store.info(unknown).unwrap_err().code(), ErrorCode::NotFound);
+    assert_eq!(
+        store.info(unknown, None).unwrap_err().code(),
+        ErrorCode::NotFound
+    );
     assert_eq!(store.len(), 1);
 }
 
@@ -175,12 +191,13 @@ fn no_quota_mode_uses_a_plain_directory() {
     let store = SessionStore::open(&t.path, &policy(QuotaMode::None)).unwrap();
     let info = store.create(None).unwrap();
     assert_eq!(info.disk_quota_bytes, 0, "not enforced, and says so");
-    let s = store.get(&info.session_id).unwrap();
+    let id = info.session_id;
+    let s = store.get(&id, None).unwrap();
     assert!(!is_mounted(&s.workspace));
-    assert!(!t.sessions().join(format!("{}.img", s.id)).exists());
+    assert!(!t.sessions().join(format!("{}.img", s.name)).exists());
     std::fs::write(s.workspace.join("output/big"), vec![7u8; 3 * MIB as usize]).unwrap();
-    let used = store.info(&s.id).unwrap().disk_used_bytes;
+    let used = store.info(&id, None).unwrap().disk_used_bytes;
     assert!(used >= 3 * MIB, "{used}");
-    store.close(&s.id).unwrap();
+    store.close(&id, None).unwrap();
     assert!(!s.workspace.exists());
 }

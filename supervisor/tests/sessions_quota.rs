@@ -13,7 +13,8 @@ use std::time::Instant;
 fn writing_past_the_quota_as_the_session_uid_gets_enospc() {
     let t = TestDir::new("prims-sess-quota-");
     let store = SessionStore::open(&t.path, &policy(QuotaMode::Loop)).unwrap();
-    let s = store.get(&store.create(None).unwrap().session_id).unwrap();
+    let id = store.create(None).unwrap().session_id;
+    let s = store.get(&id, None).unwrap();
     let out = s.workspace.join("output");
     let dd = run_as(
         s.host_uid,
@@ -30,7 +31,7 @@ fn writing_past_the_quota_as_the_session_uid_gets_enospc() {
     let stderr = String::from_utf8_lossy(&dd.stderr);
     assert!(!dd.status.success(), "32 MiB fit in a 16 MiB quota?");
     assert!(stderr.contains("No space left on device"), "{stderr}");
-    let info = store.info(&s.id).unwrap();
+    let info = store.info(&id, None).unwrap();
     assert!(info.disk_used_bytes > 12 * MIB, "{}", info.disk_used_bytes);
     assert!(info.disk_used_bytes <= info.disk_quota_bytes);
     // The host's filesystem did not take the overflow.
@@ -107,7 +108,7 @@ fn measure_create_and_close() {
         let create = start.elapsed() / n;
         let start = Instant::now();
         for id in &ids {
-            store.close(id).unwrap();
+            store.close(id, None).unwrap();
         }
         let close = start.elapsed() / n;
         println!("{mode:?} quota={quota}: create {create:?}, close {close:?} per session");

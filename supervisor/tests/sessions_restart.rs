@@ -7,15 +7,15 @@ use sessions_support::*;
 use std::fs;
 use std::path::Path;
 
-fn edit_meta(sessions: &Path, id: &str, f: impl FnOnce(&mut serde_json::Value)) {
-    let path = sessions.join(format!("{id}.json"));
+fn edit_meta(sessions: &Path, name: &str, f: impl FnOnce(&mut serde_json::Value)) {
+    let path = sessions.join(format!("{name}.json"));
     let mut v: serde_json::Value = serde_json::from_slice(&fs::read(&path).unwrap()).unwrap();
     f(&mut v);
     fs::write(&path, serde_json::to_vec(&v).unwrap()).unwrap();
 }
 
-fn read_meta(sessions: &Path, id: &str) -> serde_json::Value {
-    serde_json::from_slice(&fs::read(sessions.join(format!("{id}.json"))).unwrap()).unwrap()
+fn read_meta(sessions: &Path, name: &str) -> serde_json::Value {
+    serde_json::from_slice(&fs::read(sessions.join(format!("{name}.json"))).unwrap()).unwrap()
 }
 
 #[test]
@@ -26,25 +26,28 @@ fn sessions_survive_a_restart() {
         let store = SessionStore::open(&t.path, &p).unwrap();
         let a = store.create(Some("t1".into())).unwrap();
         let b = store.create(None).unwrap();
-        let sa = store.get(&a.session_id).unwrap();
+        let sa = store.get(&a.session_id, Some("t1")).unwrap();
         fs::write(sa.workspace.join("output/kept.txt"), "still here").unwrap();
-        let uids = [sa.host_uid, store.get(&b.session_id).unwrap().host_uid];
+        let uids = [
+            sa.host_uid,
+            store.get(&b.session_id, None).unwrap().host_uid,
+        ];
         (a, b, uids)
     };
     let store = SessionStore::open(&t.path, &p).unwrap();
     assert_eq!(store.len(), 2);
-    let a2 = store.info(&a.session_id).unwrap();
+    let a2 = store.info(&a.session_id, Some("t1")).unwrap();
     assert_eq!((a2.tenant.as_deref(), a2.created), (Some("t1"), a.created));
     assert!(!a2.last_run_lost);
-    let sa = store.get(&a.session_id).unwrap();
+    let sa = store.get(&a.session_id, Some("t1")).unwrap();
     assert_eq!(sa.host_uid, uids[0]);
     assert_eq!(
         fs::read_to_string(sa.workspace.join("output/kept.txt")).unwrap(),
         "still here"
     );
-    assert_eq!(store.get(&b.session_id).unwrap().host_uid, uids[1]);
+    assert_eq!(store.get(&b.session_id, None).unwrap().host_uid, uids[1]);
     let c = store.create(None).unwrap();
-    let uc = store.get(&c.session_id).unwrap().host_uid;
+    let uc = store.get(&c.session_id, None).unwrap().host_uid;
     assert!(
         !uids.contains(&uc),
         "a restart must not hand out a taken uid"
@@ -59,17 +62,19 @@ fn a_crash_mid_run_is_recovered() {
         let store = SessionStore::open(&t.path, &p).unwrap();
         let a = store.create(None).unwrap().session_id;
         let b = store.create(None).unwrap().session_id;
-        let sa = store.get(&a).unwrap();
+        let sa = store.get(&a, None).unwrap();
         fs::write(sa.workspace.join("output/partial.csv"), "1,2\n").unwrap();
         // a: the daemon recorded the run start; b: set by hand below.
-        store.run_started(&a).unwrap();
-        assert_eq!(read_meta(&t.sessions(), &a)["run_in_flight"], true);
+        store.run_started(&sa).unwrap();
+        assert_eq!(read_meta(&t.sessions(), &sa.name)["run_in_flight"], true);
         (a, b)
     };
-    edit_meta(&t.sessions(), &b, |v| v["run_in_flight"] = true.into());
+    edit_meta(&t.sessions(), &t.name(&b), |v| {
+        v["run_in_flight"] = true.into()
+    });
     // A reboot, or a new mount namespace: the images are no longer mounted.
     for id in [&a, &b] {
-        let ws = t.sessions().join(id);
+        let ws = t.sessions().join(t.name(id));
         nix::mount::umount2(&ws, nix::mount::MntFlags::empty()).unwrap();
         assert!(!is_mounted(&ws));
     }
@@ -77,21 +82,24 @@ fn a_crash_mid_run_is_recovered() {
     let store = SessionStore::open(&t.path, &p).unwrap();
     assert_eq!(store.len(), 2);
     for id in [&a, &b] {
-        let ws = t.sessions().join(id);
+        let ws = t.sessions().join(t.name(id));
         assert!(is_mounted(&ws), "remounted");
-        assert!(store.info(id).unwrap().last_run_lost);
-        assert_eq!(read_meta(&t.sessions(), id)["run_in_flight"], false);
+        assert!(store.info(id, None).unwrap().last_run_lost);
+        assert_eq!(
+            read_meta(&t.sessions(), &t.name(id))["run_in_flight"],
+            false
+        );
     }
-    let sa = store.get(&a).unwrap();
+    let sa = store.get(&a, None).unwrap();
     assert_eq!(
         fs::read_to_string(sa.workspace.join("output/partial.csv")).unwrap(),
         "1,2\n"
     );
     // The next run supersedes the lost one.
-    store.run_started(&a).unwrap();
-    store.run_finished(&a);
-    assert!(!store.info(&a).unwrap().last_run_lost);
-    assert_eq!(read_meta(&t.sessions(), &a)["run_in_flight"], false);
+    store.run_started(&sa).unwrap();
+    store.run_finished(&sa);
+    assert!(!store.info(&a, None).unwrap().last_run_lost);
+    assert_eq!(read_meta(&t.sessions(), &sa.name)["run_in_flight"], false);
 }
 
 #[test]
@@ -99,9 +107,9 @@ fn an_image_unmounted_while_running_is_mounted_again_on_get() {
     let t = TestDir::new("prims-sess-remount-");
     let store = SessionStore::open(&t.path, &policy(QuotaMode::Loop)).unwrap();
     let id = store.create(None).unwrap().session_id;
-    let ws = t.sessions().join(&id);
+    let ws = t.sessions().join(t.name(&id));
     nix::mount::umount2(&ws, nix::mount::MntFlags::empty()).unwrap();
-    let s = store.get(&id).unwrap();
+    let s = store.get(&id, None).unwrap();
     assert!(
         is_mounted(&s.workspace),
         "no run may write into the bare directory"
@@ -116,9 +124,10 @@ fn half_created_sessions_and_strays_are_removed() {
     let mounted_orphan = {
         let store = SessionStore::open(&t.path, &p).unwrap();
         let id = store.create(None).unwrap().session_id;
+        let name = t.name(&id);
         // Crash after the image was mounted, before the metadata was written.
-        fs::remove_file(t.sessions().join(format!("{id}.json"))).unwrap();
-        id
+        fs::remove_file(t.sessions().join(format!("{name}.json"))).unwrap();
+        name
     };
     let sessions = t.sessions();
     let half = "00000000000000000000000000000001";
@@ -153,7 +162,7 @@ fn a_session_whose_image_vanished_is_dropped() {
     let p = policy(QuotaMode::Loop);
     let id = {
         let store = SessionStore::open(&t.path, &p).unwrap();
-        store.create(None).unwrap().session_id
+        t.name(&store.create(None).unwrap().session_id)
     };
     let ws = t.sessions().join(&id);
     nix::mount::umount2(&ws, nix::mount::MntFlags::empty()).unwrap();
@@ -170,7 +179,7 @@ fn a_close_cut_short_is_finished_on_restart() {
     let p = policy(QuotaMode::Loop);
     let id = {
         let store = SessionStore::open(&t.path, &p).unwrap();
-        store.create(None).unwrap().session_id
+        t.name(&store.create(None).unwrap().session_id)
     };
     edit_meta(&t.sessions(), &id, |v| v["closing"] = true.into());
     let store = SessionStore::open(&t.path, &p).unwrap();
@@ -187,7 +196,7 @@ fn unreadable_metadata_removes_the_session() {
     let p = policy(QuotaMode::None);
     let id = {
         let store = SessionStore::open(&t.path, &p).unwrap();
-        store.create(None).unwrap().session_id
+        t.name(&store.create(None).unwrap().session_id)
     };
     fs::write(t.sessions().join(format!("{id}.json")), "not json").unwrap();
     let store = SessionStore::open(&t.path, &p).unwrap();

@@ -14,22 +14,26 @@ fn sweep_closes_idle_sessions_but_never_a_busy_one() {
     let store = SessionStore::open(&t.path, &p).unwrap();
     let idle = store.create(None).unwrap().session_id;
     let busy = store.create(None).unwrap().session_id;
-    let busy_s = store.get(&busy).unwrap();
+    let busy_s = store.get(&busy, None).unwrap();
     let now = SystemTime::now();
 
     assert!(store.sweep(now).is_empty(), "nothing is idle yet");
     let guard = busy_s.run_lock.try_lock().unwrap();
     let later = now + Duration::from_secs(120);
-    assert_eq!(store.sweep(later), vec![idle.clone()]);
-    assert!(matches!(store.get(&idle), Err(SessionError::NotFound(_))));
-    assert!(!t.sessions().join(&idle).exists());
-    assert!(store.get(&busy).is_ok(), "a session in a run is kept");
+    let idle_name = store.name_of(&idle).unwrap();
+    assert_eq!(store.sweep(later), vec![idle_name.clone()]);
+    assert!(matches!(
+        store.get(&idle, None),
+        Err(SessionError::NotFound)
+    ));
+    assert!(!t.sessions().join(&idle_name).exists());
+    assert!(store.get(&busy, None).is_ok(), "a session in a run is kept");
     assert!(busy_s.workspace.join("output").is_dir());
 
     drop(guard);
     assert_eq!(
         store.sweep(later + Duration::from_secs(120)),
-        vec![busy.clone()]
+        vec![busy_s.name.clone()]
     );
     assert_eq!(store.len(), 0);
     assert!(!is_mounted(&busy_s.workspace));
@@ -43,11 +47,15 @@ fn use_keeps_a_session_alive_and_ttl_reloads() {
     let store = SessionStore::open(&t.path, &p).unwrap();
     let id = store.create(None).unwrap().session_id;
     let now = SystemTime::now();
-    store.touch(&id);
+    let s = store.get(&id, None).unwrap();
+    store.touch(&s);
     assert!(store.sweep(now + Duration::from_secs(30)).is_empty());
     p.idle_ttl = Duration::from_secs(10);
     store.update_policy(&p);
-    assert_eq!(store.sweep(now + Duration::from_secs(30)), vec![id]);
+    assert_eq!(
+        store.sweep(now + Duration::from_secs(30)),
+        vec![s.name.clone()]
+    );
 }
 
 #[test]
@@ -57,13 +65,13 @@ fn closing_during_a_run_waits_for_it_then_frees_the_uid() {
     p.uid_count = 2; // a single session uid
     let store = SessionStore::open(&t.path, &p).unwrap();
     let id = store.create(None).unwrap().session_id;
-    let s = store.get(&id).unwrap();
+    let s = store.get(&id, None).unwrap();
     let guard = s.run_lock.try_lock().unwrap();
-    store.run_started(&id).unwrap();
+    store.run_started(&s).unwrap();
 
-    store.close(&id).unwrap();
+    store.close(&id, None).unwrap();
     assert!(s.is_closed());
-    assert!(matches!(store.get(&id), Err(SessionError::NotFound(_))));
+    assert!(matches!(store.get(&id, None), Err(SessionError::NotFound)));
     assert!(
         s.workspace.join("output").is_dir(),
         "files stay while the run holds the lock"
@@ -72,15 +80,15 @@ fn closing_during_a_run_waits_for_it_then_frees_the_uid() {
         matches!(store.create(None), Err(SessionError::NoUid(1))),
         "uid not freed yet"
     );
-    store.run_finished(&id);
+    store.run_finished(&s);
 
     drop(guard);
     let deadline = Instant::now() + Duration::from_secs(10);
-    while t.sessions().join(&id).exists() && Instant::now() < deadline {
+    while t.sessions().join(&s.name).exists() && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(10));
     }
     assert!(
-        !t.sessions().join(&id).exists(),
+        !t.sessions().join(&s.name).exists(),
         "removed once the run ended"
     );
     let mut again = None;
@@ -89,5 +97,8 @@ fn closing_during_a_run_waits_for_it_then_frees_the_uid() {
         std::thread::sleep(Duration::from_millis(10));
     }
     let again = again.expect("the uid comes back");
-    assert_eq!(store.get(&again.session_id).unwrap().host_uid, s.host_uid);
+    assert_eq!(
+        store.get(&again.session_id, None).unwrap().host_uid,
+        s.host_uid
+    );
 }

@@ -106,6 +106,7 @@ async fn chunks_beyond_the_announced_size() {
         id: 1,
         body: RequestBody::WriteMount {
             session_id: "s".into(),
+            tenant: None,
             path: "f".into(),
             size: 2,
         },

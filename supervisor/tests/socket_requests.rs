@@ -65,6 +65,7 @@ async fn server_errors_and_panics_reach_only_their_request() {
     let missing = client
         .request(RequestBody::SessionInfo {
             session_id: "x".into(),
+            tenant: None,
         })
         .await;
     assert!(matches!(missing, Err(ClientError::Server(ref e)) if e.code == ErrorCode::NotFound));

@@ -146,8 +146,12 @@ impl Daemon {
             .unwrap_or_else(|e| panic!("connecting: {e}\n{}", self.log()))
     }
 
+    /// Where the daemon keeps session `session_id`: under its name, the
+    /// keyed hash of the id.
     pub fn workspace(&self, session_id: &str) -> PathBuf {
-        self.state.join("sessions").join(session_id)
+        let key = prims_supervisor::sessions::SessionKey::load_or_create(&self.state)
+            .expect("the daemon's session key");
+        self.state.join("sessions").join(key.name_of(session_id))
     }
 }
 

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 fn run_req(session_id: &str, code: &str) -> RunRequest {
     RunRequest {
         session_id: session_id.to_string(),
+        tenant: None,
         code: code.to_string(),
         requirements: vec![],
         limits: LimitRequest::default(),
@@ -228,6 +229,7 @@ async fn supervisor_restart_keeps_sessions_and_reports_lost_runs() {
     let info = match c
         .request(RequestBody::SessionInfo {
             session_id: s.session_id.clone(),
+            tenant: None,
         })
         .await
     {
@@ -321,6 +323,7 @@ async fn supervisor_file_operations_refuse_symlink_and_dotdot_attacks() {
     let read = |path: &str| {
         c.request(RequestBody::ReadFile {
             session_id: sid.clone(),
+            tenant: None,
             path: path.to_string(),
             offset: 0,
             limit: 4096,
@@ -349,6 +352,7 @@ async fn supervisor_file_operations_refuse_symlink_and_dotdot_attacks() {
     let list = c
         .request(RequestBody::ListDir {
             session_id: sid.clone(),
+            tenant: None,
             path: "output/up".into(),
         })
         .await;
@@ -384,6 +388,7 @@ async fn supervisor_idle_sessions_expire() {
         let r = c
             .request(RequestBody::SessionInfo {
                 session_id: s.session_id.clone(),
+                tenant: None,
             })
             .await;
         if let Err(ClientError::Server(e)) = &r {

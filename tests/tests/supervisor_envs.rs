@@ -9,6 +9,7 @@ use prims_tests::daemon::{open_session, stats, Daemon};
 fn req(session_id: &str, code: &str, requirements: &[&str]) -> RunRequest {
     RunRequest {
         session_id: session_id.to_string(),
+        tenant: None,
         code: code.to_string(),
         requirements: requirements.iter().map(|r| r.to_string()).collect(),
         limits: LimitRequest::default(),

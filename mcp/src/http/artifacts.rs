@@ -12,6 +12,7 @@
 
 use crate::auth::Tenant;
 use crate::server::AppState;
+use crate::sessions::SessionRef;
 use crate::supervisor::error_code;
 use axum::body::Body;
 use axum::extract::{Path, State};
@@ -87,7 +88,7 @@ async fn session_of(
     app: &AppState,
     headers: &HeaderMap,
     tenant: Option<&str>,
-) -> Result<String, Response> {
+) -> Result<SessionRef, Response> {
     let header = |name: &str| {
         headers
             .get(name)
@@ -96,8 +97,12 @@ async fn session_of(
             .filter(|s| !s.is_empty())
     };
     if let Some(id) = header("prims-session-id") {
-        return match app.sessions.check(id, tenant).await {
-            Ok(()) => Ok(id.to_owned()),
+        let s = SessionRef {
+            id: id.to_owned(),
+            tenant: tenant.map(str::to_owned),
+        };
+        return match app.sessions.check(&s).await {
+            Ok(()) => Ok(s),
             Err(_) => Err(plain(StatusCode::NOT_FOUND, "no such session")),
         };
     }
@@ -197,7 +202,7 @@ pub async fn get(
 /// The bytes `[start, start + len)` of the file, one supervisor read at a time.
 fn chunks(
     app: Arc<AppState>,
-    session: String,
+    session: SessionRef,
     path: String,
     start: u64,
     len: u64,

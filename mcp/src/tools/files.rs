@@ -4,6 +4,7 @@ use super::common::{base_name, clean_relative, guess_mime};
 use super::types::{DirEntryOut, ListDirOutput, PreviewFileOutput};
 use crate::error::ToolError;
 use crate::server::AppState;
+use crate::sessions::SessionRef;
 use prims_protocol::wire::EntryKind;
 
 /// Bytes of a file `preview_file` shows.
@@ -11,7 +12,7 @@ pub const PREVIEW_BYTES: u64 = 8192;
 
 pub async fn list_dir(
     app: &AppState,
-    session: &str,
+    session: &SessionRef,
     dir_path: &str,
 ) -> Result<ListDirOutput, ToolError> {
     let dir = clean_relative(dir_path, "dir_path", true)?;
@@ -36,13 +37,13 @@ pub async fn list_dir(
         .collect();
     Ok(ListDirOutput {
         result,
-        session_id: session.to_owned(),
+        session_id: session.id.clone(),
     })
 }
 
 pub async fn preview_file(
     app: &AppState,
-    session: &str,
+    session: &SessionRef,
     relative_path: &str,
 ) -> Result<PreviewFileOutput, ToolError> {
     let path = clean_relative(relative_path, "relative_path", false)?;
@@ -68,7 +69,7 @@ pub async fn preview_file(
         content,
         truncated,
         binary,
-        session_id: session.to_owned(),
+        session_id: session.id.clone(),
     })
 }
 

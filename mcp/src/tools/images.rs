@@ -3,6 +3,7 @@
 //! are capped; larger ones stay listed as artifacts only.
 
 use crate::server::AppState;
+use crate::sessions::SessionRef;
 use base64::Engine;
 use prims_protocol::wire::OutputFile;
 use rmcp::model::ContentBlock;
@@ -21,7 +22,11 @@ fn looks_like(mime: &str, data: &[u8]) -> bool {
 }
 
 /// Image blocks for the changed PNG/JPEG files of `files`, within the caps.
-pub async fn inline(app: &AppState, session: &str, files: &[OutputFile]) -> Vec<ContentBlock> {
+pub async fn inline(
+    app: &AppState,
+    session: &SessionRef,
+    files: &[OutputFile],
+) -> Vec<ContentBlock> {
     let mut blocks = Vec::new();
     let mut total = 0u64;
     let mut candidates: Vec<&OutputFile> = files

@@ -12,7 +12,7 @@ pub mod types;
 
 use crate::error::ToolError;
 use crate::server::PrimsServer;
-use crate::sessions::Caller;
+use crate::sessions::{Caller, SessionRef};
 use crate::streaming::Streamer;
 use rmcp::handler::server::common::schema_for_output;
 use rmcp::handler::server::wrapper::Parameters;
@@ -61,7 +61,7 @@ impl PrimsServer {
         &self,
         explicit: Option<&str>,
         ctx: &RequestContext<RoleServer>,
-    ) -> Result<String, ToolError> {
+    ) -> Result<SessionRef, ToolError> {
         self.app.sessions.resolve(explicit, &caller(ctx)).await
     }
 }
@@ -93,7 +93,7 @@ impl PrimsServer {
         let level = ctx.meta.log_level().or_else(|| self.log_level());
         let streamer = Streamer::new(ctx.peer.clone(), ctx.meta.get_progress_token(), level);
         let r = run_code::run_code(&self.app, &session, p, ctx.ct.clone(), streamer).await;
-        Ok(self.finish("run_code", Some(&session), r))
+        Ok(self.finish("run_code", Some(&session.id), r))
     }
 
     #[tool(
@@ -111,7 +111,7 @@ impl PrimsServer {
             Err(e) => return Ok(self.finish::<ListDirOutput>("list_dir", None, Err(e))),
         };
         let r = files::list_dir(&self.app, &session, &p.dir_path).await;
-        Ok(self.finish("list_dir", Some(&session), plain(r)))
+        Ok(self.finish("list_dir", Some(&session.id), plain(r)))
     }
 
     #[tool(
@@ -129,7 +129,7 @@ impl PrimsServer {
             Err(e) => return Ok(self.finish::<PreviewFileOutput>("preview_file", None, Err(e))),
         };
         let r = files::preview_file(&self.app, &session, &p.relative_path).await;
-        Ok(self.finish("preview_file", Some(&session), plain(r)))
+        Ok(self.finish("preview_file", Some(&session.id), plain(r)))
     }
 
     #[tool(
@@ -150,7 +150,7 @@ impl PrimsServer {
             _ = ctx.ct.cancelled() => Err(ToolError::new("The call was cancelled.")),
             r = mount::mount_file(&self.app, &session, &p.url, &p.mount_path) => r,
         };
-        Ok(self.finish("mount_file", Some(&session), plain(r)))
+        Ok(self.finish("mount_file", Some(&session.id), plain(r)))
     }
 
     #[tool(
@@ -173,6 +173,6 @@ impl PrimsServer {
             _ = ctx.ct.cancelled() => Err(ToolError::new("The call was cancelled.")),
             r = persist::persist_artifact(&self.app, &session, &p.relative_path, &p.presigned_url) => r,
         };
-        Ok(self.finish("persist_artifact", Some(&session), plain(r)))
+        Ok(self.finish("persist_artifact", Some(&session.id), plain(r)))
     }
 }

@@ -7,6 +7,7 @@ use super::types::MountFileOutput;
 use crate::egress::Download;
 use crate::error::ToolError;
 use crate::server::AppState;
+use crate::sessions::SessionRef;
 
 /// A file mounted (or found already mounted).
 pub struct Mounted {
@@ -17,7 +18,7 @@ pub struct Mounted {
 
 pub async fn mount_file(
     app: &AppState,
-    session: &str,
+    session: &SessionRef,
     url: &str,
     mount_path: &str,
 ) -> Result<MountFileOutput, ToolError> {
@@ -26,7 +27,7 @@ pub async fn mount_file(
         mounted_as: format!("mounts/{}", m.path),
         bytes: m.bytes,
         cached: m.cached,
-        session_id: session.to_owned(),
+        session_id: session.id.clone(),
     })
 }
 
@@ -34,23 +35,23 @@ pub async fn mount_file(
 /// already has it there.
 pub async fn mount(
     app: &AppState,
-    session: &str,
+    session: &SessionRef,
     url: &str,
     mount_path: &str,
 ) -> Result<Mounted, ToolError> {
     let path = clean_relative(mount_path, "mount_path", false)?;
     let shown = format!("mounts/{path}");
-    if let Some(bytes) = app.sessions.mounted(session, url, &path) {
+    if let Some(bytes) = app.sessions.mounted(&session.id, url, &path) {
         match app.sup.read_file(session, &shown, 0, 0).await {
             Ok(f) if f.size == bytes => {
-                tracing::debug!(session, url, path, "mount served from the session");
+                tracing::debug!(session = %session.tag(), url, path, "mount served from the session");
                 return Ok(Mounted {
                     path,
                     bytes,
                     cached: true,
                 });
             }
-            _ => app.sessions.forget_mount(session, url, &path),
+            _ => app.sessions.forget_mount(&session.id, url, &path),
         }
     }
     let egress = app.egress()?;
@@ -71,8 +72,8 @@ pub async fn mount(
             up.finish().await?.bytes
         }
     };
-    app.sessions.remember_mount(session, url, &path, bytes);
-    tracing::info!(session, url, path, bytes, "mounted a download");
+    app.sessions.remember_mount(&session.id, url, &path, bytes);
+    tracing::info!(session = %session.tag(), url, path, bytes, "mounted a download");
     Ok(Mounted {
         path,
         bytes,
@@ -83,7 +84,7 @@ pub async fn mount(
 /// Pass a download of announced `size` to the supervisor chunk by chunk.
 async fn stream_to_mount(
     app: &AppState,
-    session: &str,
+    session: &SessionRef,
     path: &str,
     size: u64,
     download: &mut Download,

@@ -7,12 +7,13 @@ use super::common::{clean_relative, guess_mime};
 use super::types::PersistArtifactOutput;
 use crate::error::ToolError;
 use crate::server::AppState;
+use crate::sessions::SessionRef;
 use crate::supervisor::error_code;
 use prims_protocol::wire::ErrorCode;
 
 pub async fn persist_artifact(
     app: &AppState,
-    session: &str,
+    session: &SessionRef,
     relative_path: &str,
     presigned_url: &str,
 ) -> Result<PersistArtifactOutput, ToolError> {
@@ -39,7 +40,7 @@ pub async fn persist_artifact(
         .await
         .map_err(|e| ToolError(e.to_string()))?;
     tracing::info!(
-        session,
+        session = %session.tag(),
         path,
         bytes = up.bytes,
         status = up.status,
@@ -48,6 +49,6 @@ pub async fn persist_artifact(
     Ok(PersistArtifactOutput {
         uploaded_bytes: up.bytes,
         status: up.status,
-        session_id: session.to_owned(),
+        session_id: session.id.clone(),
     })
 }

@@ -6,6 +6,7 @@ use super::types::{Artifact, RunCodeOutput, RunCodeParams, Truncated};
 use super::{images, mount};
 use crate::error::ToolError;
 use crate::server::AppState;
+use crate::sessions::SessionRef;
 use crate::streaming::Streamer;
 use prims_protocol::wire::{Event, Reply, RequestBody, RunReply, RunRequest};
 use prims_protocol::{LimitRequest, Status};
@@ -25,7 +26,7 @@ pd.read_csv('mounts/my_data.csv'). Files you write under output/ are returned as
 
 pub async fn run_code(
     app: &AppState,
-    session: &str,
+    session: &SessionRef,
     p: RunCodeParams,
     ct: CancellationToken,
     streamer: Option<Streamer>,
@@ -50,7 +51,8 @@ pub async fn run_code(
     }
     let started = Instant::now();
     let req = RunRequest {
-        session_id: session.to_owned(),
+        session_id: session.id.clone(),
+        tenant: session.tenant.clone(),
         code: p.code,
         requirements: p.requirements.unwrap_or_default(),
         limits: LimitRequest {
@@ -143,7 +145,7 @@ async fn execute(
     }
 }
 
-fn output(session: &str, status: &str, reply: &RunReply) -> RunCodeOutput {
+fn output(session: &SessionRef, status: &str, reply: &RunReply) -> RunCodeOutput {
     let o = &reply.outcome;
     let stdout = String::from_utf8_lossy(&reply.stdout).into_owned();
     let mut notes = Vec::new();
@@ -173,7 +175,7 @@ fn output(session: &str, status: &str, reply: &RunReply) -> RunCodeOutput {
         stdout,
         stderr: String::from_utf8_lossy(&reply.stderr).into_owned(),
         artifacts,
-        session_id: session.to_owned(),
+        session_id: session.id.clone(),
         feedback: (!notes.is_empty()).then(|| notes.join(" ")),
         exit_code: o.exit_code,
         signal: o.signal,

@@ -1,8 +1,11 @@
-//! The audit log: one JSON line per run, appended to `state_dir/audit.log`.
+//! The audit log: one JSON line per run, appended to `state_dir/audit.log`
+//! (mode 0600: it tells who ran what). Sessions appear by name, the keyed
+//! hash of their id, never by id.
 
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 use std::io::Write;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -15,6 +18,7 @@ pub struct Audit {
 #[derive(Serialize)]
 pub struct RunRecord<'a> {
     pub time: u64,
+    /// The session's name (see `sessions::SessionKey`).
     pub session: &'a str,
     pub tenant: Option<&'a str>,
     pub code_sha256: String,
@@ -36,9 +40,21 @@ pub fn sha256_hex(text: &str) -> String {
 }
 
 impl Audit {
+    /// An existing log that others could read (an earlier version made
+    /// it 0644) is made 0600.
     pub fn new(state_dir: &Path) -> Self {
+        let path = state_dir.join("audit.log");
+        if let Ok(m) = std::fs::symlink_metadata(&path) {
+            if m.is_file() && m.permissions().mode() & 0o077 != 0 {
+                if let Err(e) =
+                    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))
+                {
+                    tracing::error!(path = %path.display(), error = %e, "could not make the audit log private");
+                }
+            }
+        }
         Audit {
-            path: state_dir.join("audit.log"),
+            path,
             lock: Mutex::new(()),
         }
     }
@@ -53,6 +69,8 @@ impl Audit {
         let res = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
             .open(&self.path)
             .and_then(|mut f| f.write_all(&line));
         if let Err(e) = res {

@@ -103,22 +103,36 @@ impl Handler for Arc<Daemon> {
                     .await?;
                 Ok(Reply::Session(info))
             }
-            RequestBody::CloseSession { session_id } => {
-                self.blocking(move || sessions.close(&session_id).map_err(|e| e.to_reply()))
-                    .await?;
+            RequestBody::CloseSession { session_id, tenant } => {
+                self.blocking(move || {
+                    sessions
+                        .close(&session_id, tenant.as_deref())
+                        .map_err(|e| e.to_reply())
+                })
+                .await?;
                 Ok(Reply::Closed)
             }
-            RequestBody::SessionInfo { session_id } => {
+            RequestBody::SessionInfo { session_id, tenant } => {
                 let info = self
-                    .blocking(move || sessions.info(&session_id).map_err(|e| e.to_reply()))
+                    .blocking(move || {
+                        sessions
+                            .info(&session_id, tenant.as_deref())
+                            .map_err(|e| e.to_reply())
+                    })
                     .await?;
                 Ok(Reply::Session(info))
             }
             RequestBody::Run(req) => run::run(self, req, ctx).await,
-            RequestBody::ListDir { session_id, path } => {
+            RequestBody::ListDir {
+                session_id,
+                tenant,
+                path,
+            } => {
                 let entries = self
                     .blocking(move || {
-                        let s = sessions.get(&session_id).map_err(|e| e.to_reply())?;
+                        let s = sessions
+                            .get(&session_id, tenant.as_deref())
+                            .map_err(|e| e.to_reply())?;
                         crate::fsops::list_dir(&s.workspace, &path).map_err(|e| e.to_reply())
                     })
                     .await?;
@@ -126,13 +140,16 @@ impl Handler for Arc<Daemon> {
             }
             RequestBody::ReadFile {
                 session_id,
+                tenant,
                 path,
                 offset,
                 limit,
             } => {
                 let data = self
                     .blocking(move || {
-                        let s = sessions.get(&session_id).map_err(|e| e.to_reply())?;
+                        let s = sessions
+                            .get(&session_id, tenant.as_deref())
+                            .map_err(|e| e.to_reply())?;
                         crate::fsops::read_file(&s.workspace, &path, offset, limit)
                             .map_err(|e| e.to_reply())
                     })
@@ -141,9 +158,10 @@ impl Handler for Arc<Daemon> {
             }
             RequestBody::WriteMount {
                 session_id,
+                tenant,
                 path,
                 size,
-            } => run::write_mount(self, session_id, path, size, ctx).await,
+            } => run::write_mount(self, session_id, tenant, path, size, ctx).await,
             RequestBody::Stats => Ok(Reply::Stats(self.stats())),
             // The server answers these itself; reaching here is a bug.
             RequestBody::Cancel { .. } | RequestBody::MountChunk { .. } => Err(bad_request(

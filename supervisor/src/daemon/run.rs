@@ -27,9 +27,13 @@ pub async fn run(d: &Arc<Daemon>, req: RunRequest, ctx: Ctx) -> Result<Reply, Er
     let requirements =
         crate::envs::validate_requirements(&req.requirements).map_err(|e| e.to_reply())?;
     let sessions = d.sessions.clone();
-    let id = req.session_id.clone();
+    let (id, tenant) = (req.session_id.clone(), req.tenant.clone());
     let session = d
-        .blocking(move || sessions.get(&id).map_err(|e| e.to_reply()))
+        .blocking(move || {
+            sessions
+                .get(&id, tenant.as_deref())
+                .map_err(|e| e.to_reply())
+        })
         .await?;
 
     // Runs in one session are serialized; sessions run in parallel.
@@ -55,7 +59,7 @@ pub async fn run(d: &Arc<Daemon>, req: RunRequest, ctx: Ctx) -> Result<Reply, Er
     let job = format!(
         "{}{}-{}",
         super::startup::JOB_PREFIX,
-        &session.id[..8],
+        &session.name[..8],
         d.jobs.fetch_add(1, Ordering::Relaxed)
     );
     let spec = spec::build(
@@ -71,14 +75,14 @@ pub async fn run(d: &Arc<Daemon>, req: RunRequest, ctx: Ctx) -> Result<Reply, Er
         },
     );
 
-    let (sessions, sid, ws) = (
+    let (sessions, s, ws) = (
         d.sessions.clone(),
-        session.id.clone(),
+        session.clone(),
         session.workspace.clone(),
     );
     let before = d
         .blocking(move || {
-            sessions.run_started(&sid).map_err(|e| e.to_reply())?;
+            sessions.run_started(&s).map_err(|e| e.to_reply())?;
             crate::fsops::snapshot_output(&ws).map_err(|e| e.to_reply())
         })
         .await?;
@@ -109,15 +113,15 @@ pub async fn run(d: &Arc<Daemon>, req: RunRequest, ctx: Ctx) -> Result<Reply, Er
     .await;
     watcher.abort();
 
-    let (sessions, sid, ws) = (
+    let (sessions, s, ws) = (
         d.sessions.clone(),
-        session.id.clone(),
+        session.clone(),
         session.workspace.clone(),
     );
     let after = d
         .blocking(move || {
-            sessions.run_finished(&sid);
-            sessions.touch(&sid);
+            sessions.run_finished(&s);
+            sessions.touch(&s);
             crate::fsops::snapshot_output(&ws).map_err(|e| e.to_reply())
         })
         .await;
@@ -130,7 +134,7 @@ pub async fn run(d: &Arc<Daemon>, req: RunRequest, ctx: Ctx) -> Result<Reply, Er
     }
     d.audit.record(&RunRecord {
         time: now_secs(),
-        session: &session.id,
+        session: &session.name,
         tenant: session.tenant.as_deref(),
         code_sha256: sha256_hex(&req.code),
         requirements: &requirements,
@@ -156,6 +160,7 @@ pub async fn run(d: &Arc<Daemon>, req: RunRequest, ctx: Ctx) -> Result<Reply, Er
 pub async fn write_mount(
     d: &Arc<Daemon>,
     session_id: String,
+    tenant: Option<String>,
     path: String,
     size: u64,
     mut ctx: Ctx,
@@ -165,7 +170,11 @@ pub async fn write_mount(
     };
     let sessions = d.sessions.clone();
     let session = d
-        .blocking(move || sessions.get(&session_id).map_err(|e| e.to_reply()))
+        .blocking(move || {
+            sessions
+                .get(&session_id, tenant.as_deref())
+                .map_err(|e| e.to_reply())
+        })
         .await?;
     // Bridge the async chunk stream into the blocking writer.
     let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<u8>>(4);

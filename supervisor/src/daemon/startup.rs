@@ -194,8 +194,8 @@ async fn sweeper(d: Arc<Daemon>, shutdown: CancellationToken) {
         })
         .await
         .unwrap_or_default();
-        for id in swept {
-            tracing::info!(session = %id, "session expired");
+        for name in swept {
+            tracing::info!(session = %name, "session expired");
         }
     }
 }

@@ -6,8 +6,9 @@ use prims_protocol::wire::{ErrorCode, ErrorReply};
 pub enum SessionError {
     #[error("{0:?} is not a session id (32 lowercase hex characters)")]
     BadId(String),
-    #[error("no session {0} (it was closed, or expired after being idle)")]
-    NotFound(String),
+    /// Also what another tenant's session looks like.
+    #[error("no such session (it was closed, or expired after being idle)")]
+    NotFound,
     #[error("the tenant name is not acceptable: {0}")]
     BadTenant(&'static str),
     #[error("there are already {0} sessions, the most sessions.max_sessions allows; close one, or wait for idle ones to expire")]
@@ -30,7 +31,7 @@ impl SessionError {
     pub fn code(&self) -> ErrorCode {
         match self {
             SessionError::BadId(_) | SessionError::BadTenant(_) => ErrorCode::BadRequest,
-            SessionError::NotFound(_) => ErrorCode::NotFound,
+            SessionError::NotFound => ErrorCode::NotFound,
             SessionError::TooMany(_) | SessionError::NoUid(_) => ErrorCode::Busy,
             SessionError::Workspace(_) | SessionError::Io { .. } => ErrorCode::Internal,
         }

@@ -1,5 +1,6 @@
-//! A session on disk: `sessions/<id>/` (the workspace, a mount point in
-//! loop mode), `sessions/<id>.img` (its quota image) and `<id>.json`.
+//! A session on disk: `sessions/<name>/` (the workspace, a mount point in
+//! loop mode), `sessions/<name>.img` (its quota image) and `<name>.json`,
+//! where `<name>` is the keyed hash of the session id (see `key`).
 
 use super::{image, meta, QuotaMode, SessionError};
 use std::fs;
@@ -10,19 +11,19 @@ use std::path::{Path, PathBuf};
 /// Smallest image mke2fs makes with room to spare.
 pub const MIN_IMAGE_BYTES: u64 = 1 << 20;
 
-pub fn workspace(dir: &Path, id: &str) -> PathBuf {
-    dir.join(id)
+pub fn workspace(dir: &Path, name: &str) -> PathBuf {
+    dir.join(name)
 }
 
-pub fn image_path(dir: &Path, id: &str) -> PathBuf {
-    dir.join(format!("{id}.img"))
+pub fn image_path(dir: &Path, name: &str) -> PathBuf {
+    dir.join(format!("{name}.img"))
 }
 
 /// Creates the directory of a new session (0700); fails if it exists.
-pub fn create_dir(dir: &Path, id: &str) -> Result<(), SessionError> {
+pub fn create_dir(dir: &Path, name: &str) -> Result<(), SessionError> {
     fs::DirBuilder::new()
         .mode(0o700)
-        .create(workspace(dir, id))
+        .create(workspace(dir, name))
         .map_err(SessionError::io("creating the workspace directory"))
 }
 
@@ -32,12 +33,12 @@ pub fn create_dir(dir: &Path, id: &str) -> Result<(), SessionError> {
 /// enforced). The caller removes the leftovers of a failure.
 pub fn build(
     dir: &Path,
-    id: &str,
+    name: &str,
     uid: u32,
     mode: QuotaMode,
     quota: u64,
 ) -> Result<u64, SessionError> {
-    let ws = workspace(dir, id);
+    let ws = workspace(dir, name);
     let quota = match mode {
         QuotaMode::None => 0,
         QuotaMode::Loop => {
@@ -46,7 +47,7 @@ pub fn build(
                     "a disk quota of {quota} bytes is too small for an image (at least 1MiB)"
                 )));
             }
-            let img = image_path(dir, id);
+            let img = image_path(dir, name);
             image::create(&img, quota, uid).map_err(SessionError::Workspace)?;
             image::mount_on(&img, &ws).map_err(SessionError::Workspace)?;
             match fs::remove_dir(ws.join("lost+found")) {
@@ -67,12 +68,12 @@ pub fn build(
 
 /// Mounts the image of a session loaded from disk again if it is not
 /// mounted (after a reboot, or in a new mount namespace), checking it first.
-pub fn ensure_mounted(dir: &Path, id: &str) -> Result<bool, String> {
-    let ws = workspace(dir, id);
+pub fn ensure_mounted(dir: &Path, name: &str) -> Result<bool, String> {
+    let ws = workspace(dir, name);
     if crate::fsops::is_mount_point(&ws) {
         return Ok(false);
     }
-    let img = image_path(dir, id);
+    let img = image_path(dir, name);
     if !img.exists() {
         return Err("its quota image is gone".to_string());
     }
@@ -86,15 +87,15 @@ pub fn ensure_mounted(dir: &Path, id: &str) -> Result<bool, String> {
     Ok(true)
 }
 
-/// Removes everything of session `id`: unmounts the workspace, deletes it,
+/// Removes everything of session `name`: unmounts the workspace, deletes it,
 /// its image, then its metadata (last, so a crash part-way leaves a
 /// session that the next start closes again). Idempotent. On success no
 /// file of the session is left, so its uid may be reused.
-pub fn teardown(dir: &Path, id: &str) -> Result<(), String> {
-    if !meta::is_valid_id(id) {
-        return Err(format!("{id:?} is not a session id"));
+pub fn teardown(dir: &Path, name: &str) -> Result<(), String> {
+    if !meta::is_valid_id(name) {
+        return Err(format!("{name:?} is not a session name"));
     }
-    let ws = workspace(dir, id);
+    let ws = workspace(dir, name);
     match fs::symlink_metadata(&ws) {
         Ok(_) => {
             image::unmount(&ws)?;
@@ -108,9 +109,9 @@ pub fn teardown(dir: &Path, id: &str) -> Result<(), String> {
         Err(e) => return Err(format!("inspecting the workspace: {e}")),
     }
     for path in [
-        image_path(dir, id),
-        meta::meta_path(dir, id),
-        meta::tmp_path(dir, id),
+        image_path(dir, name),
+        meta::meta_path(dir, name),
+        meta::tmp_path(dir, name),
     ] {
         match fs::remove_file(&path) {
             Ok(()) => {}
@@ -120,7 +121,7 @@ pub fn teardown(dir: &Path, id: &str) -> Result<(), String> {
     }
     meta::sync_dir(dir).map_err(|e| format!("syncing the sessions directory: {e}"))?;
     // Only now may the uid go to another session: make sure.
-    for path in [ws, image_path(dir, id), meta::meta_path(dir, id)] {
+    for path in [ws, image_path(dir, name), meta::meta_path(dir, name)] {
         if fs::symlink_metadata(&path).is_ok() {
             return Err(format!("{} is still there", path.display()));
         }
@@ -130,8 +131,8 @@ pub fn teardown(dir: &Path, id: &str) -> Result<(), String> {
 
 /// The owner of a leftover workspace directory, to keep its uid out of use
 /// when the directory cannot be removed.
-pub fn owner(dir: &Path, id: &str) -> Option<u32> {
-    fs::symlink_metadata(workspace(dir, id))
+pub fn owner(dir: &Path, name: &str) -> Option<u32> {
+    fs::symlink_metadata(workspace(dir, name))
         .ok()
         .map(|m| m.uid())
         .filter(|&u| u != 0)

@@ -1,5 +1,7 @@
-//! Session ids and the metadata file `sessions/<id>.json`, which lives next
-//! to the workspace, never inside it (jailed code controls the workspace).
+//! Session ids and the metadata file `sessions/<name>.json`, which lives
+//! next to the workspace, never inside it (jailed code controls the
+//! workspace). `<name>` is the keyed hash of the id (see `key`); the id
+//! itself is never written to disk.
 
 use super::SessionError;
 use serde::{Deserialize, Serialize};
@@ -12,7 +14,12 @@ use std::time::{SystemTime, UNIX_EPOCH};
 /// What survives a restart of the supervisor.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Meta {
-    pub id: String,
+    /// The session's name. Files of format 1 held the id itself here.
+    #[serde(alias = "id")]
+    pub name: String,
+    /// 2 since sessions are stored under their names; absent (1) before.
+    #[serde(default = "legacy_format")]
+    pub format: u32,
     pub tenant: Option<String>,
     /// Unix seconds.
     pub created: u64,
@@ -29,6 +36,13 @@ pub struct Meta {
     /// Being closed: the next start finishes the job.
     #[serde(default)]
     pub closing: bool,
+}
+
+/// The metadata format this version writes.
+pub const FORMAT: u32 = 2;
+
+fn legacy_format() -> u32 {
+    1
 }
 
 /// A new session id: 128 bits from the OS generator as 32 lowercase hex.
@@ -62,12 +76,12 @@ pub fn unix_secs(t: SystemTime) -> u64 {
         .unwrap_or(0)
 }
 
-pub fn meta_path(dir: &Path, id: &str) -> PathBuf {
-    dir.join(format!("{id}.json"))
+pub fn meta_path(dir: &Path, name: &str) -> PathBuf {
+    dir.join(format!("{name}.json"))
 }
 
-pub fn tmp_path(dir: &Path, id: &str) -> PathBuf {
-    dir.join(format!(".{id}.json.tmp"))
+pub fn tmp_path(dir: &Path, name: &str) -> PathBuf {
+    dir.join(format!(".{name}.json.tmp"))
 }
 
 /// How hard a metadata write must hold.
@@ -83,12 +97,12 @@ pub enum Durability {
 /// Writes the metadata atomically: a temporary file, rename over the old
 /// one, with fsyncs when `durability` asks. Callers serialize writes per session.
 pub fn write(dir: &Path, meta: &Meta, durability: Durability) -> Result<(), SessionError> {
-    let what = || format!("writing the metadata of session {}", meta.id);
+    let what = || format!("writing the metadata of session {}", meta.name);
     let text = serde_json::to_vec_pretty(meta).map_err(|e| SessionError::Io {
         what: what(),
         source: std::io::Error::other(e),
     })?;
-    let tmp = tmp_path(dir, &meta.id);
+    let tmp = tmp_path(dir, &meta.name);
     let result = (|| {
         let mut f = OpenOptions::new()
             .write(true)
@@ -101,7 +115,7 @@ pub fn write(dir: &Path, meta: &Meta, durability: Durability) -> Result<(), Sess
         if durability == Durability::Durable {
             f.sync_all()?;
         }
-        fs::rename(&tmp, meta_path(dir, &meta.id))?;
+        fs::rename(&tmp, meta_path(dir, &meta.name))?;
         if durability == Durability::Durable {
             sync_dir(dir)?;
         }
@@ -113,13 +127,14 @@ pub fn write(dir: &Path, meta: &Meta, durability: Durability) -> Result<(), Sess
     result.map_err(SessionError::io(what()))
 }
 
-/// Reads `<id>.json`; a file whose id field differs from its name is an error.
-pub fn read(dir: &Path, id: &str) -> Result<Meta, String> {
-    let path = meta_path(dir, id);
+/// Reads `<name>.json`; a file whose name field differs from its file name
+/// is an error.
+pub fn read(dir: &Path, name: &str) -> Result<Meta, String> {
+    let path = meta_path(dir, name);
     let text = fs::read(&path).map_err(|e| e.to_string())?;
     let meta: Meta = serde_json::from_slice(&text).map_err(|e| e.to_string())?;
-    if meta.id != id {
-        return Err(format!("it names session {:?}", meta.id));
+    if meta.name != name {
+        return Err("its name field does not match its file name".to_string());
     }
     Ok(meta)
 }

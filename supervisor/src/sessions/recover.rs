@@ -1,5 +1,6 @@
 //! Loading the store after a (re)start, and the idle sweep.
 
+use super::key::SessionKey;
 use super::meta::{self, is_valid_id};
 use super::store::{lock, Inner, Session, SessionStore, Shared};
 use super::uids::UidPool;
@@ -24,8 +25,11 @@ pub fn open(state_dir: &Path, policy: &SessionPolicy) -> Result<SessionStore, Se
     // The jailer reaches workspaces by path; nobody may list the ids.
     fs::set_permissions(&dir, fs::Permissions::from_mode(0o711))
         .map_err(SessionError::io("chmod of the sessions directory"))?;
+    let key = SessionKey::load_or_create(state_dir)?;
+    super::migrate::rename_legacy(&dir, &key);
     let shared = Shared {
         dir,
+        key,
         inner: Mutex::new(Inner {
             policy: policy.clone(),
             live: HashMap::new(),
@@ -56,10 +60,10 @@ fn scan(dir: &Path) -> Result<Found, SessionError> {
         let entry = entry.map_err(SessionError::io("reading the sessions directory"))?;
         let name = entry.file_name().to_string_lossy().into_owned();
         let is_dir = entry.file_type().map(|t| t.is_dir()).unwrap_or(false);
-        if let Some(id) = name.strip_suffix(".json").filter(|i| is_valid_id(i)) {
-            found.metas.insert(id.to_string());
-        } else if let Some(id) = name.strip_suffix(".img").filter(|i| is_valid_id(i)) {
-            found.images.insert(id.to_string());
+        if let Some(name) = name.strip_suffix(".json").filter(|i| is_valid_id(i)) {
+            found.metas.insert(name.to_string());
+        } else if let Some(name) = name.strip_suffix(".img").filter(|i| is_valid_id(i)) {
+            found.images.insert(name.to_string());
         } else if is_valid_id(&name) && is_dir {
             found.dirs.insert(name);
         } else if name.starts_with('.') && name.ends_with(".json.tmp") {
@@ -78,63 +82,71 @@ fn scan(dir: &Path) -> Result<Found, SessionError> {
 fn load(sh: &Shared) -> Result<(), SessionError> {
     let found = scan(&sh.dir)?;
     let mut inner = lock(&sh.inner);
-    for id in &found.metas {
-        let mut m = match meta::read(&sh.dir, id) {
+    for name in &found.metas {
+        let mut m = match meta::read(&sh.dir, name) {
             Ok(m) => m,
             Err(e) => {
-                tracing::error!(session = %id, error = %e, "unreadable session metadata; removing the session");
-                remove(sh, &mut inner, id);
+                tracing::error!(session = %name, error = %e, "unreadable session metadata; removing the session");
+                remove(sh, &mut inner, name);
                 continue;
             }
         };
+        if m.format < meta::FORMAT {
+            // rename_legacy could not move it under its name: keep its files
+            // and its uid for a later start, but never serve it by a name
+            // that is its id.
+            tracing::error!("a session stored under its id could not be migrated; not loading it");
+            inner.uids.reserve(m.host_uid);
+            continue;
+        }
         let s = |m| Arc::new(Session::from_meta(&sh.dir, m));
         if m.closing {
             finish_closing(sh, &mut inner, s(m));
             continue;
         }
         if m.disk_quota > 0 {
-            if !layout::image_path(&sh.dir, id).exists() {
-                tracing::warn!(session = %id, "the session's quota image vanished; dropping the session");
-                remove(sh, &mut inner, id);
+            if !layout::image_path(&sh.dir, name).exists() {
+                tracing::warn!(session = %name, "the session's quota image vanished; dropping the session");
+                remove(sh, &mut inner, name);
                 continue;
             }
-            match layout::ensure_mounted(&sh.dir, id) {
-                Ok(true) => tracing::info!(session = %id, "mounted the workspace image again"),
+            match layout::ensure_mounted(&sh.dir, name) {
+                Ok(true) => tracing::info!(session = %name, "mounted the workspace image again"),
                 Ok(false) => {}
                 Err(e) => {
                     // Its files stay for a later start; so does its uid.
-                    tracing::error!(session = %id, error = %e, "cannot mount a session's workspace; not loading it");
+                    tracing::error!(session = %name, error = %e, "cannot mount a session's workspace; not loading it");
                     inner.uids.reserve(m.host_uid);
                     continue;
                 }
             }
-        } else if !layout::workspace(&sh.dir, id).is_dir() {
-            tracing::warn!(session = %id, "the session's workspace vanished; dropping the session");
-            remove(sh, &mut inner, id);
+        } else if !layout::workspace(&sh.dir, name).is_dir() {
+            tracing::warn!(session = %name, "the session's workspace vanished; dropping the session");
+            remove(sh, &mut inner, name);
             continue;
         }
         if !inner.uids.reserve(m.host_uid) {
-            tracing::error!(session = %id, uid = m.host_uid, "uid already held by another session; not loading it");
+            tracing::error!(session = %name, uid = m.host_uid, "uid already held by another session; not loading it");
             continue;
         }
         if m.run_in_flight {
-            tracing::warn!(session = %id, "a run was cut short by the restart");
+            tracing::warn!(session = %name, "a run was cut short by the restart");
             m.run_in_flight = false;
             m.last_run_lost = true;
             if let Err(e) = meta::write(&sh.dir, &m, meta::Durability::Durable) {
-                tracing::warn!(session = %id, error = %e, "could not record the lost run");
+                tracing::warn!(session = %name, error = %e, "could not record the lost run");
             }
         }
-        inner.live.insert(id.clone(), s(m));
+        inner.live.insert(name.clone(), s(m));
     }
-    for id in found.dirs.difference(&found.metas) {
-        tracing::warn!(session = %id, "removing a half-created session");
-        remove(sh, &mut inner, id);
+    for name in found.dirs.difference(&found.metas) {
+        tracing::warn!(session = %name, "removing a half-created session");
+        remove(sh, &mut inner, name);
     }
-    for id in found.images.iter() {
-        if !found.metas.contains(id) && !found.dirs.contains(id) {
-            tracing::warn!(session = %id, "removing a stray quota image");
-            remove(sh, &mut inner, id);
+    for name in found.images.iter() {
+        if !found.metas.contains(name) && !found.dirs.contains(name) {
+            tracing::warn!(session = %name, "removing a stray quota image");
+            remove(sh, &mut inner, name);
         }
     }
     Ok(())
@@ -142,10 +154,10 @@ fn load(sh: &Shared) -> Result<(), SessionError> {
 
 /// Removes the files of a session that is not loaded; if that fails, the
 /// owner of its workspace stays out of the uid pool.
-fn remove(sh: &Shared, inner: &mut Inner, id: &str) {
-    let owner = layout::owner(&sh.dir, id);
-    if let Err(e) = layout::teardown(&sh.dir, id) {
-        tracing::error!(session = %id, error = %e, "could not remove a session's files");
+fn remove(sh: &Shared, inner: &mut Inner, name: &str) {
+    let owner = layout::owner(&sh.dir, name);
+    if let Err(e) = layout::teardown(&sh.dir, name) {
+        tracing::error!(session = %name, error = %e, "could not remove a session's files");
         if let Some(uid) = owner {
             inner.uids.reserve(uid);
         }
@@ -153,11 +165,11 @@ fn remove(sh: &Shared, inner: &mut Inner, id: &str) {
 }
 
 fn finish_closing(sh: &Shared, inner: &mut Inner, s: Arc<Session>) {
-    tracing::info!(session = %s.id, "finishing the close of a session");
-    if let Err(e) = layout::teardown(&sh.dir, &s.id) {
-        tracing::error!(session = %s.id, error = %e, "removing a closed session failed; will retry");
+    tracing::info!(session = %s.name, "finishing the close of a session");
+    if let Err(e) = layout::teardown(&sh.dir, &s.name) {
+        tracing::error!(session = %s.name, error = %e, "removing a closed session failed; will retry");
         inner.uids.reserve(s.host_uid);
-        inner.closing.insert(s.id.clone(), s);
+        inner.closing.insert(s.name.clone(), s);
     }
 }
 
@@ -187,16 +199,16 @@ pub fn sweep(sh: &Arc<Shared>, now: SystemTime) -> Vec<String> {
         {
             let mut inner = lock(&sh.inner);
             // Used, or closed, since the list was made?
-            if !inner.live.contains_key(&s.id) || !is_idle(&s, now, inner.policy.idle_ttl) {
+            if !inner.live.contains_key(&s.name) || !is_idle(&s, now, inner.policy.idle_ttl) {
                 continue;
             }
-            inner.live.remove(&s.id);
-            inner.closing.insert(s.id.clone(), s.clone());
+            inner.live.remove(&s.name);
+            inner.closing.insert(s.name.clone(), s.clone());
         }
-        tracing::info!(session = %s.id, "closing an idle session");
+        tracing::info!(session = %s.name, "closing an idle session");
         sh.begin_close(&s);
         let _ = sh.finish_close(&s, guard);
-        closed.push(s.id.clone());
+        closed.push(s.name.clone());
     }
     closed
 }

@@ -1,5 +1,6 @@
-//! One session in memory: its identity, run lock and metadata.
+//! One session in memory: its name, run lock and metadata.
 
+use super::key::SessionKey;
 use super::meta::{self, unix_secs, Meta};
 use super::{layout, SessionError, SessionPolicy};
 use prims_protocol::wire::SessionInfo;
@@ -17,7 +18,9 @@ pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 /// while it is held.
 #[derive(Debug)]
 pub struct Session {
-    pub id: String,
+    /// The keyed hash of the session id: what files, logs and the audit
+    /// log call the session. The id itself is not kept.
+    pub name: String,
     pub tenant: Option<String>,
     /// The workspace root, bound at /workspace in the jail.
     pub workspace: PathBuf,
@@ -39,9 +42,9 @@ pub(super) struct State {
 impl Session {
     pub(super) fn from_meta(dir: &Path, meta: Meta) -> Session {
         Session {
-            id: meta.id.clone(),
+            name: meta.name.clone(),
             tenant: meta.tenant.clone(),
-            workspace: layout::workspace(dir, &meta.id),
+            workspace: layout::workspace(dir, &meta.name),
             host_uid: meta.host_uid,
             run_lock: tokio::sync::Mutex::new(()),
             disk_quota: meta.disk_quota,
@@ -60,17 +63,24 @@ impl Session {
         self.closed.load(Ordering::Acquire)
     }
 
+    /// Only the tenant that opened a session may use it.
+    pub fn belongs_to(&self, tenant: Option<&str>) -> bool {
+        self.tenant.as_deref() == tenant
+    }
+
     pub fn last_used(&self) -> SystemTime {
         lock(&self.state).last_used
     }
 
-    pub(super) fn info(&self) -> SessionInfo {
+    /// What the wire calls session `id` (this session's id: the caller
+    /// knows it; we do not).
+    pub(super) fn info(&self, id: &str) -> SessionInfo {
         let (created, last_used, last_run_lost) = {
             let st = lock(&self.state);
             (st.meta.created, st.last_used, st.meta.last_run_lost)
         };
         SessionInfo {
-            session_id: self.id.clone(),
+            session_id: id.to_string(),
             tenant: self.tenant.clone(),
             created,
             last_used: unix_secs(last_used),
@@ -107,21 +117,25 @@ pub(super) fn check_tenant(t: &str) -> Result<(), SessionError> {
     Ok(())
 }
 
-/// Makes the files of a new session. On failure, the id to clean up once
-/// its directory exists (never the id of a directory we did not create).
+/// Makes the files of a new session; returns its id and the session. On
+/// failure, the name to clean up once its directory exists (never the name
+/// of a directory we did not create).
 pub(super) fn build(
     dir: &Path,
+    key: &SessionKey,
     uid: u32,
     policy: &SessionPolicy,
     tenant: Option<String>,
-) -> Result<Session, (Option<String>, SessionError)> {
+) -> Result<(String, Session), (Option<String>, SessionError)> {
     let id = meta::new_id().map_err(|e| (None, e))?;
-    layout::create_dir(dir, &id).map_err(|e| (None, e))?;
-    let fail = |e| (Some(id.clone()), e);
-    let quota = layout::build(dir, &id, uid, policy.quota, policy.disk_quota).map_err(fail)?;
+    let name = key.name_of(&id);
+    layout::create_dir(dir, &name).map_err(|e| (None, e))?;
+    let fail = |e| (Some(name.clone()), e);
+    let quota = layout::build(dir, &name, uid, policy.quota, policy.disk_quota).map_err(fail)?;
     let now = SystemTime::now();
     let m = Meta {
-        id: id.clone(),
+        name: name.clone(),
+        format: meta::FORMAT,
         tenant,
         created: unix_secs(now),
         last_used: unix_secs(now),
@@ -134,5 +148,5 @@ pub(super) fn build(
     meta::write(dir, &m, meta::Durability::Durable).map_err(fail)?;
     let s = Session::from_meta(dir, m);
     lock(&s.state).last_used = now;
-    Ok(s)
+    Ok((id, s))
 }

@@ -1,5 +1,6 @@
 //! The session store: live sessions in memory, each backed by its files.
 
+use super::key::SessionKey;
 use super::meta::{self, check_id, unix_secs};
 pub(super) use super::session::{lock, Session};
 use super::uids::UidPool;
@@ -24,12 +25,14 @@ pub struct SessionStore {
 pub(super) struct Shared {
     /// `state_dir/sessions`.
     pub dir: PathBuf,
+    pub key: SessionKey,
     pub inner: Mutex<Inner>,
 }
 
 #[derive(Debug)]
 pub(super) struct Inner {
     pub policy: SessionPolicy,
+    /// By name.
     pub live: HashMap<String, Arc<Session>>,
     /// Closed, but their files are not all gone yet (a run still held the
     /// lock, or removal failed): their uids stay taken.
@@ -68,30 +71,31 @@ impl SessionStore {
             (inner.policy.clone(), uid)
         };
         let started = Instant::now();
-        let result = super::session::build(&sh.dir, uid, &policy, tenant).map(|s| {
-            let info = s.info();
-            (s, info)
-        });
+        let result =
+            super::session::build(&sh.dir, &sh.key, uid, &policy, tenant).map(|(id, s)| {
+                let info = s.info(&id);
+                (s, info)
+            });
         let mut inner = lock(&sh.inner);
         inner.creating -= 1;
         match result {
             Ok((session, info)) => {
-                tracing::info!(session = %session.id, uid, ms = started.elapsed().as_millis() as u64, "session created");
-                inner.live.insert(session.id.clone(), Arc::new(session));
+                tracing::info!(session = %session.name, uid, ms = started.elapsed().as_millis() as u64, "session created");
+                inner.live.insert(session.name.clone(), Arc::new(session));
                 Ok(info)
             }
             Err((None, e)) => {
                 inner.uids.release(uid);
                 Err(e)
             }
-            Err((Some(id), e)) => {
+            Err((Some(name), e)) => {
                 drop(inner);
-                tracing::error!(session = %id, error = %e, "creating a session failed");
-                let cleaned = layout::teardown(&sh.dir, &id);
+                tracing::error!(session = %name, error = %e, "creating a session failed");
+                let cleaned = layout::teardown(&sh.dir, &name);
                 let mut inner = lock(&sh.inner);
                 match cleaned {
                     Ok(()) => inner.uids.release(uid),
-                    Err(c) => tracing::error!(session = %id, uid, error = %c,
+                    Err(c) => tracing::error!(session = %name, uid, error = %c,
                         "could not remove a failed session; its uid stays out of use"),
                 }
                 Err(e)
@@ -99,20 +103,20 @@ impl SessionStore {
         }
     }
 
-    /// The live session `id`. Counts as use (see `touch`), and mounts a
-    /// quota image again if it was unmounted behind our back, so a run never
-    /// writes into the bare directory.
-    pub fn get(&self, id: &str) -> Result<Arc<Session>, SessionError> {
-        let s = self.lookup(id)?;
+    /// The live session `id` of `tenant`. Counts as use (see `touch`), and
+    /// mounts a quota image again if it was unmounted behind our back, so a
+    /// run never writes into the bare directory.
+    pub fn get(&self, id: &str, tenant: Option<&str>) -> Result<Arc<Session>, SessionError> {
+        let s = self.lookup(id, tenant)?;
         if s.disk_quota > 0 {
             // Under the state lock, which a close holds while removing files.
             let _st = lock(&s.state);
             if s.is_closed() {
-                return Err(SessionError::NotFound(s.id.clone()));
+                return Err(SessionError::NotFound);
             }
-            match layout::ensure_mounted(&self.shared.dir, &s.id) {
+            match layout::ensure_mounted(&self.shared.dir, &s.name) {
                 Ok(true) => {
-                    tracing::warn!(session = %s.id, "workspace image was not mounted; mounted it again")
+                    tracing::warn!(session = %s.name, "workspace image was not mounted; mounted it again")
                 }
                 Ok(false) => {}
                 Err(e) => return Err(SessionError::Workspace(e)),
@@ -122,8 +126,13 @@ impl SessionStore {
         Ok(s)
     }
 
-    pub fn info(&self, id: &str) -> Result<SessionInfo, SessionError> {
-        Ok(self.lookup(id)?.info())
+    pub fn info(&self, id: &str, tenant: Option<&str>) -> Result<SessionInfo, SessionError> {
+        Ok(self.lookup(id, tenant)?.info(id))
+    }
+
+    /// The name files and logs use for session `id` (see `key`).
+    pub fn name_of(&self, id: &str) -> Result<String, SessionError> {
+        Ok(self.shared.key.name_of(check_id(id)?))
     }
 
     /// Ends a session: unmounts and deletes its image, workspace and
@@ -131,15 +140,16 @@ impl SessionStore {
     /// once; if a run holds its `run_lock`, the files are removed by a
     /// helper thread as soon as the run releases it (the uid is freed only
     /// then). A failed removal is retried by `sweep` and on the next start.
-    pub fn close(&self, id: &str) -> Result<(), SessionError> {
-        let id = check_id(id)?;
+    pub fn close(&self, id: &str, tenant: Option<&str>) -> Result<(), SessionError> {
+        let name = self.name_of(id)?;
         let s = {
             let mut inner = lock(&self.shared.inner);
-            let s = inner
-                .live
-                .remove(id)
-                .ok_or_else(|| SessionError::NotFound(id.to_string()))?;
-            inner.closing.insert(id.to_string(), s.clone());
+            match inner.live.get(&name) {
+                Some(s) if s.belongs_to(tenant) => {}
+                _ => return Err(SessionError::NotFound),
+            }
+            let s = inner.live.remove(&name).ok_or(SessionError::NotFound)?;
+            inner.closing.insert(name, s.clone());
             s
         };
         self.shared.begin_close(&s);
@@ -150,7 +160,7 @@ impl SessionStore {
         match attempt {
             Some(result) => result,
             None => {
-                tracing::info!(session = %s.id, "closing after the current run ends");
+                tracing::info!(session = %s.name, "closing after the current run ends");
                 let (shared, s) = (self.shared.clone(), s.clone());
                 std::thread::spawn(move || {
                     let guard = s.run_lock.blocking_lock();
@@ -162,45 +172,43 @@ impl SessionStore {
     }
 
     /// Marks the session used now. The metadata is written atomically, at
-    /// most every 5 seconds per session. Unknown ids are ignored.
-    pub fn touch(&self, id: &str) {
-        if let Ok(s) = self.lookup(id) {
-            self.touch_session(&s);
+    /// most every 5 seconds per session.
+    pub fn touch(&self, s: &Session) {
+        if !s.is_closed() {
+            self.touch_session(s);
         }
     }
 
     /// Records that a run starts, on disk, before it does: a crash during
     /// the run then shows as `last_run_lost` after the restart.
-    pub fn run_started(&self, id: &str) -> Result<(), SessionError> {
-        let s = self.lookup(id)?;
+    pub fn run_started(&self, s: &Session) -> Result<(), SessionError> {
+        if s.is_closed() {
+            return Err(SessionError::NotFound);
+        }
         s.update(&self.shared.dir, meta::Durability::Atomic, |m| {
             m.run_in_flight = true;
             m.last_run_lost = false;
         })
     }
 
-    pub fn run_finished(&self, id: &str) {
-        let Ok(id) = check_id(id) else { return };
-        let s = {
+    pub fn run_finished(&self, s: &Session) {
+        let known = {
             let inner = lock(&self.shared.inner);
-            inner
-                .live
-                .get(id)
-                .or_else(|| inner.closing.get(id))
-                .cloned()
+            inner.live.contains_key(&s.name) || inner.closing.contains_key(&s.name)
         };
-        if let Some(s) = s {
-            if let Err(e) = s.update(&self.shared.dir, meta::Durability::Atomic, |m| {
-                m.run_in_flight = false
-            }) {
-                tracing::warn!(session = %id, error = %e, "could not record the end of a run");
-            }
+        if !known {
+            return;
+        }
+        if let Err(e) = s.update(&self.shared.dir, meta::Durability::Atomic, |m| {
+            m.run_in_flight = false
+        }) {
+            tracing::warn!(session = %s.name, error = %e, "could not record the end of a run");
         }
     }
 
     /// Closes every session idle for longer than `idle_ttl` at `now`, except
     /// those whose `run_lock` is held, and retries unfinished closes.
-    /// Returns the ids it closed.
+    /// Returns the names of those it closed.
     pub fn sweep(&self, now: SystemTime) -> Vec<String> {
         super::recover::sweep(&self.shared, now)
     }
@@ -220,13 +228,15 @@ impl SessionStore {
         lock(&self.shared.inner).policy = policy.clone();
     }
 
-    fn lookup(&self, id: &str) -> Result<Arc<Session>, SessionError> {
-        let id = check_id(id)?;
+    /// Another tenant's session looks exactly like a missing one.
+    fn lookup(&self, id: &str, tenant: Option<&str>) -> Result<Arc<Session>, SessionError> {
+        let name = self.name_of(id)?;
         lock(&self.shared.inner)
             .live
-            .get(id)
+            .get(&name)
+            .filter(|s| s.belongs_to(tenant))
             .cloned()
-            .ok_or_else(|| SessionError::NotFound(id.to_string()))
+            .ok_or(SessionError::NotFound)
     }
 
     fn touch_session(&self, s: &Session) {
@@ -236,7 +246,7 @@ impl SessionStore {
         if st.persisted.elapsed() >= PERSIST_EVERY {
             st.persisted = Instant::now();
             if let Err(e) = meta::write(&self.shared.dir, &st.meta, meta::Durability::Atomic) {
-                tracing::warn!(session = %s.id, error = %e, "could not record last use");
+                tracing::warn!(session = %s.name, error = %e, "could not record last use");
             }
         }
     }
@@ -248,7 +258,7 @@ impl Shared {
     pub(super) fn begin_close(&self, s: &Session) {
         s.closed.store(true, Ordering::Release);
         if let Err(e) = s.update(&self.dir, meta::Durability::Durable, |m| m.closing = true) {
-            tracing::warn!(session = %s.id, error = %e, "could not mark a session closing");
+            tracing::warn!(session = %s.name, error = %e, "could not mark a session closing");
         }
     }
 
@@ -259,23 +269,23 @@ impl Shared {
         s: &Session,
         _guard: tokio::sync::MutexGuard<'_, ()>,
     ) -> Result<(), SessionError> {
-        if !lock(&self.inner).closing.contains_key(&s.id) {
+        if !lock(&self.inner).closing.contains_key(&s.name) {
             return Ok(());
         }
         // Keeps `get` from mounting the image again while it goes away.
         let st = lock(&s.state);
-        let removed = layout::teardown(&self.dir, &s.id);
+        let removed = layout::teardown(&self.dir, &s.name);
         drop(st);
         match removed {
             Ok(()) => {
                 let mut inner = lock(&self.inner);
-                inner.closing.remove(&s.id);
+                inner.closing.remove(&s.name);
                 inner.uids.release(s.host_uid);
-                tracing::info!(session = %s.id, "session closed");
+                tracing::info!(session = %s.name, "session closed");
                 Ok(())
             }
             Err(e) => {
-                tracing::error!(session = %s.id, error = %e, "removing a closed session failed; will retry");
+                tracing::error!(session = %s.name, error = %e, "removing a closed session failed; will retry");
                 Err(SessionError::Workspace(e))
             }
         }

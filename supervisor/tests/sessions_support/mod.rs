@@ -39,6 +39,13 @@ impl TestDir {
     pub fn sessions(&self) -> PathBuf {
         self.path.join("sessions")
     }
+
+    /// What the store's files call session `id`.
+    pub fn name(&self, id: &str) -> String {
+        prims_supervisor::sessions::SessionKey::load_or_create(&self.path)
+            .expect("session key")
+            .name_of(id)
+    }
 }
 
 impl Drop for TestDir {

@@ -191,6 +191,7 @@ pub fn hang(session: &str) -> RequestBody {
 pub fn run(session: &str, code: &str) -> RequestBody {
     RequestBody::Run(prims_protocol::wire::RunRequest {
         session_id: session.into(),
+        tenant: None,
         code: code.into(),
         requirements: Vec::new(),
         limits: Default::default(),
