@@ -212,10 +212,14 @@ pub struct Python {
     /// Wheels only, so no package build script runs at install time.
     pub only_binary: bool,
     pub env_cache_bytes: ByteSize,
+    /// Disk for uv's shared package cache; oldest entries go above it.
+    pub cache_bytes: ByteSize,
     /// Wall-clock time one environment build may take.
     pub build_timeout: HumanDuration,
     /// Memory one environment build may use.
     pub build_memory: ByteSize,
+    /// Disk one build may write (its staging volume, reserved up front).
+    pub build_disk: ByteSize,
 }
 
 impl Default for Python {
@@ -230,8 +234,10 @@ impl Default for Python {
             find_links: Vec::new(),
             only_binary: true,
             env_cache_bytes: ByteSize::gib(10),
+            cache_bytes: ByteSize::gib(4),
             build_timeout: HumanDuration::secs(600),
             build_memory: ByteSize::gib(2),
+            build_disk: ByteSize::gib(4),
         }
     }
 }
@@ -244,6 +250,9 @@ pub struct Sessions {
     pub max_sessions: u32,
     /// How `disk_quota` is enforced.
     pub quota: SessionQuota,
+    /// Free disk that new sessions never take: one is refused when the free
+    /// space minus this cannot hold its quota.
+    pub min_free_disk: ByteSize,
 }
 
 impl Default for Sessions {
@@ -253,6 +262,7 @@ impl Default for Sessions {
             disk_quota: ByteSize::gib(1),
             max_sessions: 256,
             quota: SessionQuota::Loop,
+            min_free_disk: ByteSize::gib(1),
         }
     }
 }
@@ -261,7 +271,8 @@ impl Default for Sessions {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum SessionQuota {
-    /// Each workspace is its own sparse ext4 image, loop-mounted: a hard quota.
+    /// Each workspace is its own ext4 image, allocated in full and
+    /// loop-mounted: a hard quota that never overcommits the disk.
     #[default]
     Loop,
     /// A plain directory with no quota, for hosts without loop devices.

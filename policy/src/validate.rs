@@ -30,6 +30,8 @@ pub const MIN_BUILD_MEMORY: ByteSize = ByteSize::mib(256);
 
 /// An ext4 image smaller than this has no room left for files.
 pub const MIN_DISK_QUOTA: ByteSize = ByteSize::mib(1);
+/// Smallest build volume: an empty venv and uv's bookkeeping.
+pub const MIN_BUILD_DISK: ByteSize = ByteSize::mib(64);
 
 /// A rule violation: the first path names it, the rest are fallbacks for
 /// locating it when the first key is not in the file.
@@ -322,6 +324,12 @@ fn python(p: &Policy, f: &mut Findings) {
         f.add(
             KeyPath::new(&["python", "build_timeout"]),
             format!("{t} is out of range (must be more than 0s and at most {MAX_RUN_TIME})"),
+        );
+    }
+    if py.build_disk < MIN_BUILD_DISK {
+        f.add(
+            KeyPath::new(&["python", "build_disk"]),
+            format!("{} is too small (at least {MIN_BUILD_DISK})", py.build_disk),
         );
     }
     if py.build_memory < MIN_BUILD_MEMORY {

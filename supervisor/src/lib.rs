@@ -12,6 +12,7 @@ pub mod sessions;
 pub mod spec;
 pub mod teardown;
 pub mod venv;
+pub mod volume;
 pub mod workspace;
 
 pub use runner::{run_job, Cancel, RunError, RunResult, Stream};

@@ -17,6 +17,8 @@ pub enum SessionError {
         "no free host uid for another session (identity.uid_count allows {0} sessions at once)"
     )]
     NoUid(u32),
+    #[error("not enough disk for a new session: its workspace reserves {quota} bytes (sessions.disk_quota) and {keep} bytes must stay free (sessions.min_free_disk), but only {free} bytes are free; close sessions or free disk space")]
+    NoDisk { quota: u64, keep: u64, free: u64 },
     #[error("the session's workspace is not usable: {0}")]
     Workspace(String),
     #[error("{what}: {source}")]
@@ -32,7 +34,9 @@ impl SessionError {
         match self {
             SessionError::BadId(_) | SessionError::BadTenant(_) => ErrorCode::BadRequest,
             SessionError::NotFound => ErrorCode::NotFound,
-            SessionError::TooMany(_) | SessionError::NoUid(_) => ErrorCode::Busy,
+            SessionError::TooMany(_) | SessionError::NoUid(_) | SessionError::NoDisk { .. } => {
+                ErrorCode::Busy
+            }
             SessionError::Workspace(_) | SessionError::Io { .. } => ErrorCode::Internal,
         }
     }

@@ -2,7 +2,8 @@
 //! loop mode), `sessions/<name>.img` (its quota image) and `<name>.json`,
 //! where `<name>` is the keyed hash of the session id (see `key`).
 
-use super::{image, meta, QuotaMode, SessionError};
+use super::{meta, QuotaMode, SessionError};
+use crate::volume as image;
 use std::fs;
 use std::io::ErrorKind;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
@@ -48,7 +49,14 @@ pub fn build(
                 )));
             }
             let img = image_path(dir, name);
-            image::create(&img, quota, uid).map_err(SessionError::Workspace)?;
+            image::create(&img, quota, uid).map_err(|e| match e {
+                image::VolumeError::NoSpace { .. } => SessionError::NoDisk {
+                    quota,
+                    keep: 0,
+                    free: free_bytes(dir),
+                },
+                image::VolumeError::Other(e) => SessionError::Workspace(e),
+            })?;
             image::mount_on(&img, &ws).map_err(SessionError::Workspace)?;
             match fs::remove_dir(ws.join("lost+found")) {
                 Ok(()) => {}
@@ -64,6 +72,13 @@ pub fn build(
         .map_err(SessionError::io("chmod of the workspace"))?;
     crate::workspace::prepare(&ws, uid, uid).map_err(|e| SessionError::Workspace(e.to_string()))?;
     Ok(quota)
+}
+
+/// Bytes an unprivileged writer could still put on `dir`'s filesystem.
+pub fn free_bytes(dir: &Path) -> u64 {
+    nix::sys::statvfs::statvfs(dir)
+        .map(|s| (s.blocks_available() as u64).saturating_mul(s.fragment_size() as u64))
+        .unwrap_or(0)
 }
 
 /// Mounts the image of a session loaded from disk again if it is not

@@ -7,8 +7,9 @@
 //! metadata (the next start finishes the move) or the new one.
 
 use super::key::SessionKey;
+use super::layout;
 use super::meta::{self, is_valid_id};
-use super::{image, layout};
+use crate::volume as image;
 use std::fs;
 use std::io::ErrorKind;
 use std::path::Path;

@@ -17,10 +17,8 @@
 //! tens of milliseconds: call them through `spawn_blocking`.
 
 mod error;
-mod image;
 mod key;
 mod layout;
-mod loopdev;
 mod meta;
 mod migrate;
 mod recover;
@@ -69,6 +67,8 @@ pub struct SessionPolicy {
     pub uid_base: u32,
     pub uid_count: u32,
     pub quota: QuotaMode,
+    /// Free disk a new session never takes.
+    pub min_free_disk: u64,
 }
 
 impl From<&Policy> for SessionPolicy {
@@ -80,6 +80,7 @@ impl From<&Policy> for SessionPolicy {
             uid_base: p.identity.uid_base,
             uid_count: p.identity.uid_count,
             quota: p.sessions.quota.into(),
+            min_free_disk: p.sessions.min_free_disk.0,
         }
     }
 }

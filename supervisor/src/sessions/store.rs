@@ -67,6 +67,10 @@ impl SessionStore {
                 .uids
                 .allocate(base, count)
                 .ok_or(SessionError::NoUid(UidPool::capacity(count)))?;
+            if let Err(e) = room_for(&sh.dir, &inner.policy, inner.creating) {
+                inner.uids.release(uid);
+                return Err(e);
+            }
             inner.creating += 1;
             (inner.policy.clone(), uid)
         };
@@ -250,6 +254,25 @@ impl SessionStore {
             }
         }
     }
+}
+
+/// A new workspace reserves its whole quota; refuse it while the disk,
+/// less what must stay free and what sessions being created will take,
+/// cannot hold that.
+fn room_for(dir: &Path, policy: &SessionPolicy, creating: usize) -> Result<(), SessionError> {
+    if policy.quota != super::QuotaMode::Loop {
+        return Ok(());
+    }
+    let free = layout::free_bytes(dir);
+    let pending = policy.disk_quota.saturating_mul(creating as u64 + 1);
+    if free < pending.saturating_add(policy.min_free_disk) {
+        return Err(SessionError::NoDisk {
+            quota: policy.disk_quota,
+            keep: policy.min_free_disk,
+            free,
+        });
+    }
+    Ok(())
 }
 
 impl Shared {

@@ -93,6 +93,7 @@ pub fn policy(mode: QuotaMode) -> SessionPolicy {
         uid_base: 300_000,
         uid_count: 16,
         quota: mode,
+        min_free_disk: 0,
     }
 }
 

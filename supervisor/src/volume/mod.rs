@@ -1,5 +1,10 @@
-//! Quota images: a sparse ext4 file per session, loop-mounted on its
-//! workspace directory with nosuid,nodev,noatime.
+//! Volumes: an ext4 image file loop-mounted on a directory with
+//! nosuid,nodev,noatime. Session workspaces and environment builds write
+//! into them, so a full volume gets ENOSPC instead of filling the host.
+//!
+//! Every block of an image is allocated when it is made (`fallocate`), and
+//! its loop device refuses discards, so no `fstrim` can hand blocks back:
+//! a volume's size is a reservation on the host's disk, never an overcommit.
 //!
 //! Not noexec: the jail runs arbitrary code by design, so refusing execve
 //! or PROT_EXEC mmap of workspace files would stop legitimate work (a
@@ -7,32 +12,75 @@
 //! power away from the code; the supervisor itself never executes workspace
 //! files. nosuid and nodev do matter and the jailer's bind keeps them.
 //!
-//! The image file lives outside the workspace, so the kernel's ext4 driver
+//! The image file lives outside the volume, so the kernel's ext4 driver
 //! only ever parses a filesystem mke2fs made, never bytes from jailed code.
 
-use super::loopdev;
+mod loopdev;
+
 use nix::errno::Errno;
 use nix::mount::{mount, umount2, MntFlags, MsFlags};
 use std::fs::OpenOptions;
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-/// Makes `image` (which must not exist): `size` sparse bytes holding an
-/// ext4 filesystem with no journal (workspaces are scratch space; a
-/// restart runs e2fsck instead), no reserved blocks, no resize inode, and
-/// its root directory owned by `uid`.
-pub fn create(image: &Path, size: u64, uid: u32) -> Result<(), String> {
+/// What went wrong making a volume.
+#[derive(Debug, thiserror::Error)]
+pub enum VolumeError {
+    /// The disk cannot hold the whole image: nothing was left behind.
+    #[error("the disk has no room for {size} more bytes")]
+    NoSpace { size: u64 },
+    #[error("{0}")]
+    Other(String),
+}
+
+/// Makes `image` (which must not exist): `size` bytes, all allocated,
+/// holding an ext4 filesystem with no journal (volumes are scratch space;
+/// a restart runs e2fsck instead), no reserved blocks, no resize inode, and
+/// its root directory owned by `uid`. On failure the file is removed.
+pub fn create(image: &Path, size: u64, uid: u32) -> Result<(), VolumeError> {
     let f = OpenOptions::new()
         .write(true)
         .create_new(true)
         .mode(0o600)
         .custom_flags(libc::O_CLOEXEC | libc::O_NOFOLLOW)
         .open(image)
-        .map_err(|e| format!("creating the image file: {e}"))?;
-    f.set_len(size)
-        .map_err(|e| format!("sizing the image file: {e}"))?;
-    drop(f);
+        .map_err(|e| VolumeError::Other(format!("creating the image file: {e}")))?;
+    let made = reserve(&f, size).and_then(|()| {
+        drop(f);
+        mkfs(image, uid).map_err(VolumeError::Other)
+    });
+    if made.is_err() {
+        let _ = std::fs::remove_file(image);
+    }
+    made
+}
+
+/// Allocates every block of the file up front.
+fn reserve(f: &std::fs::File, size: u64) -> Result<(), VolumeError> {
+    let len = libc::off_t::try_from(size)
+        .map_err(|_| VolumeError::Other(format!("{size} bytes is too large for an image")))?;
+    // SAFETY: fallocate on a file descriptor we own; no memory is passed.
+    if unsafe { libc::fallocate(f.as_raw_fd(), 0, 0, len) } == 0 {
+        return Ok(());
+    }
+    match Errno::last() {
+        Errno::ENOSPC | Errno::EDQUOT => Err(VolumeError::NoSpace { size }),
+        Errno::EOPNOTSUPP => {
+            // Some filesystems (overlayfs on a few container hosts) cannot
+            // allocate ahead; the image is sparse there, and says so.
+            tracing::warn!("this filesystem cannot reserve volume space (fallocate); images are sparse and the disk may be overcommitted");
+            f.set_len(size)
+                .map_err(|e| VolumeError::Other(format!("sizing the image file: {e}")))
+        }
+        e => Err(VolumeError::Other(format!(
+            "reserving the image's space: {e}"
+        ))),
+    }
+}
+
+fn mkfs(image: &Path, uid: u32) -> Result<(), String> {
     let ext = format!("root_owner={uid}:{uid},nodiscard,lazy_itable_init=1");
     let mut cmd = Command::new(tool("mke2fs"));
     cmd.args(["-t", "ext4", "-q", "-F", "-m", "0"])
@@ -53,12 +101,25 @@ pub fn check(image: &Path) -> Result<(), String> {
 /// Mounts `image` on the directory `dir` through a loop device.
 pub fn mount_on(image: &Path, dir: &Path) -> Result<(), String> {
     let dev = loopdev::attach(image).map_err(|e| format!("loop device: {e}"))?;
+    refuse_discards(&dev.path);
     let flags = MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOATIME;
     mount(Some(&dev.path), dir, Some("ext4"), flags, None::<&str>)
-        .map_err(|e| format!("mounting {} on the workspace: {e}", dev.path.display()))?;
+        .map_err(|e| format!("mounting {} on {}: {e}", dev.path.display(), dir.display()))?;
     // The mount now holds the device; dropping ours lets autoclear work.
     drop(dev);
     Ok(())
+}
+
+/// Discards would punch holes in the image and give its reserved blocks
+/// back to the host (`fstrim` trims every mounted filesystem).
+fn refuse_discards(dev: &Path) {
+    let Some(name) = dev.file_name() else { return };
+    let knob = Path::new("/sys/block")
+        .join(name)
+        .join("queue/discard_max_bytes");
+    if let Err(e) = std::fs::write(&knob, "0") {
+        tracing::warn!(knob = %knob.display(), error = %e, "could not turn off discards on a volume; fstrim may give its reserved space back");
+    }
 }
 
 /// Unmounts everything stacked on `dir`. A busy filesystem is detached
