@@ -78,6 +78,12 @@ pub enum JailError {
     Chdir { path: String, errno: Errno },
     #[error("bringing lo up: {0}")]
     LoopbackUp(Errno),
+    #[error("the proxy listener on 127.0.0.1:{port}: {what}: {errno}")]
+    ProxyListener {
+        port: u16,
+        what: &'static str,
+        errno: Errno,
+    },
     #[error("sethostname: {0}")]
     Hostname(Errno),
     #[error("setrlimit {resource}: {errno}")]
@@ -124,7 +130,7 @@ impl JailError {
             MountTmpfs { .. } | Mkdir { .. } | Bind { .. } | Remount { .. } => "mounts",
             Symlink { .. } | WriteFile { .. } | MountProc(_) => "mounts",
             PivotRoot(_) | DetachOldRoot(_) | Chdir { .. } => "pivot_root",
-            LoopbackUp(_) => "network",
+            LoopbackUp(_) | ProxyListener { .. } => "network",
             Hostname(_) => "hostname",
             Rlimit { .. } => "rlimits",
             CapDrop(_) | SetGid(_) | SetUid(_) | NoNewPrivs(_) => "privileges",
@@ -155,6 +161,7 @@ impl JailError {
             | UnshareCgroup(e) | MakePrivate(e) | SetFsId(e) | MountProc(e) | PivotRoot(e)
             | DetachOldRoot(e) | LoopbackUp(e) | Hostname(e) | SetGid(e) | SetUid(e)
             | NoNewPrivs(e) | Fork(e) => Some(*e),
+            ProxyListener { errno, .. } => Some(*errno),
             _ => None,
         }
     }

@@ -22,6 +22,8 @@ pub struct InitFds {
     pub release: OwnedFd,
     /// Write end of the report pipe.
     pub report: OwnedFd,
+    /// Proxy mode: where the init sends the jail's listener.
+    pub proxy: Option<OwnedFd>,
 }
 
 pub struct Prepared<'a> {
@@ -117,16 +119,28 @@ fn setup_and_supervise(p: &Prepared<'_>, fds: &InitFds) -> Result<i32, JailError
     let sources = rootfs::open_sources(spec)?;
     set_fs_identity()?;
     rootfs::build(spec, sources)?;
-    if spec.network == NetworkMode::Loopback {
-        net::loopback_up()?;
+    match spec.network {
+        NetworkMode::None => {}
+        NetworkMode::Loopback => net::loopback_up()?,
+        NetworkMode::Proxy => {
+            net::loopback_up()?;
+            let channel = fds.proxy.as_ref().ok_or(JailError::Spec(
+                "network mode proxy needs a proxy channel (--proxy-fd)".into(),
+            ))?;
+            net::hand_over_listener(spec.proxy_port, channel)?;
+        }
     }
     nix::unistd::sethostname("sandbox").map_err(JailError::Hostname)?;
     privs::set_rlimits(&spec.limits, p.memory_backstop)?;
     privs::drop_privileges(p.cap_last_cap)?;
     // A credential change clears the parent-death signal: set it again.
     set_pdeathsig()?;
-    let (enforcement, abi) =
-        landlock_rules::apply(&landlock_paths(spec), spec.network, spec.landlock_required)?;
+    let (enforcement, abi) = landlock_rules::apply(
+        &landlock_paths(spec),
+        spec.network,
+        spec.proxy_port,
+        spec.landlock_required,
+    )?;
     report::send(fds.report.as_fd(), &Report::Landlock { enforcement, abi });
     // SAFETY: prctl with integer arguments only; keeps python from reading our memory.
     unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) };

@@ -1,11 +1,12 @@
 //! Landlock: read and execute on the read-only binds, read and write on the
-//! workspace, `/tmp` and the writable device nodes, no TCP without a network,
-//! and scoped abstract sockets and signals. Applied after all mount work.
+//! workspace, `/tmp` and the writable device nodes, no TCP without a network
+//! (in proxy mode: connect to the proxy's port only), and scoped abstract
+//! sockets and signals. Applied after all mount work.
 
 use crate::error::JailError;
 use landlock::{
-    path_beneath_rules, Access, AccessFs, AccessNet, CompatLevel, Compatible, Ruleset, RulesetAttr,
-    RulesetCreatedAttr, RulesetStatus, Scope, ABI,
+    path_beneath_rules, Access, AccessFs, AccessNet, CompatLevel, Compatible, NetPort, Ruleset,
+    RulesetAttr, RulesetCreatedAttr, RulesetStatus, Scope, ABI,
 };
 use prims_protocol::{Enforcement, NetworkMode};
 use std::path::{Path, PathBuf};
@@ -40,6 +41,7 @@ pub struct Paths {
 pub fn apply(
     paths: &Paths,
     network: NetworkMode,
+    proxy_port: u16,
     required: bool,
 ) -> Result<(Enforcement, u32), JailError> {
     let abi = kernel_abi();
@@ -60,16 +62,22 @@ pub fn apply(
         .set_compatibility(CompatLevel::BestEffort)
         .handle_access(AccessFs::from_all(WANT))
         .map_err(err)?;
-    if network == NetworkMode::None {
+    if network != NetworkMode::Loopback {
         ruleset = ruleset
             .handle_access(AccessNet::from_all(WANT))
             .map_err(err)?;
     }
-    let status = ruleset
+    let mut created = ruleset
         .scope(Scope::from_all(WANT))
         .map_err(err)?
         .create()
-        .map_err(err)?
+        .map_err(err)?;
+    if network == NetworkMode::Proxy {
+        created = created
+            .add_rule(NetPort::new(proxy_port, AccessNet::ConnectTcp))
+            .map_err(err)?;
+    }
+    let status = created
         .add_rules(path_beneath_rules(
             existing(&paths.read_exec),
             AccessFs::from_read(WANT),

@@ -35,10 +35,11 @@ const NAMESPACES: u64 = (libc::CLONE_NEWUSER
     | libc::CLONE_NEWUTS) as u64;
 
 /// Run one job and describe how it ended. Never panics on bad input: every
-/// failure becomes a `setup_error` outcome.
-pub fn run(spec: &JobSpec) -> Outcome {
+/// failure becomes a `setup_error` outcome. `proxy` is the channel the
+/// jail's listener goes out on in `NetworkMode::Proxy`.
+pub fn run(spec: &JobSpec, proxy: Option<OwnedFd>) -> Outcome {
     let start = Instant::now();
-    match run_jail(spec, start) {
+    match run_jail(spec, start, proxy) {
         Ok(outcome) => outcome,
         Err(e) => setup_failure(&e, start),
     }
@@ -122,6 +123,11 @@ fn validate(spec: &JobSpec) -> Result<(), JailError> {
             )));
         }
     }
+    if spec.network == NetworkMode::Proxy && spec.proxy_port == 0 {
+        return Err(JailError::Spec(
+            "network mode proxy needs a proxy_port other than 0".into(),
+        ));
+    }
     if spec.argv.first().is_some_and(|a| !a.starts_with('/')) {
         return Err(JailError::Spec(
             "argv[0] must be an absolute path inside the jail".into(),
@@ -171,11 +177,16 @@ fn pipe() -> Result<(OwnedFd, OwnedFd), JailError> {
     nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(JailError::Pipe)
 }
 
-fn run_jail(spec: &JobSpec, start: Instant) -> Result<Outcome, JailError> {
+fn run_jail(spec: &JobSpec, start: Instant, proxy: Option<OwnedFd>) -> Result<Outcome, JailError> {
     validate(spec)?;
+    if (spec.network == NetworkMode::Proxy) != proxy.is_some() {
+        return Err(JailError::Spec(
+            "a proxy channel (--proxy-fd) goes with network mode proxy, and only with it".into(),
+        ));
+    }
     let filters = seccomp::build(&spec.seccomp_extra_deny, &spec.socket_families)?;
     let cgroup = job_cgroup(spec)?;
-    let result = run_in_cgroup(spec, filters, cgroup.as_deref(), start);
+    let result = run_in_cgroup(spec, filters, cgroup.as_deref(), start, proxy);
     if let Some(cg) = cgroup {
         // The pid namespace is gone by now; this catches stragglers anyway.
         let _ = cg.kill();
@@ -189,6 +200,7 @@ fn run_in_cgroup(
     filters: seccomp::Filters,
     cgroup: Option<&dyn JobCgroup>,
     start: Instant,
+    proxy: Option<OwnedFd>,
 ) -> Result<Outcome, JailError> {
     // The init inherits our supplementary groups, and setgroups is denied
     // inside the user namespace: drop them here.
@@ -206,11 +218,7 @@ fn run_in_cgroup(
         self_attach: v1_tasks_files(spec, cgroup),
     };
     let cg_fd = cgroup.and_then(|c| c.dir_fd());
-    let mut namespaces = NAMESPACES;
-    if spec.network == NetworkMode::Host {
-        namespaces &= !(libc::CLONE_NEWNET as u64);
-    }
-    let forked = sys::clone_fork(namespaces, cg_fd).map_err(JailError::Clone)?;
+    let forked = sys::clone_fork(NAMESPACES, cg_fd).map_err(JailError::Clone)?;
     let (pid, pidfd) = match forked {
         sys::Forked::Child => {
             drop(release_w);
@@ -220,6 +228,7 @@ fn run_in_cgroup(
                 InitFds {
                     release: release_r,
                     report: report_w,
+                    proxy,
                 },
             )
         }
@@ -227,6 +236,8 @@ fn run_in_cgroup(
     };
     drop(release_r);
     drop(report_w);
+    // Only the init sends on it.
+    drop(proxy);
     let released = (|| {
         idmap::write(pid, spec.host_uid, spec.host_gid)?;
         if let Some(cg) = cgroup {

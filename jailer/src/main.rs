@@ -1,5 +1,7 @@
-//! `prims-jailer --spec-fd N --outcome-fd M`: read a job spec from fd N, run
-//! it in a fresh jail, write one outcome record (JSON) to fd M.
+//! `prims-jailer --spec-fd N --outcome-fd M [--proxy-fd P]`: read a job
+//! spec from fd N, run it in a fresh jail, write one outcome record (JSON)
+//! to fd M. With network mode `proxy`, the jail's listener is sent on the
+//! Unix socket P.
 //!
 //! python's stdout and stderr are this process's fds 1 and 2. Exit status:
 //! 0 when python ran (whatever its outcome), 1 when the jail could not be
@@ -9,13 +11,20 @@
 use prims_protocol::{decode_spec, Outcome};
 use std::fs::File;
 use std::io::{Read, Write};
-use std::os::fd::{FromRawFd, RawFd};
+use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 use std::time::Instant;
 
-fn parse_args() -> Result<(RawFd, RawFd), String> {
+struct Fds {
+    spec: RawFd,
+    outcome: RawFd,
+    proxy: Option<RawFd>,
+}
+
+fn parse_args() -> Result<Fds, String> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut spec = None;
     let mut outcome = None;
+    let mut proxy = None;
     let mut it = args.iter();
     while let Some(a) = it.next() {
         let val = it
@@ -25,27 +34,39 @@ fn parse_args() -> Result<(RawFd, RawFd), String> {
         match a.as_str() {
             "--spec-fd" => spec = val,
             "--outcome-fd" => outcome = val,
+            "--proxy-fd" => proxy = Some(val.ok_or("--proxy-fd takes an fd above 2")?),
             _ => return Err(format!("unknown argument {a:?}")),
         }
     }
     match (spec, outcome) {
-        (Some(s), Some(o)) if s != o => Ok((s, o)),
-        _ => Err("usage: prims-jailer --spec-fd N --outcome-fd M (N, M > 2 and distinct)".into()),
+        (Some(s), Some(o)) if s != o && proxy != Some(s) && proxy != Some(o) => Ok(Fds {
+            spec: s,
+            outcome: o,
+            proxy,
+        }),
+        _ => Err(
+            "usage: prims-jailer --spec-fd N --outcome-fd M [--proxy-fd P] (fds > 2 and distinct)"
+                .into(),
+        ),
     }
 }
 
 fn main() {
     let start = Instant::now();
-    let (spec_fd, outcome_fd) = match parse_args() {
+    let fds = match parse_args() {
         Ok(fds) => fds,
         Err(msg) => {
             eprintln!("prims-jailer: {msg}");
             std::process::exit(2);
         }
     };
-    // Nothing but stdio and our two fds may reach the jail.
-    let keep = [spec_fd, outcome_fd];
+    let (spec_fd, outcome_fd) = (fds.spec, fds.outcome);
+    // Nothing but stdio and our fds may reach the jail.
+    let mut keep = vec![spec_fd, outcome_fd];
+    keep.extend(fds.proxy);
     close_others(&keep);
+    // SAFETY: the caller handed us this fd; nothing else in this process owns it.
+    let proxy = fds.proxy.map(|fd| unsafe { OwnedFd::from_raw_fd(fd) });
     // SAFETY: the caller handed us these fds; nothing else in this process owns them.
     let mut spec_file = unsafe { File::from_raw_fd(spec_fd) };
     // SAFETY: as above.
@@ -64,7 +85,7 @@ fn main() {
             Err(e) => {
                 prims_jailer::setup_failure(&prims_jailer::JailError::Spec(e.to_string()), start)
             }
-            Ok(spec) => prims_jailer::run(&spec),
+            Ok(spec) => prims_jailer::run(&spec, proxy),
         },
     };
     let json = serde_json::to_vec(&outcome).unwrap_or_else(|_| b"{}".to_vec());

@@ -1,8 +1,16 @@
-//! The jail's network: an empty namespace, with `lo` up in loopback mode.
+//! The jail's network: an empty namespace, with `lo` up in loopback and
+//! proxy modes. In proxy mode the init also opens the only way out: a TCP
+//! listener on the jail's own loopback, handed to the caller, whose proxy
+//! serves it from outside the jail.
 
 use crate::error::JailError;
 use nix::errno::Errno;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use nix::sys::socket::{
+    bind, listen, sendmsg, socket, AddressFamily, Backlog, ControlMessage, MsgFlags, SockFlag,
+    SockType, SockaddrIn,
+};
+use std::io::IoSlice;
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 
 pub fn loopback_up() -> Result<(), JailError> {
     // SAFETY: creating a socket has no memory-safety preconditions.
@@ -29,5 +37,32 @@ pub fn loopback_up() -> Result<(), JailError> {
     if unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCSIFFLAGS, &req) } < 0 {
         return Err(JailError::LoopbackUp(Errno::last()));
     }
+    Ok(())
+}
+
+/// Listens on `127.0.0.1:port` in this (the jail's) network namespace and
+/// sends the listening socket over `channel` (SCM_RIGHTS). The init keeps
+/// no copy: jailed code can connect to the port, never accept on it.
+pub fn hand_over_listener(port: u16, channel: &OwnedFd) -> Result<(), JailError> {
+    let fail = |what, errno| JailError::ProxyListener { port, what, errno };
+    let sock = socket(
+        AddressFamily::Inet,
+        SockType::Stream,
+        SockFlag::SOCK_CLOEXEC,
+        None,
+    )
+    .map_err(|e| fail("socket", e))?;
+    bind(sock.as_raw_fd(), &SockaddrIn::new(127, 0, 0, 1, port)).map_err(|e| fail("bind", e))?;
+    listen(&sock, Backlog::new(64).unwrap_or(Backlog::MAXCONN)).map_err(|e| fail("listen", e))?;
+    let fds = [sock.as_fd().as_raw_fd()];
+    let iov = [IoSlice::new(b"L")];
+    sendmsg::<()>(
+        channel.as_raw_fd(),
+        &iov,
+        &[ControlMessage::ScmRights(&fds)],
+        MsgFlags::MSG_NOSIGNAL,
+        None,
+    )
+    .map_err(|e| fail("sending it to the supervisor", e))?;
     Ok(())
 }

@@ -44,6 +44,10 @@ pub struct JobSpec {
     /// Mount the venv read-write: only for building it.
     #[serde(default)]
     pub venv_writable: bool,
+    /// With `NetworkMode::Proxy`: the loopback port, inside the jail, of
+    /// the listener the jail's init hands to the caller.
+    #[serde(default)]
+    pub proxy_port: u16,
 }
 
 /// A host directory bound at `target` inside the jail.
@@ -92,8 +96,11 @@ pub enum NetworkMode {
     None,
     /// `lo` is up; nothing leaves the namespace.
     Loopback,
-    /// The host's network: for environment builds only, never for user code.
-    Host,
+    /// `lo` is up, and a TCP listener on `127.0.0.1:proxy_port` inside the
+    /// jail is handed out (over the jailer's `--proxy-fd`) before any code
+    /// runs: its connections are served by a proxy outside the jail, the
+    /// only way out. TCP connects to any other port are refused.
+    Proxy,
 }
 
 #[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]

@@ -2,6 +2,7 @@
 //! turns policy plus a request into a job spec, and drives one jailer process
 //! per run. The daemon that serves these over a socket builds on this crate.
 
+pub mod audit;
 pub mod cgroups;
 pub mod daemon;
 pub mod envs;

@@ -17,6 +17,8 @@ const SPEC_FD: RawFd = 3;
 /// How long past the wall-time limit a jailer may take before it is killed.
 const JAILER_GRACE: Duration = Duration::from_secs(10);
 const OUTCOME_FD: RawFd = 4;
+/// In proxy mode: the Unix socket the jail's listener arrives on.
+const PROXY_FD: RawFd = 5;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Stream {
@@ -94,6 +96,8 @@ pub enum RunError {
     },
     #[error("encoding the job spec")]
     Encode(#[from] serde_json::Error),
+    #[error("passing the proxy channel to the jailer")]
+    ProxyChannel(#[source] io::Error),
     #[error("waiting for the jailer")]
     Wait(#[source] io::Error),
 }
@@ -112,6 +116,17 @@ fn memfd(name: &std::ffi::CStr) -> Result<File, RunError> {
     unsafe { libc::close(fd) };
     if high < 0 {
         return Err(RunError::Memfd(err));
+    }
+    // SAFETY: high is a fresh fd nothing else owns.
+    Ok(unsafe { File::from_raw_fd(high) })
+}
+
+/// `fd` moved to 10 or above, close-on-exec, clear of the child's dup2 targets.
+fn high_fd(fd: std::os::fd::OwnedFd) -> Result<File, RunError> {
+    // SAFETY: fcntl on a valid fd; the duplicate is owned by the File.
+    let high = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 10) };
+    if high < 0 {
+        return Err(RunError::ProxyChannel(io::Error::last_os_error()));
     }
     // SAFETY: high is a fresh fd nothing else owns.
     Ok(unsafe { File::from_raw_fd(high) })
@@ -153,6 +168,29 @@ pub fn run_job(
     sink: &(dyn Fn(Stream, &[u8]) + Sync),
     cancel: &Cancel,
 ) -> Result<RunResult, RunError> {
+    run(jailer, spec, sink, cancel, None)
+}
+
+/// `run_job` for a spec in `NetworkMode::Proxy`: the jail's listener is
+/// sent on the other end of `proxy` (a Unix socket pair) once the jail's
+/// network is up.
+pub fn run_job_proxied(
+    jailer: &Path,
+    spec: &JobSpec,
+    sink: &(dyn Fn(Stream, &[u8]) + Sync),
+    cancel: &Cancel,
+    proxy: std::os::fd::OwnedFd,
+) -> Result<RunResult, RunError> {
+    run(jailer, spec, sink, cancel, Some(proxy))
+}
+
+fn run(
+    jailer: &Path,
+    spec: &JobSpec,
+    sink: &(dyn Fn(Stream, &[u8]) + Sync),
+    cancel: &Cancel,
+    proxy: Option<std::os::fd::OwnedFd>,
+) -> Result<RunResult, RunError> {
     let mut spec_file = memfd(c"prims-spec")?;
     spec_file
         .write_all(&serde_json::to_vec(spec)?)
@@ -162,9 +200,14 @@ pub fn run_job(
     let spec_raw = spec_file.as_raw_fd();
     let out_raw = outcome_file.as_raw_fd();
 
+    let proxy = proxy.map(high_fd).transpose()?;
+    let proxy_raw = proxy.as_ref().map(|f| f.as_raw_fd());
     let mut cmd = Command::new(jailer);
-    cmd.args(["--spec-fd", "3", "--outcome-fd", "4"])
-        .env_clear()
+    cmd.args(["--spec-fd", "3", "--outcome-fd", "4"]);
+    if proxy.is_some() {
+        cmd.args(["--proxy-fd", "5"]);
+    }
+    cmd.env_clear()
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
@@ -172,9 +215,16 @@ pub fn run_job(
     // collide with the targets.
     unsafe {
         cmd.pre_exec(move || {
-            for (src, dst) in [(spec_raw, SPEC_FD), (out_raw, OUTCOME_FD)] {
-                if libc::dup2(src, dst) < 0 {
-                    return Err(io::Error::last_os_error());
+            let pairs = [
+                (Some(spec_raw), SPEC_FD),
+                (Some(out_raw), OUTCOME_FD),
+                (proxy_raw, PROXY_FD),
+            ];
+            for (src, dst) in pairs {
+                if let Some(src) = src {
+                    if libc::dup2(src, dst) < 0 {
+                        return Err(io::Error::last_os_error());
+                    }
                 }
             }
             Ok(())
@@ -199,6 +249,7 @@ pub fn run_job(
         }
     });
     drop(spec_file);
+    drop(proxy);
     let cap = usize::try_from(spec.limits.output_bytes).unwrap_or(usize::MAX);
     let stdout = child.stdout.take();
     let stderr = child.stderr.take();

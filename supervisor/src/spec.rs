@@ -47,6 +47,7 @@ pub fn build(policy: &Policy, code: String, req: &LimitRequest, place: Placement
         env: Vec::new(),
         binds: Vec::new(),
         venv_writable: false,
+        proxy_port: 0,
     }
 }
 

@@ -159,6 +159,7 @@ async fn base_env_imports_pandas_in_a_run_jail() {
         env: vec![],
         binds: vec![],
         venv_writable: false,
+        proxy_port: 0,
     };
     let t = Instant::now();
     let res = tokio::task::spawn_blocking(move || {

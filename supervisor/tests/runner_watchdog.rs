@@ -41,6 +41,7 @@ fn spec(wall_time_ms: u64) -> JobSpec {
         env: vec![],
         binds: vec![],
         venv_writable: false,
+        proxy_port: 0,
     }
 }
 

@@ -88,7 +88,7 @@ fn sessions_beyond_the_disk_are_refused_and_none_runs_short() {
     for id in &admitted {
         let s = store.get(id, None).unwrap();
         let before = nix::sys::statvfs::statvfs(&s.workspace).unwrap();
-        let room = before.blocks_available() as u64 * before.fragment_size() as u64;
+        let room = before.blocks_available() * before.fragment_size();
         assert!(room > 14 * MIB, "{room}");
         let (written, err) = fill(&s.workspace.join("output"));
         assert_eq!(err.raw_os_error(), Some(libc::ENOSPC), "{err}");
@@ -135,5 +135,5 @@ fn fstrim_cannot_give_a_workspace_reservation_back() {
 
 fn prims_supervisor_free(dir: &Path) -> u64 {
     let s = nix::sys::statvfs::statvfs(dir).unwrap();
-    s.blocks_available() as u64 * s.fragment_size() as u64
+    s.blocks_available() * s.fragment_size()
 }

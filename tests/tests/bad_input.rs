@@ -384,6 +384,7 @@ fn bad_input_jailer_refuses_host_uid_0() {
         env: Vec::new(),
         binds: Vec::new(),
         venv_writable: false,
+        proxy_port: 0,
     };
     // Pair: with host uid 200000 the spec is valid and the code runs.
     let ok_ws = workspace_dir();

@@ -1,18 +1,17 @@
 //! The supervisor daemon: the request handler behind the socket, wiring
 //! sessions, environments, the scheduler and the jailer together.
 
-mod audit;
 mod run;
 mod scheduler;
 mod startup;
 
 pub use startup::{start, DaemonConfig, SUPERVISOR_LEAF};
 
+use crate::audit::Audit;
 use crate::cgroups::Parents;
 use crate::envs::Envs;
 use crate::server::{Ctx, Handler};
 use crate::sessions::SessionStore;
-use audit::Audit;
 use prims_policy::Policy;
 use prims_protocol::wire::{ErrorCode, ErrorReply, Reply, RequestBody, Stats};
 use scheduler::Scheduler;
@@ -27,7 +26,7 @@ pub struct Daemon {
     parents: Parents,
     jailer: PathBuf,
     interpreter: PathBuf,
-    audit: Audit,
+    audit: Arc<Audit>,
     jobs: std::sync::atomic::AtomicU64,
 }
 

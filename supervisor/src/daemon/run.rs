@@ -1,9 +1,9 @@
 //! One `run` request: session lock, environment, a scheduler slot, the
 //! jail, then the files the run wrote.
 
-use super::audit::{now_secs, sha256_hex, RunRecord};
 use super::scheduler::cancelled;
 use super::{internal, Daemon};
+use crate::audit::{now_secs, sha256_hex, RunRecord};
 use crate::runner::{self, Cancel, Stream};
 use crate::server::Ctx;
 use crate::spec::{self, Placement};

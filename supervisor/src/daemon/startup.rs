@@ -1,9 +1,9 @@
 //! Bringing the daemon up: state directory, cgroups (and their crash
 //! leftovers), sessions, environments, the sweeper, then the socket.
 
-use super::audit::Audit;
 use super::scheduler::Scheduler;
 use super::Daemon;
+use crate::audit::Audit;
 use crate::cgroups;
 use crate::envs::{EnvConfig, Envs};
 use crate::server::{self, ServerConfig};
@@ -97,6 +97,7 @@ pub async fn start(cfg: DaemonConfig, shutdown: CancellationToken) -> Result<(),
     let parents = prepare_cgroups(&policy)?;
     let sessions = SessionStore::open(&cfg.state_dir, &SessionPolicy::from(&policy))
         .map_err(|e| StartError::Sessions(e.to_string()))?;
+    let audit = Arc::new(Audit::new(&cfg.state_dir));
     let envs = Envs::new(
         EnvConfig {
             state_dir: cfg.state_dir.clone(),
@@ -105,6 +106,7 @@ pub async fn start(cfg: DaemonConfig, shutdown: CancellationToken) -> Result<(),
             interpreter: interpreter.clone(),
             version,
             build_uid: build_uid(&policy),
+            audit: Some(audit.clone()),
         },
         &policy,
     )
@@ -120,7 +122,7 @@ pub async fn start(cfg: DaemonConfig, shutdown: CancellationToken) -> Result<(),
         parents,
         jailer: cfg.jailer,
         interpreter,
-        audit: Audit::new(&cfg.state_dir),
+        audit,
         jobs: Default::default(),
     });
     tokio::spawn(sweeper(daemon.clone(), shutdown.clone()));

@@ -1,16 +1,23 @@
-//! One environment build: a staging venv, uv in an install jail (see
-//! `install`), then an atomic rename into the cache.
+//! One environment build: a volume of its own (`staging`), uv in an install
+//! jail whose only way out is the proxy, bytecode compiled in a second jail
+//! with no network, the venv copied off the volume and renamed into the
+//! cache atomically; then, if no package code could have run, what uv added
+//! to the package cache is kept (`pkgcache`).
 
 use super::cache::{self, write_meta, Meta, BUILD_PREFIX};
-use super::install::{chown, chown_tree, install_spec};
+use super::install::{compile_spec, uv_spec};
 use super::key::Settings;
 use super::output::Collector;
+use super::pkgcache::PkgCache;
+use super::proxy::{self, Allowed};
+use super::staging::{self, BuildVolume};
 use super::EnvError;
+use crate::audit::Audit;
 use crate::cgroups::Parents;
-use crate::runner::{run_job, Cancel};
-use prims_protocol::Status;
+use crate::runner::{run_job, run_job_proxied, Cancel, RunResult};
+use prims_protocol::{JobSpec, Status};
 use std::path::{Path, PathBuf};
-use std::sync::mpsc;
+use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 pub use super::output::tail;
@@ -41,7 +48,9 @@ pub struct BuildJob {
     pub key: String,
     pub requirements: Vec<String>,
     pub packages: Vec<String>,
-    pub settings: std::sync::Arc<Settings>,
+    pub settings: Arc<Settings>,
+    pub pkgcache: Arc<PkgCache>,
+    pub audit: Option<Arc<Audit>>,
 }
 
 /// Build the environment and rename it into `envs_dir/<key>`. On failure
@@ -62,17 +71,13 @@ fn build_in(
 ) -> Result<Meta, EnvError> {
     let start = Instant::now();
     let venv = staging.join("venv");
-    let work = staging.join("work");
     std::fs::create_dir(staging).map_err(EnvError::io("creating", staging))?;
-    crate::venv::create(&job.interpreter, &job.version, &venv).map_err(|e| EnvError::Jail {
-        message: format!("creating the staging venv: {e}"),
-    })?;
-    std::fs::create_dir(&work).map_err(EnvError::io("creating", &work))?;
     if job.packages.is_empty() {
         // Nothing to install: the empty venv is the environment.
         progress("creating an empty Python environment".into());
+        make_venv(job, &venv)?;
     } else {
-        run_uv(job, staging, &venv, &work, progress)?;
+        install(job, &venv, progress)?;
     }
     let site = venv.join(format!("lib/python{}/site-packages", job.version));
     if !site.is_dir() {
@@ -104,30 +109,77 @@ fn build_in(
     Ok(meta)
 }
 
-/// uv in an install jail, installing `job.packages` into the staging venv.
-fn run_uv(
+fn make_venv(job: &BuildJob, venv: &Path) -> Result<(), EnvError> {
+    crate::venv::create(&job.interpreter, &job.version, venv).map_err(|e| EnvError::Jail {
+        message: format!("creating the staging venv: {e}"),
+    })
+}
+
+/// uv and compileall on a volume of the build's own, then the venv copied
+/// to `dest`.
+fn install(
     job: &BuildJob,
-    staging: &Path,
-    venv: &Path,
-    work: &Path,
+    dest: &Path,
     progress: &(dyn Fn(String) + Sync),
 ) -> Result<(), EnvError> {
-    let cache_dir = job.state_dir.join("uv-cache");
-    std::fs::create_dir_all(&cache_dir).map_err(EnvError::io("creating", &cache_dir))?;
-    // The jail writes as the build uid: it must own what it writes.
-    for dir in [staging, work, &cache_dir] {
-        chown(dir, job.build_uid)?;
-    }
-    chown_tree(venv, job.build_uid)?;
-
-    let short = job.key.get(..16).unwrap_or(&job.key);
-    let cgroup_job = format!("envbuild-{short}-{}", rand_hex());
-    let spec = install_spec(job, venv, work, &cache_dir, &cgroup_job);
+    let mut vol = BuildVolume::create(&job.state_dir, job.settings.build_disk, job.build_uid)?;
+    make_venv(job, &vol.venv())?;
+    staging::chown_tree(&vol.venv(), job.build_uid)?;
     progress(format!(
         "building a Python environment: {}",
         job.packages.join(" ")
     ));
     tracing::info!(key = %job.key, packages = ?job.packages, "building environment");
+    {
+        let (lease, evicted) = job.pkgcache.checked_lease()?;
+        for e in &evicted {
+            if let Some(a) = &job.audit {
+                a.cache_refetch(&e.entry, &e.why);
+            }
+        }
+        vol.mount_cache(lease.dir)?;
+        let ran = run_step(job, "uv", |cg| uv_spec(job, &vol, cg), progress, true, &[0]);
+        vol.unmount_cache();
+        drop(lease);
+        ran?;
+    }
+    progress("compiling bytecode".into());
+    // compileall exits 1 when a file does not compile (a test written for
+    // another Python, say): that file just gets no .pyc.
+    run_step(
+        job,
+        "compile",
+        |cg| compile_spec(job, &vol, cg),
+        progress,
+        false,
+        &[0, 1],
+    )?;
+    staging::copy_tree(&vol.venv(), dest)?;
+    if job.settings.only_binary {
+        // Only uv ran: what it added to the cache may serve other builds.
+        let (cache, cap) = (job.pkgcache.clone(), job.settings.pkg_cache_bytes);
+        std::thread::spawn(move || {
+            if let Err(e) = cache.promote(&vol.cache_upper(), cap) {
+                tracing::warn!(error = %e, "keeping a build's downloads in the package cache failed");
+            }
+            drop(vol);
+        });
+    }
+    Ok(())
+}
+
+/// Runs one install jail to completion; an error says why it failed.
+fn run_step(
+    job: &BuildJob,
+    step: &str,
+    spec: impl FnOnce(&str) -> JobSpec,
+    progress: &(dyn Fn(String) + Sync),
+    proxied: bool,
+    ok_exits: &[i32],
+) -> Result<(), EnvError> {
+    let short = job.key.get(..16).unwrap_or(&job.key);
+    let cgroup_job = format!("envbuild-{short}-{step}-{}", rand_hex());
+    let spec = spec(&cgroup_job);
     let collector = Collector::new(progress);
     let sink = |s, b: &[u8]| collector.feed(s, b);
     let cancel = Cancel::default();
@@ -139,20 +191,60 @@ fn run_uv(
             watchdog_cancel.cancel();
         }
     });
-    let res = run_job(&job.jailer, &spec, &sink, &cancel);
+    let res = if proxied {
+        run_proxied(job, &spec, &sink, &cancel)
+    } else {
+        run_job(&job.jailer, &spec, &sink, &cancel).map_err(|e| EnvError::Jail {
+            message: format!("running the install jail: {e}"),
+        })
+    };
     drop(stop_tx);
     let _ = watchdog.join();
     if job.cgroup.backend != prims_protocol::CgroupBackend::None {
         // The jailer removes its cgroup; this only matters if it crashed.
         let _ = crate::cgroups::remove_job(&job.cgroup, &cgroup_job);
     }
-    let res = res.map_err(|e| EnvError::Jail {
-        message: format!("running the install jail: {e}"),
+    judge(job, step, res?, collector.finish(), ok_exits)
+}
+
+/// The jail with the proxy serving its listener until the jail is gone.
+fn run_proxied(
+    job: &BuildJob,
+    spec: &JobSpec,
+    sink: &(dyn Fn(crate::runner::Stream, &[u8]) + Sync),
+    cancel: &Cancel,
+) -> Result<RunResult, EnvError> {
+    let rt = tokio::runtime::Handle::try_current().map_err(|_| EnvError::Jail {
+        message: "environment builds need the daemon's async runtime (for the proxy)".into(),
     })?;
-    let uv_said = collector.finish();
+    let (ours, theirs) = std::os::unix::net::UnixStream::pair().map_err(|e| EnvError::Jail {
+        message: format!("the proxy channel: {e}"),
+    })?;
+    let stop = tokio_util::sync::CancellationToken::new();
+    let allowed = Arc::new(Allowed::from_settings(&job.settings));
+    let served = rt.spawn(proxy::serve(ours.into(), allowed, stop.clone()));
+    let res = run_job_proxied(&job.jailer, spec, sink, cancel, theirs.into());
+    stop.cancel();
+    // The proxy ends with its connections; the build waits for nothing more.
+    drop(served);
+    res.map_err(|e| EnvError::Jail {
+        message: format!("running the install jail: {e}"),
+    })
+}
+
+fn judge(
+    job: &BuildJob,
+    step: &str,
+    res: RunResult,
+    said: String,
+    ok_exits: &[i32],
+) -> Result<(), EnvError> {
     let o = &res.outcome;
     match o.status {
         Status::Ok => Ok(()),
+        Status::Exit if !res.cancelled && o.exit_code.is_some_and(|c| ok_exits.contains(&c)) => {
+            Ok(())
+        }
         _ if res.cancelled => Err(EnvError::Timeout {
             after: job.settings.build_timeout,
         }),
@@ -170,11 +262,11 @@ fn run_uv(
         }
         Status::Exit | Status::Signal => {
             let how = match (o.exit_code, o.signal) {
-                (_, Some(sig)) => format!("uv was killed by signal {sig}"),
-                (Some(code), _) => format!("uv exited with code {code}"),
-                _ => "uv failed".to_string(),
+                (_, Some(sig)) => format!("the {step} step was killed by signal {sig}"),
+                (Some(code), _) => format!("the {step} step exited with code {code}"),
+                _ => format!("the {step} step failed"),
             };
-            let message = if uv_said.is_empty() { how } else { uv_said };
+            let message = if said.is_empty() { how } else { said };
             Err(EnvError::Build { message })
         }
     }

@@ -25,6 +25,9 @@ pub enum EnvError {
     /// The build ran out of its memory limit.
     #[error("pip install failed: the environment build ran out of memory ({limit_bytes} bytes)")]
     OutOfMemory { limit_bytes: u64 },
+    /// The disk cannot hold a build's volume (`python.build_disk`).
+    #[error("not enough disk to build an environment: a build reserves {bytes} bytes (python.build_disk); free disk space or lower it")]
+    Disk { bytes: u64 },
     /// uv could not be found or installed.
     #[error("uv is not available: {message}")]
     Uv { message: String },
@@ -53,7 +56,8 @@ impl EnvError {
             EnvError::Build { .. }
             | EnvError::Timeout { .. }
             | EnvError::OutOfMemory { .. }
-            | EnvError::Uv { .. } => ErrorCode::Environment,
+            | EnvError::Uv { .. }
+            | EnvError::Disk { .. } => ErrorCode::Environment,
             EnvError::Jail { .. } | EnvError::Policy { .. } | EnvError::Io { .. } => {
                 ErrorCode::Internal
             }

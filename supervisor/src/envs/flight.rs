@@ -67,6 +67,8 @@ impl Core {
                             requirements: reqs.clone(),
                             packages: packages.clone(),
                             settings: settings.clone(),
+                            pkgcache: self.pkgcache.clone(),
+                            audit: self.cfg.audit.clone(),
                         };
                         tokio::spawn(self.clone().fly(job, ptx, dtx));
                         (prx, drx, true)

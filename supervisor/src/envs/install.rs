@@ -1,35 +1,77 @@
-//! The install jail's job spec.
+//! The two jails of an environment build, as job specs. Neither has the
+//! host's network or sees anything of the host writable but the build's own
+//! volume (see `staging`).
 //!
-//! The install jail has the host network and sees, writable, only the
-//! staging venv (at `/venv`) and uv's cache (at `/uv-cache`); uv itself is
-//! bound read-only at `/opt/uv`. uv copies files out of its cache
-//! (`UV_LINK_MODE=copy`) rather than hardlinking them: a hardlinked
-//! environment would share inodes with a cache that every later install jail
-//! may write, so one build (an sdist's build script, when `only_binary` is
-//! off) could rewrite files of environments other sessions import.
+//! 1. uv resolves, downloads and installs into the staging venv. Its only
+//!    way out is the proxy (see `proxy`), which reaches the package index
+//!    hosts and nothing else. It sees the package cache through an overlay
+//!    whose upper layer is on the volume. No bytecode is compiled here:
+//!    compiling imports with `site` on, which runs any `.pth` a wheel ships.
+//! 2. Python compiles the venv's bytecode with no network at all and with
+//!    site disabled (`python -I -S -m compileall`), so no package code runs.
+//!
+//! uv copies files out of its cache (`UV_LINK_MODE=copy`): the venv must
+//! never share an inode with anything a later build could reach.
 
 use super::build::BuildJob;
-use super::EnvError;
+use super::staging::BuildVolume;
 use prims_protocol::{Bind, JobLimits, JobSpec, NetworkMode};
 use std::path::{Path, PathBuf};
 
-/// Files an install jail needs to resolve names and check certificates.
-const NETWORK_FILES: [&str; 4] = [
-    "/etc/hosts",
-    "/etc/resolv.conf",
-    "/etc/nsswitch.conf",
-    "/etc/ssl",
-];
 const CA_BUNDLE: &str = "/etc/ssl/certs/ca-certificates.crt";
-/// AF_UNIX, AF_INET, AF_INET6, AF_NETLINK (name resolution asks netlink).
-const SOCKET_FAMILIES: [i32; 4] = [1, 2, 10, 16];
+/// AF_UNIX and AF_INET: uv speaks to the proxy on the jail's loopback.
+const SOCKET_FAMILIES: [i32; 2] = [libc::AF_UNIX, libc::AF_INET];
 const BUILD_PIDS: u64 = 512;
 const BUILD_OPEN_FILES: u64 = 4096;
-const BUILD_FILE_SIZE: u64 = 4 << 30;
 const BUILD_TMP_SIZE: u64 = 256 << 20;
 /// uv's output kept by the runner; the error message keeps far less.
 const BUILD_OUTPUT: u64 = 1 << 20;
-pub fn install_spec(job: &BuildJob, venv: &Path, work: &Path, cache: &Path, cg: &str) -> JobSpec {
+
+fn limits(job: &BuildJob) -> JobLimits {
+    let s = &job.settings;
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get() as u64);
+    let wall_ms = u64::try_from(s.build_timeout.as_millis()).unwrap_or(u64::MAX);
+    JobLimits {
+        wall_time_ms: wall_ms,
+        cpu_time_ms: wall_ms.saturating_mul(cores),
+        memory_bytes: s.build_memory,
+        swap_bytes: 0,
+        pids: BUILD_PIDS,
+        open_files: BUILD_OPEN_FILES,
+        // The volume bounds what a build writes; no file may be larger.
+        file_size_bytes: s.build_disk,
+        output_bytes: BUILD_OUTPUT,
+        tmp_size_bytes: BUILD_TMP_SIZE,
+        cpu_millis: cores.saturating_mul(1000),
+    }
+}
+
+fn base_spec(job: &BuildJob, vol: &BuildVolume, cgroup_job: &str) -> JobSpec {
+    let s = &job.settings;
+    JobSpec {
+        interpreter: job.interpreter.clone(),
+        venv: vol.venv(),
+        workspace: vol.work(),
+        code: String::new(),
+        limits: limits(job),
+        network: NetworkMode::None,
+        ro_binds: s.ro_binds.clone(),
+        seccomp_extra_deny: s.seccomp_extra_deny.clone(),
+        socket_families: vec![libc::AF_UNIX],
+        landlock_required: s.landlock_required,
+        cgroup: job.cgroup.spec_for(cgroup_job),
+        host_uid: job.build_uid,
+        host_gid: job.build_uid,
+        argv: Vec::new(),
+        env: Vec::new(),
+        binds: Vec::new(),
+        venv_writable: true,
+        proxy_port: 0,
+    }
+}
+
+/// Step 1: `uv pip install` through the proxy.
+pub fn uv_spec(job: &BuildJob, vol: &BuildVolume, cgroup_job: &str) -> JobSpec {
     let s = &job.settings;
     let uv_dir = job.uv.parent().unwrap_or(Path::new("/")).to_path_buf();
     let uv_name = job
@@ -38,10 +80,15 @@ pub fn install_spec(job: &BuildJob, venv: &Path, work: &Path, cache: &Path, cg: 
         .map_or("uv".into(), |n| n.to_string_lossy());
     let mut argv: Vec<String> = vec![format!("/opt/uv/{uv_name}")];
     argv.extend(
-        ["pip", "install", "--python", "/venv/bin/python"]
-            .into_iter()
-            .chain(["--compile-bytecode", "--no-config"])
-            .map(String::from),
+        [
+            "pip",
+            "install",
+            "--python",
+            "/venv/bin/python",
+            "--no-config",
+        ]
+        .into_iter()
+        .map(String::from),
     );
     if s.only_binary {
         argv.extend(["--only-binary".into(), ":all:".into()]);
@@ -59,14 +106,14 @@ pub fn install_spec(job: &BuildJob, venv: &Path, work: &Path, cache: &Path, cg: 
             writable: false,
         },
         Bind {
-            source: cache.to_path_buf(),
+            source: vol.cache(),
             target: "/uv-cache".into(),
             writable: true,
         },
     ];
     for l in &s.find_links {
         argv.extend(["--find-links".into(), l.clone()]);
-        // A wheel directory on the host is visible at the same path.
+        // A wheel directory on the host is visible, read-only, at its path.
         let p = Path::new(l);
         if p.is_absolute() && p.is_dir() {
             binds.push(Bind {
@@ -78,71 +125,65 @@ pub fn install_spec(job: &BuildJob, venv: &Path, work: &Path, cache: &Path, cg: 
     }
     argv.push("--".into());
     argv.extend(job.packages.iter().cloned());
+    let proxy = format!("http://127.0.0.1:{}", super::proxy::PORT);
+    let mut env: Vec<String> = [
+        "UV_CACHE_DIR=/uv-cache",
+        "UV_PYTHON_DOWNLOADS=never",
+        "UV_NO_PROGRESS=1",
+        "UV_LINK_MODE=copy",
+        "UV_COMPILE_BYTECODE=0",
+        "NO_COLOR=1",
+    ]
+    .into_iter()
+    .map(String::from)
+    .collect();
+    for var in [
+        "HTTP_PROXY",
+        "HTTPS_PROXY",
+        "ALL_PROXY",
+        "http_proxy",
+        "https_proxy",
+    ] {
+        env.push(format!("{var}={proxy}"));
+    }
+    if Path::new(CA_BUNDLE).is_file() {
+        env.push(format!("SSL_CERT_FILE={CA_BUNDLE}"));
+    }
     let mut ro_binds = s.ro_binds.clone();
-    ro_binds.extend(NETWORK_FILES.map(PathBuf::from));
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get() as u64);
-    let wall_ms = u64::try_from(s.build_timeout.as_millis()).unwrap_or(u64::MAX);
+    ro_binds.push(PathBuf::from("/etc/ssl"));
     JobSpec {
-        interpreter: job.interpreter.clone(),
-        venv: venv.to_path_buf(),
-        workspace: work.to_path_buf(),
-        code: String::new(),
-        limits: JobLimits {
-            wall_time_ms: wall_ms,
-            cpu_time_ms: wall_ms.saturating_mul(cores),
-            memory_bytes: s.build_memory,
-            swap_bytes: 0,
-            pids: BUILD_PIDS,
-            open_files: BUILD_OPEN_FILES,
-            file_size_bytes: BUILD_FILE_SIZE,
-            output_bytes: BUILD_OUTPUT,
-            tmp_size_bytes: BUILD_TMP_SIZE,
-            cpu_millis: cores.saturating_mul(1000),
-        },
-        network: NetworkMode::Host,
-        ro_binds,
-        seccomp_extra_deny: s.seccomp_extra_deny.clone(),
+        network: NetworkMode::Proxy,
+        proxy_port: super::proxy::PORT,
         socket_families: SOCKET_FAMILIES.to_vec(),
-        landlock_required: s.landlock_required,
-        cgroup: job.cgroup.spec_for(cg),
-        host_uid: job.build_uid,
-        host_gid: job.build_uid,
+        ro_binds,
         argv,
-        env: [
-            "UV_CACHE_DIR=/uv-cache",
-            "UV_PYTHON_DOWNLOADS=never",
-            "UV_NO_PROGRESS=1",
-            "UV_LINK_MODE=copy",
-            "NO_COLOR=1",
-        ]
-        .into_iter()
-        .map(String::from)
-        .chain(
-            Path::new(CA_BUNDLE)
-                .is_file()
-                .then(|| format!("SSL_CERT_FILE={CA_BUNDLE}")),
-        )
-        .collect(),
+        env,
         binds,
-        venv_writable: true,
+        ..base_spec(job, vol, cgroup_job)
     }
 }
 
-pub fn chown(path: &Path, uid: u32) -> Result<(), EnvError> {
-    std::os::unix::fs::lchown(path, Some(uid), Some(uid)).map_err(EnvError::io("chowning", path))
-}
-
-pub fn chown_tree(dir: &Path, uid: u32) -> Result<(), EnvError> {
-    chown(dir, uid)?;
-    let rd = std::fs::read_dir(dir).map_err(EnvError::io("reading", dir))?;
-    for ent in rd {
-        let ent = ent.map_err(EnvError::io("reading", dir))?;
-        let path = ent.path();
-        if ent.file_type().is_ok_and(|t| t.is_dir()) {
-            chown_tree(&path, uid)?;
-        } else {
-            chown(&path, uid)?;
-        }
+/// Step 2: compile the venv's bytecode, offline, with site disabled.
+/// `unchecked-hash` .pyc files stay valid however the files are copied
+/// afterwards, and the environment never changes once built.
+pub fn compile_spec(job: &BuildJob, vol: &BuildVolume, cgroup_job: &str) -> JobSpec {
+    let site = format!("/venv/lib/python{}/site-packages", job.version);
+    let argv = [
+        "/venv/bin/python",
+        "-I",
+        "-S",
+        "-m",
+        "compileall",
+        "-q",
+        "--invalidation-mode",
+        "unchecked-hash",
+        &site,
+    ]
+    .into_iter()
+    .map(String::from)
+    .collect();
+    JobSpec {
+        argv,
+        ..base_spec(job, vol, cgroup_job)
     }
-    Ok(())
 }

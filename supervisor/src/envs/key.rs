@@ -11,7 +11,7 @@ use std::time::Duration;
 
 /// Bumped whenever the way an environment is built changes, so old
 /// environments are never mistaken for new ones.
-const LAYOUT: &str = "prims-env-v1";
+const LAYOUT: &str = "prims-env-v2";
 
 /// The policy's `python` settings, checked once when the policy arrives.
 #[derive(Debug, Clone)]
@@ -22,9 +22,14 @@ pub struct Settings {
     pub extra_index_urls: Vec<String>,
     pub find_links: Vec<String>,
     pub only_binary: bool,
+    /// Cap of the cached environments (`python.env_cache_bytes`).
     pub cache_bytes: u64,
+    /// Cap of uv's shared package cache (`python.cache_bytes`).
+    pub pkg_cache_bytes: u64,
     pub build_timeout: Duration,
     pub build_memory: u64,
+    /// Size of one build's volume (`python.build_disk`).
+    pub build_disk: u64,
     /// Read-only binds of an install jail, besides uv and the network files.
     pub ro_binds: Vec<PathBuf>,
     pub seccomp_extra_deny: Vec<String>,
@@ -45,8 +50,10 @@ impl Settings {
             find_links: py.find_links.clone(),
             only_binary: py.only_binary,
             cache_bytes: py.env_cache_bytes.bytes(),
+            pkg_cache_bytes: py.cache_bytes.bytes(),
             build_timeout: py.build_timeout.0,
             build_memory: py.build_memory.bytes(),
+            build_disk: py.build_disk.bytes(),
             ro_binds: crate::spec::ro_binds(policy, interpreter),
             seccomp_extra_deny: policy.seccomp.extra_deny.clone(),
             landlock_required: policy.landlock.required,

@@ -1,9 +1,13 @@
-//! Content-addressed Python environments built by uv in an install jail.
+//! Content-addressed Python environments built by uv in install jails.
 //!
 //! [`Envs::ensure`] maps a requirement list to a read-only venv under
 //! `state_dir/envs/<key>/`: a cache hit is an index lookup, a miss builds
 //! the environment once (concurrent callers for one key share the build) and
 //! then collects least-recently-used environments above the size cap.
+//!
+//! A build runs on a volume of its own (`staging`), with the package index
+//! as its only reachable host (`proxy`), and sees uv's shared package cache
+//! only through an overlay (`pkgcache`); see `install` for the two jails.
 
 mod build;
 mod cache;
@@ -13,7 +17,10 @@ mod gc;
 mod install;
 mod key;
 mod output;
+mod pkgcache;
+mod proxy;
 mod requirements;
+mod staging;
 mod uv;
 
 pub use error::EnvError;
@@ -44,6 +51,8 @@ pub struct EnvConfig {
     pub version: String,
     /// Host uid (and gid) install jails run as. Never 0.
     pub build_uid: u32,
+    /// Where package-cache entries that failed verification are noted.
+    pub audit: Option<Arc<crate::audit::Audit>>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -69,6 +78,7 @@ pub(crate) struct Core {
     inflight: Mutex<HashMap<String, flight::Flight>>,
     slots: tokio::sync::Semaphore,
     uv: uv::UvTool,
+    pkgcache: Arc<pkgcache::PkgCache>,
     builds: AtomicU64,
     /// `spawn_base_build` was called: rebuild the base after a policy change.
     base_wanted: AtomicBool,
@@ -133,6 +143,8 @@ impl Envs {
             }
         }
         let index = Index::load(&envs_dir)?;
+        staging::clean_leftovers(&cfg.state_dir);
+        let pkgcache = Arc::new(pkgcache::PkgCache::open(&cfg.state_dir, cfg.build_uid)?);
         tracing::info!(envs = index.entries.len(), bytes = index.bytes(), dir = %envs_dir.display(), "environment cache opened");
         Ok(Envs {
             core: Arc::new(Core {
@@ -143,6 +155,7 @@ impl Envs {
                 inflight: Mutex::new(HashMap::new()),
                 slots: tokio::sync::Semaphore::new(MAX_CONCURRENT_BUILDS),
                 uv: uv::UvTool::default(),
+                pkgcache,
                 builds: AtomicU64::new(0),
                 base_wanted: AtomicBool::new(false),
             }),

@@ -77,7 +77,7 @@ pub fn build(
 /// Bytes an unprivileged writer could still put on `dir`'s filesystem.
 pub fn free_bytes(dir: &Path) -> u64 {
     nix::sys::statvfs::statvfs(dir)
-        .map(|s| (s.blocks_available() as u64).saturating_mul(s.fragment_size() as u64))
+        .map(|s| s.blocks_available().saturating_mul(s.fragment_size()))
         .unwrap_or(0)
 }
 

@@ -1,5 +1,6 @@
 //! Helpers shared by the `envs_*` tests: root check, the jailer, one uv
 //! per test process, and a cache in a fresh state dir.
+#![allow(dead_code)]
 
 use prims_policy::Policy;
 use prims_protocol::CgroupBackend;
@@ -106,6 +107,7 @@ pub fn config(state: &Path) -> EnvConfig {
         interpreter: INTERPRETER.into(),
         version: "3.11".into(),
         build_uid: BUILD_UID,
+        audit: None,
     }
 }
 
@@ -129,4 +131,46 @@ pub fn size_of(state: &Path, key: &str) -> u64 {
     let json = std::fs::read(state.join(format!("envs/{key}.json"))).unwrap();
     let v: serde_json::Value = serde_json::from_slice(&json).unwrap();
     v["size_bytes"].as_u64().unwrap()
+}
+
+/// Runs `code` in a run jail (no network, no package cache) on `venv`.
+pub async fn run_in(venv: &Path, code: &str) -> prims_supervisor::RunResult {
+    use prims_protocol::{JobSpec, LimitRequest, NetworkMode};
+    let ws = tempfile::tempdir().unwrap();
+    std::os::unix::fs::chown(ws.path(), Some(RUN_UID), Some(RUN_UID)).unwrap();
+    let mut limits = Policy::default().job_limits(&LimitRequest::default());
+    limits.memory_bytes = 2 << 30;
+    let spec = JobSpec {
+        interpreter: INTERPRETER.into(),
+        venv: venv.to_path_buf(),
+        workspace: ws.path().to_path_buf(),
+        code: code.into(),
+        limits,
+        network: NetworkMode::None,
+        ro_binds: ["/usr", "/lib", "/lib64", "/bin"]
+            .map(PathBuf::from)
+            .to_vec(),
+        seccomp_extra_deny: vec![],
+        socket_families: vec![libc::AF_UNIX],
+        landlock_required: false,
+        cgroup: Parents {
+            backend: CgroupBackend::None,
+            dirs: Default::default(),
+        }
+        .spec_for("envs-test-run"),
+        host_uid: RUN_UID,
+        host_gid: RUN_UID,
+        argv: vec![],
+        env: vec![],
+        binds: vec![],
+        venv_writable: false,
+        proxy_port: 0,
+    };
+    let res = tokio::task::spawn_blocking(move || {
+        prims_supervisor::run_job(&jailer(), &spec, &|_, _| {}, &Default::default()).unwrap()
+    })
+    .await
+    .unwrap();
+    drop(ws);
+    res
 }

@@ -1,6 +1,7 @@
-//! The audit log: one JSON line per run, appended to `state_dir/audit.log`
-//! (mode 0600: it tells who ran what). Sessions appear by name, the keyed
-//! hash of their id, never by id.
+//! The audit log: one JSON line per run, and one per package-cache entry
+//! that failed verification, appended to `state_dir/audit.log` (mode 0600:
+//! it tells who ran what). Sessions appear by name, the keyed hash of their
+//! id, never by id.
 
 use serde::Serialize;
 use sha2::{Digest, Sha256};
@@ -10,6 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+#[derive(Debug)]
 pub struct Audit {
     path: PathBuf,
     lock: Mutex<()>,
@@ -59,8 +61,30 @@ impl Audit {
         }
     }
 
-    /// Append one record. A failure is logged, never fatal to the run.
+    /// Append one run record. A failure is logged, never fatal to the run.
     pub fn record(&self, rec: &RunRecord<'_>) {
+        self.append(rec);
+    }
+
+    /// A package-cache entry failed verification, was removed, and will be
+    /// fetched again by the build that found it.
+    pub fn cache_refetch(&self, entry: &str, why: &str) {
+        #[derive(Serialize)]
+        struct Refetch<'a> {
+            time: u64,
+            event: &'static str,
+            entry: &'a str,
+            why: &'a str,
+        }
+        self.append(&Refetch {
+            time: now_secs(),
+            event: "package_cache_refetch",
+            entry,
+            why,
+        });
+    }
+
+    fn append(&self, rec: &impl Serialize) {
         let Ok(mut line) = serde_json::to_vec(rec) else {
             return;
         };

@@ -1,0 +1,222 @@
+//! A build's own volume: an ext4 image of `python.build_disk` bytes,
+//! reserved in full, loop-mounted at `state_dir/builds/<id>/`. Everything
+//! a build writes lands on it: the staging venv, uv's working directory and
+//! the upper layer of the package cache's overlay. A build that writes more
+//! gets ENOSPC; the host's disk never fills. The volume goes when the build
+//! is over, and whatever a crash left is removed at the next start.
+
+use super::EnvError;
+use crate::volume::{self, VolumeError};
+use std::fs;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+pub struct BuildVolume {
+    image: PathBuf,
+    dir: PathBuf,
+    cache_mounted: bool,
+}
+
+fn builds_dir(state_dir: &Path) -> PathBuf {
+    state_dir.join("builds")
+}
+
+/// Removes the volumes of builds a crash interrupted.
+pub fn clean_leftovers(state_dir: &Path) {
+    let dir = builds_dir(state_dir);
+    let Ok(rd) = fs::read_dir(&dir) else { return };
+    for ent in rd.flatten() {
+        let path = ent.path();
+        if ent.file_type().is_ok_and(|t| t.is_dir()) {
+            let _ = volume::unmount(&path.join("cache"));
+            let _ = volume::unmount(&path);
+        }
+        tracing::info!(path = %path.display(), "removing what an interrupted build left");
+        super::cache::remove_any(&path);
+    }
+}
+
+impl BuildVolume {
+    /// Makes and mounts a volume of `size` bytes whose root, and the
+    /// directories in it, belong to `uid`.
+    pub fn create(state_dir: &Path, size: u64, uid: u32) -> Result<BuildVolume, EnvError> {
+        let parent = builds_dir(state_dir);
+        match fs::DirBuilder::new().mode(0o711).create(&parent) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(EnvError::io("creating", &parent)(e)),
+        }
+        let id = super::build::rand_hex();
+        let image = parent.join(format!("{id}.img"));
+        let dir = parent.join(&id);
+        volume::create(&image, size, uid).map_err(|e| match e {
+            VolumeError::NoSpace { size } => EnvError::Disk { bytes: size },
+            VolumeError::Other(message) => EnvError::Build {
+                message: format!("making the build volume: {message}"),
+            },
+        })?;
+        let mut vol = BuildVolume {
+            image,
+            dir,
+            cache_mounted: false,
+        };
+        fs::DirBuilder::new()
+            .mode(0o755)
+            .create(&vol.dir)
+            .map_err(EnvError::io("creating", &vol.dir))?;
+        volume::mount_on(&vol.image, &vol.dir).map_err(|message| EnvError::Build {
+            message: format!("mounting the build volume: {message}"),
+        })?;
+        let _ = fs::remove_dir(vol.dir.join("lost+found"));
+        for sub in ["work", "cache", "cache-upper", "cache-work"] {
+            let p = vol.dir.join(sub);
+            fs::DirBuilder::new()
+                .mode(0o755)
+                .create(&p)
+                .map_err(EnvError::io("creating", &p))?;
+            chown(&p, uid)?;
+        }
+        vol.cache_mounted = false;
+        Ok(vol)
+    }
+
+    pub fn venv(&self) -> PathBuf {
+        self.dir.join("venv")
+    }
+
+    pub fn work(&self) -> PathBuf {
+        self.dir.join("work")
+    }
+
+    /// The package cache as the install jail sees it (the overlay).
+    pub fn cache(&self) -> PathBuf {
+        self.dir.join("cache")
+    }
+
+    /// What the build added to the package cache.
+    pub fn cache_upper(&self) -> PathBuf {
+        self.dir.join("cache-upper")
+    }
+
+    /// Mounts the overlay of `lower` (the shared package cache, which the
+    /// build never writes) on `cache()`.
+    pub fn mount_cache(&mut self, lower: &Path) -> Result<(), EnvError> {
+        let opts = format!(
+            "lowerdir={},upperdir={},workdir={},redirect_dir=off,index=off,metacopy=off,xino=off",
+            option_path(lower)?,
+            option_path(&self.cache_upper())?,
+            option_path(&self.dir.join("cache-work"))?,
+        );
+        let flags = nix::mount::MsFlags::MS_NOSUID | nix::mount::MsFlags::MS_NODEV;
+        nix::mount::mount(
+            Some("prims-pkgcache"),
+            &self.cache(),
+            Some("overlay"),
+            flags,
+            Some(opts.as_str()),
+        )
+        .map_err(|e| EnvError::Build {
+            message: format!("mounting the package cache overlay: {e}"),
+        })?;
+        self.cache_mounted = true;
+        Ok(())
+    }
+
+    pub fn unmount_cache(&mut self) {
+        if self.cache_mounted {
+            if let Err(e) = volume::unmount(&self.cache()) {
+                tracing::warn!(error = %e, "unmounting the package cache overlay");
+            }
+            self.cache_mounted = false;
+        }
+    }
+}
+
+impl Drop for BuildVolume {
+    fn drop(&mut self) {
+        self.unmount_cache();
+        if let Err(e) = volume::unmount(&self.dir) {
+            tracing::warn!(error = %e, dir = %self.dir.display(), "unmounting a build volume");
+        }
+        super::cache::remove_any(&self.dir);
+        super::cache::remove_any(&self.image);
+    }
+}
+
+/// A path as an overlay mount option: the option syntax has no escape for
+/// `,` and `:`, so paths holding them are refused.
+fn option_path(p: &Path) -> Result<String, EnvError> {
+    let s = p.to_str().unwrap_or(",");
+    if s.contains([',', ':', '\\', '\n']) {
+        return Err(EnvError::Policy {
+            message: format!(
+                "{} holds a character an overlay mount cannot take (, : \\); choose another state directory",
+                p.display()
+            ),
+        });
+    }
+    Ok(s.to_string())
+}
+
+pub fn chown(path: &Path, uid: u32) -> Result<(), EnvError> {
+    std::os::unix::fs::lchown(path, Some(uid), Some(uid)).map_err(EnvError::io("chowning", path))
+}
+
+pub fn chown_tree(dir: &Path, uid: u32) -> Result<(), EnvError> {
+    chown(dir, uid)?;
+    let rd = fs::read_dir(dir).map_err(EnvError::io("reading", dir))?;
+    for ent in rd {
+        let ent = ent.map_err(EnvError::io("reading", dir))?;
+        let path = ent.path();
+        if ent.file_type().is_ok_and(|t| t.is_dir()) {
+            chown_tree(&path, uid)?;
+        } else {
+            chown(&path, uid)?;
+        }
+    }
+    Ok(())
+}
+
+/// Copies the finished venv off the volume: directories, regular files
+/// and symlinks (never followed), without set-id bits; anything else a
+/// build script left (a FIFO, a socket) is dropped. The jail that wrote
+/// `src` is gone, so nothing changes under the walk.
+pub fn copy_tree(src: &Path, dst: &Path) -> Result<(), EnvError> {
+    fs::DirBuilder::new()
+        .mode(0o755)
+        .create(dst)
+        .map_err(EnvError::io("creating", dst))?;
+    for ent in fs::read_dir(src).map_err(EnvError::io("reading", src))? {
+        let ent = ent.map_err(EnvError::io("reading", src))?;
+        let from = ent.path();
+        let to = dst.join(ent.file_name());
+        let m = fs::symlink_metadata(&from).map_err(EnvError::io("inspecting", &from))?;
+        let t = m.file_type();
+        if t.is_dir() {
+            copy_tree(&from, &to)?;
+        } else if t.is_symlink() {
+            let target = fs::read_link(&from).map_err(EnvError::io("reading", &from))?;
+            std::os::unix::fs::symlink(target, &to).map_err(EnvError::io("creating", &to))?;
+        } else if t.is_file() {
+            let mode = m.mode() & 0o755;
+            let mut r = fs::OpenOptions::new()
+                .read(true)
+                .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+                .open(&from)
+                .map_err(EnvError::io("reading", &from))?;
+            let mut w = fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(mode)
+                .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+                .open(&to)
+                .map_err(EnvError::io("creating", &to))?;
+            std::io::copy(&mut r, &mut w).map_err(EnvError::io("copying to", &to))?;
+            w.set_permissions(fs::Permissions::from_mode(mode))
+                .map_err(EnvError::io("chmod of", &to))?;
+        } else {
+            tracing::warn!(path = %from.display(), "a build left something that is not a file; not copied");
+        }
+    }
+    Ok(())
+}
