@@ -23,6 +23,8 @@ pub enum JailError {
     Pipe(Errno),
     #[error("clone into new namespaces failed: {0}{hint}", hint = clone_hint(*.0))]
     Clone(Errno),
+    #[error("taking the job's host ids as the user namespace's owner ({call}): {errno}")]
+    CloneIdentity { call: &'static str, errno: Errno },
     #[error("writing {file} for the jail failed: {errno}")]
     IdMap { file: String, errno: Errno },
     #[error("dropping supplementary groups failed: {0}")]
@@ -68,8 +70,14 @@ pub enum JailError {
     Symlink { path: String, errno: Errno },
     #[error("writing {path}: {errno}")]
     WriteFile { path: String, errno: Errno },
+    #[error("removing {path}: {errno}")]
+    Remove { path: String, errno: Errno },
+    #[error("getrandom: {0}")]
+    Random(Errno),
     #[error("mounting /proc: {0}{hint}", hint = proc_hint(*.0))]
     MountProc(Errno),
+    #[error("setting the jail's own {path}: {errno}")]
+    UserNsLimit { path: String, errno: Errno },
     #[error("pivot_root: {0}")]
     PivotRoot(Errno),
     #[error("detaching the host root: {0}")]
@@ -121,18 +129,20 @@ impl JailError {
             Terminal => "stdio",
             Cgroup(_) | CgroupSelfAttach { .. } => "cgroup",
             Pipe(_) => "pipe",
-            Clone(_) => "clone",
+            Clone(_) | CloneIdentity { .. } => "clone",
             IdMap { .. } | Setgroups(_) => "idmap",
             ChildLost | Wait(_) | Child(_) | ParentGone | Pdeathsig(_) => "init",
             Setsid(_) => "setsid",
             UnshareCgroup(_) => "clone",
             MakePrivate(_) | OpenSource { .. } | NotADirectory { .. } | SetFsId(_) => "mounts",
             MountTmpfs { .. } | Mkdir { .. } | Bind { .. } | Remount { .. } => "mounts",
-            Symlink { .. } | WriteFile { .. } | MountProc(_) => "mounts",
+            Symlink { .. } | WriteFile { .. } | Remove { .. } | Random(_) | MountProc(_) => {
+                "mounts"
+            }
             PivotRoot(_) | DetachOldRoot(_) | Chdir { .. } => "pivot_root",
             LoopbackUp(_) | ProxyListener { .. } => "network",
             Hostname(_) => "hostname",
-            Rlimit { .. } => "rlimits",
+            Rlimit { .. } | UserNsLimit { .. } => "rlimits",
             CapDrop(_) | SetGid(_) | SetUid(_) | NoNewPrivs(_) => "privileges",
             LandlockUnsupported | Landlock(_) => "landlock",
             Seccomp(_) => "seccomp",
@@ -153,14 +163,17 @@ impl JailError {
             | Remount { errno, .. }
             | Symlink { errno, .. }
             | WriteFile { errno, .. }
+            | Remove { errno, .. }
             | Chdir { errno, .. }
             | Rlimit { errno, .. }
             | CgroupSelfAttach { errno, .. }
+            | CloneIdentity { errno, .. }
+            | UserNsLimit { errno, .. }
             | Exec { errno, .. } => Some(*errno),
             Pipe(e) | Clone(e) | Setgroups(e) | Wait(e) | Pdeathsig(e) | Setsid(e)
             | UnshareCgroup(e) | MakePrivate(e) | SetFsId(e) | MountProc(e) | PivotRoot(e)
             | DetachOldRoot(e) | LoopbackUp(e) | Hostname(e) | SetGid(e) | SetUid(e)
-            | NoNewPrivs(e) | Fork(e) => Some(*e),
+            | NoNewPrivs(e) | Fork(e) | Random(e) => Some(*e),
             ProxyListener { errno, .. } => Some(*errno),
             _ => None,
         }

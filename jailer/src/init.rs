@@ -31,13 +31,15 @@ pub struct Prepared<'a> {
     pub filters: Filters,
     pub cap_last_cap: u32,
     pub memory_backstop: bool,
-    /// v1 `tasks` files the init writes "0" into to join its job cgroup.
-    pub self_attach: Vec<PathBuf>,
+    /// v1 `tasks` files, opened by the jailer, that the init writes "0"
+    /// into to join its job cgroup.
+    pub self_attach: Vec<(PathBuf, OwnedFd)>,
 }
 
 /// Entry point of the cloned child. Never returns.
-pub fn run(p: Prepared<'_>, fds: InitFds) -> ! {
-    let code = match setup_and_supervise(&p, &fds) {
+pub fn run(mut p: Prepared<'_>, fds: InitFds) -> ! {
+    let self_attach = std::mem::take(&mut p.self_attach);
+    let code = match setup_and_supervise(&p, self_attach, &fds) {
         Ok(code) => code,
         Err(e) => {
             report::send(fds.report.as_fd(), &Report::SetupFailed(e.to_setup_error()));
@@ -94,16 +96,19 @@ fn set_fs_identity() -> Result<(), JailError> {
     Ok(())
 }
 
-fn setup_and_supervise(p: &Prepared<'_>, fds: &InitFds) -> Result<i32, JailError> {
+fn setup_and_supervise(
+    p: &Prepared<'_>,
+    self_attach: Vec<(PathBuf, OwnedFd)>,
+    fds: &InitFds,
+) -> Result<i32, JailError> {
     let spec = p.spec;
     // Set before waiting, so a jailer that dies early takes us with it.
     set_pdeathsig()?;
     wait_release(fds)?;
-    for tasks in &p.self_attach {
-        std::fs::write(tasks, "0").map_err(|e| JailError::CgroupSelfAttach {
-            path: tasks.clone(),
-            errno: Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)),
-        })?;
+    // Each file is closed as soon as it has served.
+    for (path, tasks) in self_attach {
+        nix::unistd::write(&tasks, b"0")
+            .map_err(|errno| JailError::CgroupSelfAttach { path, errno })?;
     }
     nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWCGROUP)
         .map_err(JailError::UnshareCgroup)?;
@@ -132,7 +137,7 @@ fn setup_and_supervise(p: &Prepared<'_>, fds: &InitFds) -> Result<i32, JailError
     }
     nix::unistd::sethostname("sandbox").map_err(JailError::Hostname)?;
     privs::set_rlimits(&spec.limits, p.memory_backstop)?;
-    privs::drop_privileges(p.cap_last_cap)?;
+    privs::drop_capabilities(p.cap_last_cap)?;
     // A credential change clears the parent-death signal: set it again.
     set_pdeathsig()?;
     let (enforcement, abi) = landlock_rules::apply(
@@ -259,6 +264,9 @@ fn exec_python(filters: &Filters, argv: &[CString], envp: &[CString], fds: &Init
             path: "close_range".into(),
             errno,
         });
+    }
+    if let Err(e) = privs::become_jail_user() {
+        fail(e);
     }
     if let Err(e) = filters.apply() {
         fail(e);

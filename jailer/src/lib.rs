@@ -9,11 +9,14 @@ mod init;
 mod landlock_rules;
 mod monitor;
 mod net;
+mod owner;
 mod privs;
+mod proc_mask;
 mod report;
 mod rootfs;
 mod seccomp;
 mod sys;
+mod userns_limits;
 
 pub use error::JailError;
 pub use landlock_rules::kernel_abi as landlock_abi;
@@ -215,10 +218,12 @@ fn run_in_cgroup(
         filters,
         cap_last_cap: cap_last_cap(),
         memory_backstop: cgroup.is_none(),
-        self_attach: v1_tasks_files(spec, cgroup),
+        self_attach: v1_tasks_files(spec, cgroup)?,
     };
     let cg_fd = cgroup.and_then(|c| c.dir_fd());
-    let forked = sys::clone_fork(NAMESPACES, cg_fd).map_err(JailError::Clone)?;
+    let forked = owner::clone_as(spec.host_uid, spec.host_gid, || {
+        sys::clone_fork(NAMESPACES, cg_fd)
+    })?;
     let (pid, pidfd) = match forked {
         sys::Forked::Child => {
             drop(release_w);
@@ -234,6 +239,8 @@ fn run_in_cgroup(
         }
         sys::Forked::Parent { pid, pidfd } => (pid, pidfd),
     };
+    // Our copies of the cgroup files the init joins through.
+    drop(prepared);
     drop(release_r);
     drop(report_w);
     // Only the init sends on it.
@@ -245,7 +252,9 @@ fn run_in_cgroup(
                 cg.attach(pid)?;
             }
         }
-        // Make python the first choice of the OOM killer, not the host's daemons.
+        // Make python the first choice of the OOM killer, not the host's
+        // daemons. Written as root: the init's /proc files are root's, since
+        // the id switch around the clone made it non-dumpable.
         let _ = std::fs::write(format!("/proc/{pid}/oom_score_adj"), "1000");
         nix::unistd::write(&release_w, &[1u8]).map_err(JailError::Pipe)?;
         Ok::<(), JailError>(())
@@ -265,11 +274,31 @@ fn run_in_cgroup(
 /// `tasks` file: a thread moving itself skips the global threadgroup lock
 /// whose write side waits for an RCU grace period (5-20 ms per run), which
 /// a write of another pid to `cgroup.procs` would take.
-fn v1_tasks_files(spec: &JobSpec, cgroup: Option<&dyn JobCgroup>) -> Vec<std::path::PathBuf> {
-    match (spec.cgroup.backend, cgroup) {
-        (CgroupBackend::V1, Some(cg)) => cg.paths().iter().map(|d| d.join("tasks")).collect(),
-        _ => Vec::new(),
-    }
+///
+/// The files are opened here, as root, and the init inherits them: v1
+/// allows a move when the *opener's* euid is root or the moving task's real
+/// or saved uid, and the init's euid is the host uid while those are root.
+fn v1_tasks_files(
+    spec: &JobSpec,
+    cgroup: Option<&dyn JobCgroup>,
+) -> Result<Vec<(std::path::PathBuf, OwnedFd)>, JailError> {
+    let dirs = match (spec.cgroup.backend, cgroup) {
+        (CgroupBackend::V1, Some(cg)) => cg.paths(),
+        _ => return Ok(Vec::new()),
+    };
+    dirs.iter()
+        .map(|d| {
+            let path = d.join("tasks");
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open(&path)
+                .map(|f| (path.clone(), OwnedFd::from(f)))
+                .map_err(|e| JailError::CgroupSelfAttach {
+                    path,
+                    errno: Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)),
+                })
+        })
+        .collect()
 }
 
 /// What this host enforces each limit with, before any job runs.

@@ -1,5 +1,5 @@
-//! Resource limits and the final drop to an unprivileged, capability-free
-//! identity with no_new_privs.
+//! Resource limits, the drop to no capabilities with no_new_privs, and
+//! python's identity.
 
 use crate::error::JailError;
 use crate::rootfs::JAIL_UID;
@@ -43,8 +43,12 @@ pub fn set_rlimits(limits: &JobLimits, memory_backstop: bool) -> Result<(), Jail
     Ok(())
 }
 
-/// Drop every capability and become jail uid/gid 1000 for good.
-pub fn drop_privileges(cap_last_cap: u32) -> Result<(), JailError> {
+/// Drop every capability and set no_new_privs. The init keeps the ids it
+/// was cloned with: effective 1000 (the host uid), real and saved the
+/// host's root, which the jail cannot name. The kernel lets one process
+/// signal, trace or `prlimit` another by comparing those ids, so python,
+/// which is 1000 through and through, has no hold on the init.
+pub fn drop_capabilities(cap_last_cap: u32) -> Result<(), JailError> {
     // The caps crate knows fewer capabilities than newer kernels have.
     for cap in 0..=cap_last_cap {
         // SAFETY: prctl with integer arguments only.
@@ -57,10 +61,6 @@ pub fn drop_privileges(cap_last_cap: u32) -> Result<(), JailError> {
         }
     }
     caps::clear(None, CapSet::Ambient).map_err(|e| JailError::CapDrop(e.to_string()))?;
-    let gid = Gid::from_raw(JAIL_UID);
-    setresgid(gid, gid, gid).map_err(JailError::SetGid)?;
-    let uid = Uid::from_raw(JAIL_UID);
-    setresuid(uid, uid, uid).map_err(JailError::SetUid)?;
     for set in [CapSet::Effective, CapSet::Permitted, CapSet::Inheritable] {
         caps::clear(None, set).map_err(|e| JailError::CapDrop(e.to_string()))?;
     }
@@ -69,4 +69,15 @@ pub fn drop_privileges(cap_last_cap: u32) -> Result<(), JailError> {
         return Err(JailError::NoNewPrivs(Errno::last()));
     }
     Ok(())
+}
+
+/// python's last step before exec: jail uid/gid 1000 as real, effective and
+/// saved ids. No capability is needed, since 1000 is already the effective
+/// id; it must happen before exec, or the kernel would treat python as
+/// setuid (AT_SECURE).
+pub fn become_jail_user() -> Result<(), JailError> {
+    let gid = Gid::from_raw(JAIL_UID);
+    setresgid(gid, gid, gid).map_err(JailError::SetGid)?;
+    let uid = Uid::from_raw(JAIL_UID);
+    setresuid(uid, uid, uid).map_err(JailError::SetUid)
 }

@@ -7,6 +7,7 @@
 
 use crate::error::JailError;
 use crate::sys::{self, MOUNT_ATTR_NODEV, MOUNT_ATTR_NOEXEC, MOUNT_ATTR_NOSUID, MOUNT_ATTR_RDONLY};
+use crate::{proc_mask, userns_limits};
 use nix::errno::Errno;
 use nix::mount::{mount, umount2, MntFlags, MsFlags};
 use prims_protocol::JobSpec;
@@ -177,14 +178,14 @@ fn touch(p: &Path) -> Result<(), JailError> {
     write_file(p, b"")
 }
 
-fn write_file(p: &Path, data: &[u8]) -> Result<(), JailError> {
+pub(crate) fn write_file(p: &Path, data: &[u8]) -> Result<(), JailError> {
     std::fs::write(p, data).map_err(|e| JailError::WriteFile {
         path: p.display().to_string(),
         errno: Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)),
     })
 }
 
-fn bind(src: &str, target: &Path, recursive: bool) -> Result<(), JailError> {
+pub(crate) fn bind(src: &str, target: &Path, recursive: bool) -> Result<(), JailError> {
     let mut flags = MsFlags::MS_BIND;
     if recursive {
         flags |= MsFlags::MS_REC;
@@ -196,7 +197,7 @@ fn bind(src: &str, target: &Path, recursive: bool) -> Result<(), JailError> {
     })
 }
 
-fn set_attr(target: &Path, attrs: u64, recursive: bool) -> Result<(), JailError> {
+pub(crate) fn set_attr(target: &Path, attrs: u64, recursive: bool) -> Result<(), JailError> {
     let c = cpath(target)?;
     sys::mount_setattr(&c, attrs, recursive).map_err(|errno| JailError::Remount {
         target: target.display().to_string(),
@@ -220,7 +221,7 @@ fn symlink(target: &Path, link: &Path) -> Result<(), JailError> {
     })
 }
 
-const RO: u64 = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
+pub(crate) const RO: u64 = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
 
 /// Assemble the new root and pivot into it. Runs as the jail's fs identity.
 pub fn build(spec: &JobSpec, src: Sources) -> Result<(), JailError> {
@@ -348,6 +349,8 @@ fn build_proc(root: &Path) -> Result<(), JailError> {
         None::<&str>,
     )
     .map_err(JailError::MountProc)?;
+    // Through the jail's own proc, before /proc/sys turns read-only below.
+    userns_limits::apply(&proc_dir)?;
     for name in PROC_READ_ONLY {
         let p = proc_dir.join(name);
         if p.symlink_metadata().is_err() {
@@ -356,7 +359,7 @@ fn build_proc(root: &Path) -> Result<(), JailError> {
         bind(&p.display().to_string(), &p, true)?;
         set_attr(&p, RO | MOUNT_ATTR_NOEXEC, true)?;
     }
-    Ok(())
+    proc_mask::apply(root, &proc_dir)
 }
 
 fn build_etc(root: &Path) -> Result<(), JailError> {

@@ -4,6 +4,10 @@
 //! 2. `clone3` returns ENOSYS, so libc falls back to `clone`, whose flags
 //!    BPF can read;
 //! 3. a deny list and argument filters returning EPERM.
+//!
+//! `prlimit64` on any process but the caller (pid 0) is refused as well:
+//! glibc's getrlimit and setrlimit pass 0, and the jail's init, the only
+//! other process python could mean, must stay out of its reach.
 
 use crate::error::JailError;
 use prims_policy::syscalls;
@@ -40,6 +44,17 @@ const DENY: &[&str] = &[
     "io_uring_setup",
     "io_uring_enter",
     "io_uring_register",
+    // asynchronous I/O: every context counts against one host-wide limit
+    // (fs.aio-max-nr), which a jail could fill for everyone
+    "io_setup",
+    "io_destroy",
+    "io_submit",
+    "io_cancel",
+    "io_getevents",
+    "io_pgetevents",
+    // secret memory: pages taken out of the kernel's direct map, which
+    // splits it for the whole host; python has no use for them
+    "memfd_secret",
     // keys
     "keyctl",
     "add_key",
@@ -171,6 +186,12 @@ fn guard() -> BpfProgram {
     ]
 }
 
+/// Deny `nr` when `rules` match, unless it is denied outright already
+/// (policy's `extra_deny` may name any call).
+fn deny_when(eperm: &mut BTreeMap<i64, Vec<SeccompRule>>, nr: i64, rules: Vec<SeccompRule>) {
+    eperm.entry(nr).or_insert(rules);
+}
+
 pub fn build(extra_deny: &[String], socket_families: &[i32]) -> Result<Filters, JailError> {
     let mut eperm: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
     for name in DENY
@@ -189,7 +210,7 @@ pub fn build(extra_deny: &[String], socket_families: &[i32]) -> Result<Filters, 
             flag,
         )?])?);
     }
-    eperm.insert(nr("clone")?, clone_rules);
+    deny_when(&mut eperm, nr("clone")?, clone_rules);
     let mut ioctl_rules = Vec::new();
     for req in [TIOCSTI, TIOCLINUX] {
         // Compared as 32 bits: the kernel ignores the upper half of the request.
@@ -200,7 +221,7 @@ pub fn build(extra_deny: &[String], socket_families: &[i32]) -> Result<Filters, 
             req,
         )?])?);
     }
-    eperm.insert(nr("ioctl")?, ioctl_rules);
+    deny_when(&mut eperm, nr("ioctl")?, ioctl_rules);
     let mut not_allowed = Vec::new();
     for fam in socket_families {
         not_allowed.push(cond(
@@ -215,13 +236,25 @@ pub fn build(extra_deny: &[String], socket_families: &[i32]) -> Result<Filters, 
     } else {
         vec![rule(not_allowed)?]
     };
-    eperm.insert(nr("socket")?, socket_rule);
-    eperm.insert(
+    deny_when(&mut eperm, nr("socket")?, socket_rule);
+    deny_when(
+        &mut eperm,
         nr("personality")?,
         vec![rule(vec![
             cond(0, SeccompCmpArgLen::Dword, SeccompCmpOp::Ne, 0)?,
             cond(0, SeccompCmpArgLen::Dword, SeccompCmpOp::Ne, 0xffff_ffff)?,
         ])?],
+    );
+    // The pid is an int: compared as 32 bits, as the kernel reads it.
+    deny_when(
+        &mut eperm,
+        nr("prlimit64")?,
+        vec![rule(vec![cond(
+            0,
+            SeccompCmpArgLen::Dword,
+            SeccompCmpOp::Ne,
+            0,
+        )?])?],
     );
     let mut enosys = BTreeMap::new();
     enosys.insert(nr("clone3")?, vec![]);

@@ -159,6 +159,13 @@ mod tests {
         "io_uring_setup",
         "io_uring_enter",
         "io_uring_register",
+        "io_setup",
+        "io_destroy",
+        "io_submit",
+        "io_cancel",
+        "io_getevents",
+        "io_pgetevents",
+        "memfd_secret",
         "keyctl",
         "add_key",
         "request_key",
@@ -200,6 +207,7 @@ mod tests {
         "socket",
         "ioctl",
         "personality",
+        "prlimit64",
     ];
 
     #[test]

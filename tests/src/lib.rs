@@ -29,6 +29,7 @@
 //! - [`probes`]: the probe bodies shared by the jail tests and the host
 //!   control test;
 //! - [`daemon`]: a real `prims supervisor` process for socket tests;
+//! - [`held`]: [`Held`], a jail kept running while the host inspects it;
 //! - [`host`]: host-side helpers: unique markers, process-table scans,
 //!   workspace directories, file owners, host python runs.
 
@@ -36,6 +37,7 @@ pub mod checks;
 pub mod child;
 pub mod daemon;
 pub mod harness;
+pub mod held;
 pub mod host;
 pub mod outcome;
 pub mod probes;
@@ -46,6 +48,7 @@ pub use child::{run_with_timeout, RawOutput};
 pub use harness::{
     jailer_bin, policy_with, prims_bin, require_root, target_dir, Job, DEFAULT_POLICY, HARD_TIMEOUT,
 };
+pub use held::{Held, HOLD_PY};
 pub use host::{
     assert_no_survivors, host_python, owner, processes_with_marker, unique, workspace_dir,
 };

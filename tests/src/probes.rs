@@ -148,6 +148,34 @@ pub const DENY_REST_JAIL_ONLY: &str = r#"
 sc("vhangup", 153)
 "#;
 
+/// Asynchronous I/O (its contexts count against the host-wide
+/// `fs.aio-max-nr`), `memfd_secret`, and `prlimit64` aimed at pid 1, also
+/// with garbage in the upper half of the pid, which the kernel ignores.
+/// The host answers EFAULT or EINVAL (an invalid resource; no secretmem flag
+/// is valid).
+pub const AIO_SECRETMEM_PRLIMIT: &str = r#"
+sc("io_setup", 206, 0, W)
+sc("io_destroy", 207, 0)
+sc("io_submit", 209, 0, 1, W)
+sc("io_cancel", 210, 0, W, W)
+sc("io_getevents", 208, 0, 0, 1, W, 0)
+sc("io_pgetevents", 333, 0, 0, 1, W, 0, 0)
+sc("memfd_secret", 447, 0xffffffff)
+sc("prlimit64_init", 302, 1, 0xffff, 0, 0)
+sc("prlimit64_init_hi32", 302, (1 << 32) | 1, 0xffff, 0, 0)
+"#;
+pub const AIO_SECRETMEM_PRLIMIT_NAMES: &[&str] = &[
+    "io_setup",
+    "io_destroy",
+    "io_submit",
+    "io_cancel",
+    "io_getevents",
+    "io_pgetevents",
+    "memfd_secret",
+    "prlimit64_init",
+    "prlimit64_init_hi32",
+];
+
 /// ioctl TIOCSTI/TIOCLINUX, including bubblewrap's CVE-2019-10063 form
 /// with garbage in the upper 32 bits, on fd -1 so the host sees EBADF.
 pub const TIOCSTI_HOST: &str = r#"

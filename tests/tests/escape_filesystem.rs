@@ -162,6 +162,47 @@ fn escape_proc_sys_fs_cgroup_absent() {
         .finish();
 }
 
+/// Not a catalogue row: the kernel command line and the boot id name the
+/// host and tell its boots apart. The jail reads an empty command line and a
+/// boot id of its own, well-formed, that it cannot overwrite.
+#[test]
+fn escape_proc_host_cmdline_and_boot_id_masked() {
+    require_root();
+    let host_cmdline = std::fs::read_to_string("/proc/cmdline").unwrap();
+    let host_boot_id = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap();
+    assert!(
+        !host_cmdline.trim().is_empty(),
+        "pairing: the host has a kernel command line"
+    );
+    let run = Job::probe(
+        "kv('cmdline', repr(open('/proc/cmdline').read()))\n\
+         kv('boot_id', open('/proc/sys/kernel/random/boot_id').read().strip())\n\
+         kv('boot_id_lines', len(open('/proc/sys/kernel/random/boot_id').read().splitlines()))\n\
+         err('cmdline_w', open, '/proc/cmdline', 'w')\n\
+         err('boot_id_w', open, '/proc/sys/kernel/random/boot_id', 'w')\n",
+    )
+    .run();
+    run.assert_ok();
+    let boot_id = run.kv("boot_id").unwrap_or_default();
+    let fields: Vec<&str> = boot_id.split('-').collect();
+    run.checks()
+        .kv_eq("cmdline", "''")
+        .kv_eq("boot_id_lines", "1")
+        .check(
+            boot_id != host_boot_id.trim(),
+            format!("the jail's boot id {boot_id} is not the host's"),
+        )
+        .check(
+            fields.iter().map(|f| f.len()).collect::<Vec<_>>() == [8, 4, 4, 4, 12]
+                && fields[2].starts_with('4')
+                && boot_id.bytes().all(|b| b == b'-' || b.is_ascii_hexdigit()),
+            format!("the jail's boot id {boot_id:?} is a version 4 UUID"),
+        )
+        .os_errno("cmdline_w", libc::EROFS)
+        .os_errno("boot_id_w", libc::EROFS)
+        .finish();
+}
+
 // ------------------------------------------------------------- host files
 
 #[test]

@@ -70,6 +70,62 @@ for _line in open('/proc/self/status'):
         .finish();
 }
 
+/// Not a catalogue row: the init (pid 1) keeps real and saved ids the jail
+/// cannot name, while python is 1000 through and through, so the kernel's
+/// own uid rules refuse python's signals, pidfd signals and `/proc/1` fds
+/// (and seccomp refuses `prlimit` on it before the kernel would).
+#[test]
+fn escape_privilege_init_out_of_reach() {
+    let code = r#"
+import signal
+def ids(pid):
+    for _l in open('/proc/%s/status' % pid):
+        if _l.startswith(('Uid:', 'Gid:')):
+            kv(_l.split(':')[0] + '_' + str(pid), *_l.split()[1:])
+ids(1)
+ids('self')
+err('kill_init_0', os.kill, 1, 0)
+err('kill_init_term', os.kill, 1, signal.SIGTERM)
+_pidfd = os.pidfd_open(1)
+err('pidfd_signal_init', signal.pidfd_send_signal, _pidfd, 0)
+err('init_fd_dir', os.listdir, '/proc/1/fd')
+import resource
+err('prlimit_init', resource.prlimit, 1, resource.RLIMIT_NOFILE, (1, 1))
+# Control: the same calls aimed at python itself work.
+err('kill_self_0', os.kill, os.getpid(), 0)
+err('pidfd_signal_self', signal.pidfd_send_signal, os.pidfd_open(os.getpid()), 0)
+kv('alive', 1)
+"#;
+    let run = Job::probe(code).run();
+    run.assert_ok();
+    let mut c = run.checks();
+    c.kv_eq("Uid_self", "1000 1000 1000 1000")
+        .kv_eq("Gid_self", "1000 1000 1000 1000");
+    // Real, effective, saved, filesystem: the init is 1000 only where it
+    // must be (effective: the namespace's mapped owner; fs: the files it made).
+    for key in ["Uid_1", "Gid_1"] {
+        let ids: Vec<String> = run
+            .kv(key)
+            .unwrap_or_default()
+            .split(' ')
+            .map(str::to_string)
+            .collect();
+        c.check(
+            ids.len() == 4 && ids[0] != "1000" && ids[2] != "1000" && ids[1] == "1000",
+            format!("{key}: real and saved ids are not python's 1000, effective is ({ids:?})"),
+        );
+    }
+    c.os_errno("kill_init_0", libc::EPERM)
+        .os_errno("kill_init_term", libc::EPERM)
+        .os_errno("pidfd_signal_init", libc::EPERM)
+        .os_errno("init_fd_dir", libc::EACCES)
+        .os_errno("prlimit_init", libc::EPERM)
+        .os_ok("kill_self_0")
+        .os_ok("pidfd_signal_self")
+        .kv_eq("alive", "1");
+    c.finish();
+}
+
 #[test]
 fn escape_privilege_every_mount_nosuid() {
     require_root();

@@ -35,10 +35,11 @@ fn probe_all_eperm(body: &str, names: &[&str]) {
 fn control_host_probes_are_never_eperm() {
     require_root();
     let code = format!(
-        "{PY_PRELUDE}\n{}\n{}\n{}\n{}\n{}\n{}\n{}\n{}\nsc('ptrace_peek', 101, 2, -1, 0, 0)\nsc('process_vm_readv', 310, os.getpid(), 0, 0, 0, 0, 1)\n",
+        "{PY_PRELUDE}\n{}\n{}\n{}\n{}\n{}\n{}\n{}\n{}\n{}\nsc('ptrace_peek', 101, 2, -1, 0, 0)\nsc('process_vm_readv', 310, os.getpid(), 0, 0, 0, 0, 1)\n",
         probes::MOUNT,
         probes::KERNEL_SURFACE,
         probes::DENY_REST,
+        probes::AIO_SECRETMEM_PRLIMIT,
         probes::TIOCSTI_HOST,
         probes::SOCKETS,
         probes::X32,
@@ -59,7 +60,7 @@ fn control_host_probes_are_never_eperm() {
         }
     }
     assert!(
-        n > 60,
+        n > 80,
         "too few probes ran on the host:\n{}",
         out.describe()
     );
@@ -224,6 +225,60 @@ fn escape_deny_list_rest_eperm() {
         &format!("{}{}", probes::DENY_REST, probes::DENY_REST_JAIL_ONLY),
         &names,
     );
+}
+
+/// Not a catalogue row: asynchronous I/O (whose contexts count against the
+/// host-wide `fs.aio-max-nr`), `memfd_secret`, and `prlimit64` on any
+/// process but the caller. The real calls as well as the garbage ones; pid
+/// 0, which glibc's getrlimit and setrlimit use, keeps working.
+#[test]
+fn escape_aio_secretmem_prlimit_eperm() {
+    let run = Job::probe(&format!(
+        "{}\n\
+         import resource\n\
+         _ctx = ctypes.c_ulong(0)\n\
+         sc('io_setup_65536', 206, 65536, ctypes.addressof(_ctx))\n\
+         sc('memfd_secret_0', 447, 0)\n\
+         err('prlimit_init', resource.prlimit, 1, resource.RLIMIT_NOFILE)\n\
+         err('prlimit_own_pid', resource.prlimit, os.getpid(), resource.RLIMIT_NOFILE)\n\
+         err('prlimit_self', resource.prlimit, 0, resource.RLIMIT_NOFILE)\n\
+         err('setrlimit_self', resource.setrlimit, resource.RLIMIT_NOFILE, (64, 128))\n\
+         kv('nofile', *resource.getrlimit(resource.RLIMIT_NOFILE))\n",
+        probes::AIO_SECRETMEM_PRLIMIT
+    ))
+    .run();
+    run.assert_ok();
+    let mut c = run.checks();
+    for n in probes::AIO_SECRETMEM_PRLIMIT_NAMES {
+        c.sc_errno(n, EPERM);
+    }
+    c.sc_errno("io_setup_65536", EPERM)
+        .sc_errno("memfd_secret_0", EPERM)
+        .os_errno("prlimit_init", EPERM)
+        // Any pid but 0 is refused, even the caller's own.
+        .os_errno("prlimit_own_pid", EPERM)
+        .os_ok("prlimit_self")
+        .os_ok("setrlimit_self")
+        .kv_eq("nofile", "64 128");
+    c.finish();
+}
+
+/// Not a catalogue row: a call that policy's `seccomp.extra_deny` names is
+/// denied outright, even one the jail otherwise only filters by argument.
+#[test]
+fn escape_extra_deny_overrides_argument_filter() {
+    let run = Job::probe(
+        "import resource\n\
+         err('getrlimit_self', resource.getrlimit, resource.RLIMIT_NOFILE)\n",
+    )
+    .policy(policy_with(
+        "10s",
+        "[seccomp]\nextra_deny = [\"prlimit64\"]\n",
+    ))
+    .run();
+    run.assert_ok();
+    // glibc's getrlimit is prlimit64(0, ...), which the argument filter allows.
+    run.checks().os_errno("getrlimit_self", EPERM).finish();
 }
 
 /// Not a catalogue row: the personality argument filter of the contract.

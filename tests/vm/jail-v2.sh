@@ -41,6 +41,39 @@ check v2_busy_loop_times_out "$j" 'd["status"]=="timeout" and d["timeout_kind"]=
 j=$(run $'[limits]\ncpu_time = "1s"\nwall_time = "20s"' 'while True: pass')
 check v2_cpu_limit_times_out "$j" 'd["status"]=="timeout" and d["timeout_kind"]=="cpu" and d["wall_ms"] < 10000'
 
+# The jailer clones the jail as the job's host uid, which must own the
+# jail's user namespace, while keeping CAP_SYS_ADMIN effective: Debian's
+# kernel.unprivileged_userns_clone=0 must not stop it.
+owner_policy=$'[identity]\nuid_base = 345678\nuid_count = 1'
+old_clone=$(cat /proc/sys/kernel/unprivileged_userns_clone 2>/dev/null || true)
+if [ -n "$old_clone" ]; then
+  sysctl -q kernel.unprivileged_userns_clone=0
+  j=$(run "$owner_policy" 'import os; print(os.getuid())')
+  sysctl -q kernel.unprivileged_userns_clone="$old_clone"
+  check v2_clone_with_unprivileged_userns_off "$j" 'd["status"]=="ok" and d["stdout"]=="1000\n"'
+else
+  echo "FAIL v2_clone_with_unprivileged_userns_off: this kernel has no kernel.unprivileged_userns_clone"
+  fails=$((fails+1))
+fi
+mkdir -p "$work/ws"
+printf '%s\n' "$owner_policy" > "$work/owner.toml"
+printf '%s\n' 'import os, time  # prims-vm-owner-mark' 'open("ready", "w").close()' \
+  'end = time.monotonic() + 30' \
+  'while not os.path.exists("release") and time.monotonic() < end: time.sleep(0.01)' > "$work/hold.py"
+systemd-run --scope -q -p Delegate=yes /opt/prims/prims run --json --policy "$work/owner.toml" \
+  --workspace "$work/ws" "$work/hold.py" > "$work/hold.json" &
+for _ in $(seq 1 600); do [ -e "$work/ws/ready" ] && break; sleep 0.05; done
+pid=$(pgrep -f prims-vm-owner-mark | head -1)
+owner=$(python3 -c 'import fcntl, os, struct, sys
+fd = os.open("/proc/%s/ns/user" % sys.argv[1], os.O_RDONLY)
+b = bytearray(4)
+fcntl.ioctl(fd, 0xb704, b)  # NS_GET_OWNER_UID
+print(struct.unpack("I", b)[0])' "$pid" 2>&1)
+touch "$work/ws/release"
+wait
+check v2_userns_owned_by_host_uid "{\"owner\": \"$owner\", \"run\": $(cat "$work/hold.json")}" \
+  'd["owner"]=="345678" and d["run"]["status"]=="ok"'
+
 left=$(find /sys/fs/cgroup -type d -name 'run-*' | wc -l)
 if [ "$left" -eq 0 ]; then echo "PASS v2_no_job_cgroups_left"; else echo "FAIL v2_no_job_cgroups_left: $left"; fails=$((fails+1)); fi
 echo "$fails failed"
