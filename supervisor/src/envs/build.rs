@@ -1,8 +1,13 @@
 //! One environment build: a volume of its own (`staging`), uv in an install
 //! jail whose only way out is the proxy, bytecode compiled in a second jail
-//! with no network, the venv copied off the volume and renamed into the
-//! cache atomically; then, if no package code could have run, what uv added
-//! to the package cache is kept (`pkgcache`).
+//! with no network, then the venv frozen into a read-only image of its own
+//! (`envs/<key>.img`, mounted on `envs/<key>/`), renamed into the cache
+//! atomically; then, if no package code could have run, what uv added to
+//! the package cache is kept (`pkgcache`).
+//!
+//! An image rather than a directory: a jail's `/proc/self/mountinfo` shows
+//! each bind's path inside its filesystem, and inside the image the venv is
+//! `/`, not a path under the host's state directory.
 
 use super::cache::{self, write_meta, Meta, BUILD_PREFIX};
 use super::install::{compile_spec, uv_spec};
@@ -70,22 +75,34 @@ fn build_in(
     progress: &(dyn Fn(String) + Sync),
 ) -> Result<Meta, EnvError> {
     let start = Instant::now();
-    let venv = staging.join("venv");
     std::fs::create_dir(staging).map_err(EnvError::io("creating", staging))?;
-    if job.packages.is_empty() {
+    let (venv, vol) = if job.packages.is_empty() {
         // Nothing to install: the empty venv is the environment.
         progress("creating an empty Python environment".into());
+        let venv = staging.join("venv");
         make_venv(job, &venv)?;
+        (venv, None)
     } else {
-        install(job, &venv, progress)?;
-    }
+        let vol = install(job, progress)?;
+        (vol.venv(), Some(vol))
+    };
     let site = venv.join(format!("lib/python{}/site-packages", job.version));
     if !site.is_dir() {
         return Err(EnvError::Build {
             message: format!("uv succeeded but {} is missing", site.display()),
         });
     }
-    let size_bytes = cache::freeze(&venv)?;
+    cache::freeze(&venv)?;
+    let image = staging.join("env.img");
+    let size_bytes = crate::volume::create_from_dir(&image, &venv).map_err(|e| match e {
+        crate::volume::VolumeError::NoSpace { size } => EnvError::Disk { bytes: size },
+        crate::volume::VolumeError::Other(message) => EnvError::Build {
+            message: format!("making the environment's image: {message}"),
+        },
+    })?;
+    if let Some(vol) = vol {
+        keep_downloads(job, vol);
+    }
     let now = cache::now_ms();
     let build_ms = u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX);
     let meta = Meta {
@@ -100,13 +117,28 @@ fn build_in(
         build_ms,
     };
     write_meta(&job.envs_dir, &meta)?;
-    let dest = job.envs_dir.join(&job.key);
-    if let Err(e) = std::fs::rename(&venv, &dest) {
+    if let Err(e) = cache::install_image(&job.envs_dir, &job.key, &image) {
         cache::remove_any(&cache::meta_path(&job.envs_dir, &job.key));
-        return Err(EnvError::io("renaming into place", &dest)(e));
+        return Err(e);
     }
     tracing::info!(key = %job.key, size_bytes, build_ms, "environment built");
     Ok(meta)
+}
+
+/// After a build that ran no package code, what uv added to the package
+/// cache is kept for other builds; the volume goes afterwards. In the
+/// background: keeping it waits for builds that have the cache in use.
+fn keep_downloads(job: &BuildJob, vol: BuildVolume) {
+    if !job.settings.only_binary {
+        return;
+    }
+    let (cache, cap) = (job.pkgcache.clone(), job.settings.pkg_cache_bytes);
+    std::thread::spawn(move || {
+        if let Err(e) = cache.promote(&vol.cache_upper(), cap) {
+            tracing::warn!(error = %e, "keeping a build's downloads in the package cache failed");
+        }
+        drop(vol);
+    });
 }
 
 fn make_venv(job: &BuildJob, venv: &Path) -> Result<(), EnvError> {
@@ -115,13 +147,8 @@ fn make_venv(job: &BuildJob, venv: &Path) -> Result<(), EnvError> {
     })
 }
 
-/// uv and compileall on a volume of the build's own, then the venv copied
-/// to `dest`.
-fn install(
-    job: &BuildJob,
-    dest: &Path,
-    progress: &(dyn Fn(String) + Sync),
-) -> Result<(), EnvError> {
+/// uv and compileall on a volume of the build's own, which holds the venv.
+fn install(job: &BuildJob, progress: &(dyn Fn(String) + Sync)) -> Result<BuildVolume, EnvError> {
     let mut vol = BuildVolume::create(&job.state_dir, job.settings.build_disk, job.build_uid)?;
     make_venv(job, &vol.venv())?;
     staging::chown_tree(&vol.venv(), job.build_uid)?;
@@ -154,18 +181,7 @@ fn install(
         false,
         &[0, 1],
     )?;
-    staging::copy_tree(&vol.venv(), dest)?;
-    if job.settings.only_binary {
-        // Only uv ran: what it added to the cache may serve other builds.
-        let (cache, cap) = (job.pkgcache.clone(), job.settings.pkg_cache_bytes);
-        std::thread::spawn(move || {
-            if let Err(e) = cache.promote(&vol.cache_upper(), cap) {
-                tracing::warn!(error = %e, "keeping a build's downloads in the package cache failed");
-            }
-            drop(vol);
-        });
-    }
-    Ok(())
+    Ok(vol)
 }
 
 /// Runs one install jail to completion; an error says why it failed.

@@ -1,8 +1,9 @@
 //! The on-disk cache of built environments and its in-memory index.
 //!
-//! Layout under `state_dir/envs/`: `<key>/` is a venv, `<key>.json` its
-//! metadata. A build writes the metadata first and then renames the venv into
-//! place, so the directory's presence is the commit point; `.build-*` (a
+//! Layout under `state_dir/envs/`: `<key>.img` is a venv frozen into a
+//! read-only ext4 image, mounted read-only on `<key>/`; `<key>.json` is its
+//! metadata. A build writes the metadata first and then renames the image
+//! into place, so the image's presence is the commit point; `.build-*` (a
 //! build in progress) and `.trash-*` (an environment being deleted) are
 //! leftovers when the process is not running.
 
@@ -60,6 +61,51 @@ pub fn meta_path(envs_dir: &Path, key: &str) -> PathBuf {
     envs_dir.join(format!("{key}.json"))
 }
 
+pub fn image_path(envs_dir: &Path, key: &str) -> PathBuf {
+    envs_dir.join(format!("{key}.img"))
+}
+
+/// Renames a finished image into place and mounts it, read-only, on
+/// `envs_dir/<key>/`.
+pub fn install_image(envs_dir: &Path, key: &str, image: &Path) -> Result<(), EnvError> {
+    let dest = image_path(envs_dir, key);
+    std::fs::rename(image, &dest).map_err(EnvError::io("renaming into place", &dest))?;
+    if let Err(e) = mount(envs_dir, key) {
+        remove_any(&dest);
+        return Err(e);
+    }
+    Ok(())
+}
+
+/// Mounts `<key>.img` on `<key>/` unless it is mounted there already.
+fn mount(envs_dir: &Path, key: &str) -> Result<(), EnvError> {
+    let dir = envs_dir.join(key);
+    if crate::fsops::is_mount_point(&dir) {
+        return Ok(());
+    }
+    match std::fs::create_dir(&dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(EnvError::io("creating", &dir)(e)),
+    }
+    crate::volume::mount_read_only(&image_path(envs_dir, key), &dir).map_err(|message| {
+        EnvError::Build {
+            message: format!("mounting environment {key}: {message}"),
+        }
+    })
+}
+
+/// Unmounts and removes everything of `key`.
+pub fn remove_env(envs_dir: &Path, key: &str) {
+    let dir = envs_dir.join(key);
+    if let Err(e) = crate::volume::unmount(&dir) {
+        tracing::warn!(key, error = %e, "unmounting an environment");
+    }
+    for p in [dir, image_path(envs_dir, key), meta_path(envs_dir, key)] {
+        remove_any(&p);
+    }
+}
+
 /// Write metadata through a temporary file and a rename.
 pub fn write_meta(envs_dir: &Path, meta: &Meta) -> Result<(), EnvError> {
     let path = meta_path(envs_dir, &meta.key);
@@ -90,6 +136,7 @@ impl Index {
         let mut index = Index::default();
         let mut dirs = Vec::new();
         let mut metas = Vec::new();
+        let mut images = std::collections::HashSet::new();
         let rd = std::fs::read_dir(envs_dir).map_err(EnvError::io("reading", envs_dir))?;
         for ent in rd {
             let ent = ent.map_err(EnvError::io("reading", envs_dir))?;
@@ -97,19 +144,29 @@ impl Index {
             let path = ent.path();
             if name.starts_with(BUILD_PREFIX) || name.starts_with(TRASH_PREFIX) {
                 tracing::info!(path = %path.display(), "removing a leftover of an interrupted build or delete");
+                let _ = crate::volume::unmount(&path);
                 remove_any(&path);
             } else if let Some(key) = name.strip_suffix(".json").filter(|k| is_key(k)) {
                 metas.push((key.to_string(), path));
+            } else if let Some(key) = name.strip_suffix(".img").filter(|k| is_key(k)) {
+                images.insert(key.to_string());
             } else if is_key(&name) {
                 dirs.push(name);
             }
         }
         for (key, path) in metas {
-            let dir = envs_dir.join(&key);
+            // An environment of an earlier layout is a directory, no image.
             let meta = std::fs::read(&path)
                 .ok()
                 .and_then(|b| serde_json::from_slice::<Meta>(&b).ok())
-                .filter(|m| m.key == key && dir.join("pyvenv.cfg").is_file());
+                .filter(|m| m.key == key && images.contains(&key))
+                .filter(|_| match mount(envs_dir, &key) {
+                    Ok(()) => true,
+                    Err(e) => {
+                        tracing::warn!(key, error = %e, "an environment image cannot be mounted");
+                        false
+                    }
+                });
             match meta {
                 Some(meta) => {
                     index.entries.insert(
@@ -122,16 +179,15 @@ impl Index {
                     );
                 }
                 None => {
-                    tracing::warn!(path = %path.display(), "removing unusable environment metadata");
-                    remove_any(&path);
+                    tracing::warn!(path = %path.display(), "removing an unusable environment");
+                    remove_env(envs_dir, &key);
                 }
             }
         }
-        for key in dirs {
+        for key in dirs.into_iter().chain(images) {
             if !index.entries.contains_key(&key) {
-                let dir = envs_dir.join(&key);
-                tracing::warn!(path = %dir.display(), "removing an environment without metadata");
-                remove_any(&dir);
+                tracing::warn!(key, "removing an environment without metadata");
+                remove_env(envs_dir, &key);
             }
         }
         Ok(index)

@@ -1,6 +1,6 @@
 //! Least-recently-used collection of environments above the cache size cap.
 
-use super::cache::{meta_path, remove_any, Index, TRASH_PREFIX};
+use super::cache::{image_path, meta_path, remove_any, Index, TRASH_PREFIX};
 use std::path::{Path, PathBuf};
 
 /// The keys to delete, oldest use first, until the total fits `cap`. An
@@ -28,22 +28,27 @@ pub fn plan(index: &Index, cap: u64, keep: &[&str]) -> Vec<String> {
     out
 }
 
-/// Take `keys` out of the index and move their directories aside, so a new
-/// build of the same key can never collide with the deletion. Call with the
-/// index locked; returns the paths to delete once the lock is released.
+/// Take `keys` out of the index, unmount them and move their images aside,
+/// so a new build of the same key can never collide with the deletion. Call
+/// with the index locked; returns the paths to delete once it is released.
 pub fn detach(index: &mut Index, envs_dir: &Path, keys: &[String]) -> Vec<PathBuf> {
     let mut trash = Vec::new();
     for key in keys {
         if index.entries.remove(key).is_none() {
             continue;
         }
-        let dir = envs_dir.join(key);
+        // Unused (no lease), so no run holds it; a busy one detaches lazily.
+        if let Err(e) = crate::volume::unmount(&envs_dir.join(key)) {
+            tracing::warn!(key, error = %e, "could not unmount an environment");
+            continue;
+        }
+        let image = image_path(envs_dir, key);
         let aside = envs_dir.join(format!("{TRASH_PREFIX}{key}-{}", super::build::rand_hex()));
-        match std::fs::rename(&dir, &aside) {
+        match std::fs::rename(&image, &aside) {
             Ok(()) => trash.push(aside),
             Err(e) => {
-                tracing::warn!(path = %dir.display(), error = %e, "could not move environment aside");
-                trash.push(dir);
+                tracing::warn!(path = %image.display(), error = %e, "could not move an environment aside");
+                trash.push(image);
             }
         }
         trash.push(meta_path(envs_dir, key));

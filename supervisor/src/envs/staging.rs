@@ -8,7 +8,7 @@
 use super::EnvError;
 use crate::volume::{self, VolumeError};
 use std::fs;
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
 pub struct BuildVolume {
@@ -55,7 +55,7 @@ impl BuildVolume {
                 message: format!("making the build volume: {message}"),
             },
         })?;
-        let mut vol = BuildVolume {
+        let vol = BuildVolume {
             image,
             dir,
             cache_mounted: false,
@@ -76,7 +76,6 @@ impl BuildVolume {
                 .map_err(EnvError::io("creating", &p))?;
             chown(&p, uid)?;
         }
-        vol.cache_mounted = false;
         Ok(vol)
     }
 
@@ -172,50 +171,6 @@ pub fn chown_tree(dir: &Path, uid: u32) -> Result<(), EnvError> {
             chown_tree(&path, uid)?;
         } else {
             chown(&path, uid)?;
-        }
-    }
-    Ok(())
-}
-
-/// Copies the finished venv off the volume: directories, regular files
-/// and symlinks (never followed), without set-id bits; anything else a
-/// build script left (a FIFO, a socket) is dropped. The jail that wrote
-/// `src` is gone, so nothing changes under the walk.
-pub fn copy_tree(src: &Path, dst: &Path) -> Result<(), EnvError> {
-    fs::DirBuilder::new()
-        .mode(0o755)
-        .create(dst)
-        .map_err(EnvError::io("creating", dst))?;
-    for ent in fs::read_dir(src).map_err(EnvError::io("reading", src))? {
-        let ent = ent.map_err(EnvError::io("reading", src))?;
-        let from = ent.path();
-        let to = dst.join(ent.file_name());
-        let m = fs::symlink_metadata(&from).map_err(EnvError::io("inspecting", &from))?;
-        let t = m.file_type();
-        if t.is_dir() {
-            copy_tree(&from, &to)?;
-        } else if t.is_symlink() {
-            let target = fs::read_link(&from).map_err(EnvError::io("reading", &from))?;
-            std::os::unix::fs::symlink(target, &to).map_err(EnvError::io("creating", &to))?;
-        } else if t.is_file() {
-            let mode = m.mode() & 0o755;
-            let mut r = fs::OpenOptions::new()
-                .read(true)
-                .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-                .open(&from)
-                .map_err(EnvError::io("reading", &from))?;
-            let mut w = fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(mode)
-                .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-                .open(&to)
-                .map_err(EnvError::io("creating", &to))?;
-            std::io::copy(&mut r, &mut w).map_err(EnvError::io("copying to", &to))?;
-            w.set_permissions(fs::Permissions::from_mode(mode))
-                .map_err(EnvError::io("chmod of", &to))?;
-        } else {
-            tracing::warn!(path = %from.display(), "a build left something that is not a file; not copied");
         }
     }
     Ok(())

@@ -16,6 +16,7 @@ const LOOP_CLR_FD: libc::c_ulong = 0x4C01;
 const LOOP_SET_STATUS64: libc::c_ulong = 0x4C04;
 const LOOP_CONFIGURE: libc::c_ulong = 0x4C0A;
 const LOOP_CTL_GET_FREE: libc::c_ulong = 0x4C82;
+const LO_FLAGS_READ_ONLY: u32 = 1;
 const LO_FLAGS_AUTOCLEAR: u32 = 4;
 const LO_NAME_SIZE: usize = 64;
 
@@ -53,7 +54,7 @@ pub struct LoopDevice {
     _dev: File,
 }
 
-fn info(image: &Path) -> LoopInfo64 {
+fn info(image: &Path, read_only: bool) -> LoopInfo64 {
     let mut name = [0u8; LO_NAME_SIZE];
     let bytes = image.as_os_str().as_encoded_bytes();
     let n = bytes.len().min(LO_NAME_SIZE - 1);
@@ -67,7 +68,7 @@ fn info(image: &Path) -> LoopInfo64 {
         lo_number: 0,
         lo_encrypt_type: 0,
         lo_encrypt_key_size: 0,
-        lo_flags: LO_FLAGS_AUTOCLEAR,
+        lo_flags: LO_FLAGS_AUTOCLEAR | if read_only { LO_FLAGS_READ_ONLY } else { 0 },
         lo_file_name: name,
         lo_crypt_name: [0; LO_NAME_SIZE],
         lo_encrypt_key: [0; 32],
@@ -83,9 +84,16 @@ fn open_rw(path: &Path) -> std::io::Result<File> {
         .open(path)
 }
 
-/// Attaches `image` (read-write) to a free loop device.
-pub fn attach(image: &Path) -> std::io::Result<LoopDevice> {
-    let backing = open_rw(image)?;
+/// Attaches `image` to a free loop device, read-only if asked.
+pub fn attach(image: &Path, read_only: bool) -> std::io::Result<LoopDevice> {
+    let backing = if read_only {
+        OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_CLOEXEC | libc::O_NOFOLLOW)
+            .open(image)?
+    } else {
+        open_rw(image)?
+    };
     let control = open_rw(Path::new("/dev/loop-control")).map_err(|e| {
         std::io::Error::new(
             e.kind(),
@@ -102,7 +110,7 @@ pub fn attach(image: &Path) -> std::io::Result<LoopDevice> {
         }
         let path = PathBuf::from(format!("/dev/loop{n}"));
         let dev = open_rw(&path)?;
-        match configure(&dev, &backing, image) {
+        match configure(&dev, &backing, image, read_only) {
             Ok(()) => return Ok(LoopDevice { path, _dev: dev }),
             Err(Errno::EBUSY) => continue,
             Err(e) => return Err(e.into()),
@@ -113,11 +121,11 @@ pub fn attach(image: &Path) -> std::io::Result<LoopDevice> {
     ))
 }
 
-fn configure(dev: &File, backing: &File, image: &Path) -> Result<(), Errno> {
+fn configure(dev: &File, backing: &File, image: &Path, read_only: bool) -> Result<(), Errno> {
     let config = LoopConfig {
         fd: backing.as_raw_fd() as u32,
         block_size: 0,
-        info: info(image),
+        info: info(image, read_only),
         reserved: [0; 8],
     };
     // SAFETY: `config` is a fully initialized struct loop_config that lives
@@ -148,7 +156,7 @@ fn configure(dev: &File, backing: &File, image: &Path) -> Result<(), Errno> {
     {
         return Err(Errno::last());
     }
-    let status = info(image);
+    let status = info(image, read_only);
     // SAFETY: `status` is a fully initialized struct loop_info64 that lives
     // across the call; the kernel only reads it.
     let r = unsafe {

@@ -89,6 +89,68 @@ fn mkfs(image: &Path, uid: u32) -> Result<(), String> {
     run(cmd, "mke2fs").map(|_| ())
 }
 
+/// Makes `image` (which must not exist) holding a copy of the tree `src`,
+/// written by mke2fs itself (`-d`), so the copy needs no mount: sized to
+/// fit with some room, allocated in full, never written again. Returns the
+/// image's size. Ownership and modes are copied as they are; symlinks stay
+/// symlinks.
+pub fn create_from_dir(image: &Path, src: &Path) -> Result<u64, VolumeError> {
+    let (bytes, inodes) = tree_size(src).map_err(|e| VolumeError::Other(format!("measuring {}: {e}", src.display())))?;
+    let mut size = (bytes + bytes / 5 + inodes * 512 + (8 << 20)).next_multiple_of(1 << 20);
+    let inodes = (inodes + 256).to_string();
+    for attempt in 0..3 {
+        let f = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(libc::O_CLOEXEC | libc::O_NOFOLLOW)
+            .open(image)
+            .map_err(|e| VolumeError::Other(format!("creating the image file: {e}")))?;
+        let reserved = reserve(&f, size);
+        drop(f);
+        if let Err(e) = reserved {
+            let _ = std::fs::remove_file(image);
+            return Err(e);
+        }
+        let mut cmd = Command::new(tool("mke2fs"));
+        cmd.args(["-t", "ext4", "-q", "-F", "-m", "0", "-N", &inodes])
+            .args(["-O", "^has_journal,^resize_inode", "-E", "nodiscard"])
+            .arg("-d")
+            .arg(src)
+            .arg(image);
+        match run(cmd, "mke2fs") {
+            Ok(_) => return Ok(size),
+            Err(e) => {
+                let _ = std::fs::remove_file(image);
+                if attempt == 2 {
+                    return Err(VolumeError::Other(e));
+                }
+                tracing::info!(size, error = %e, "the image was too small; trying a larger one");
+                size *= 2;
+            }
+        }
+    }
+    Err(VolumeError::Other("mke2fs failed".into()))
+}
+
+/// Bytes in 4 KiB blocks, and inodes, that the tree at `dir` needs.
+fn tree_size(dir: &Path) -> std::io::Result<(u64, u64)> {
+    let (mut bytes, mut inodes) = (4096u64, 1u64);
+    for ent in std::fs::read_dir(dir)? {
+        let ent = ent?;
+        let m = std::fs::symlink_metadata(ent.path())?;
+        inodes += 1;
+        if m.is_dir() {
+            let (b, i) = tree_size(&ent.path())?;
+            bytes += b;
+            inodes += i - 1;
+        } else {
+            bytes += m.len().next_multiple_of(4096).max(4096);
+        }
+    }
+    Ok((bytes, inodes))
+}
+
 /// Checks an image before mounting it again after a restart: e2fsck -p
 /// returns at once for a cleanly unmounted filesystem and repairs what it
 /// safely can otherwise (exit 1: errors fixed). 4 and up is unusable.
@@ -100,9 +162,21 @@ pub fn check(image: &Path) -> Result<(), String> {
 
 /// Mounts `image` on the directory `dir` through a loop device.
 pub fn mount_on(image: &Path, dir: &Path) -> Result<(), String> {
-    let dev = loopdev::attach(image).map_err(|e| format!("loop device: {e}"))?;
+    mount_image(image, dir, false)
+}
+
+/// Mounts `image` read-only (device and filesystem) on `dir`.
+pub fn mount_read_only(image: &Path, dir: &Path) -> Result<(), String> {
+    mount_image(image, dir, true)
+}
+
+fn mount_image(image: &Path, dir: &Path, read_only: bool) -> Result<(), String> {
+    let dev = loopdev::attach(image, read_only).map_err(|e| format!("loop device: {e}"))?;
     refuse_discards(&dev.path);
-    let flags = MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOATIME;
+    let mut flags = MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOATIME;
+    if read_only {
+        flags |= MsFlags::MS_RDONLY;
+    }
     mount(Some(&dev.path), dir, Some("ext4"), flags, None::<&str>)
         .map_err(|e| format!("mounting {} on {}: {e}", dev.path.display(), dir.display()))?;
     // The mount now holds the device; dropping ours lets autoclear work.
