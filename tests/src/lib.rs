@@ -29,6 +29,7 @@
 //! - [`probes`]: the probe bodies shared by the jail tests and the host
 //!   control test;
 //! - [`daemon`]: a real `prims supervisor` process for socket tests;
+//! - [`peer`]: talking to a socket as another uid, from a forked child;
 //! - [`host`]: host-side helpers: unique markers, process-table scans,
 //!   workspace directories, file owners, host python runs.
 
@@ -38,6 +39,7 @@ pub mod daemon;
 pub mod harness;
 pub mod host;
 pub mod outcome;
+pub mod peer;
 pub mod probes;
 pub mod python;
 
