@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH=$PWD/target/release:$PATH PRIMS_POLICY=$PWD/packaging/policy.example.toml
 tmp=$(mktemp -d)
-chmod 711 "$tmp"  # the front-end (nobody) must reach the socket below it
+chmod 711 "$tmp"  # the front-end (the prims user) must reach the socket below it
 trap 'findmnt -rn -o TARGET | grep "^$tmp/" | sort -r | xargs -r umount -l || true; rm -rf "$tmp"' EXIT
 fails=0
 

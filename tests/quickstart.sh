@@ -2,6 +2,7 @@
 # Runs the README's quick-start command, `scripts/serve.sh`, as a newcomer
 # would (default policy, so the base environment is built from PyPI), and
 # drives it with the Python MCP SDK: run_code, an OOM, a fork bomb and a file.
+# It also checks that the front-end runs as the `prims` user, never nobody.
 # Its own state directory keeps the host's /var/lib/prims out of it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,6 +25,13 @@ for _ in $(seq 1 600); do
   sleep 0.5
 done
 grep -q "http://$listen/mcp" "$log" || { cat "$log"; echo "quickstart: FAIL: no URL in the banner"; exit 1; }
+# The front-end runs as the `prims` system user (created on a first start), never as nobody.
+prims_uid=$(id -u prims 2>/dev/null) || { cat "$log"; echo "quickstart: FAIL: prims serve created no prims user"; exit 1; }
+front_uid=$(ps -o ruid=,args= --ppid "$pid" | awk '$3 == "mcp" { print $1 }')
+if [ "$front_uid" != "$prims_uid" ] || [ "$front_uid" = 65534 ]; then
+  ps -o pid,ruid,args --ppid "$pid"; cat "$log"
+  echo "quickstart: FAIL: the front-end runs as uid '${front_uid}', not prims ($prims_uid)"; exit 1
+fi
 python=target/mcp-test-venv/bin/python
 if "$python" tests/vm/mcp_smoke.py "http://$listen/mcp" before "$state.sid"; then
   rm -f "$state.sid"

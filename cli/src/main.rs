@@ -33,6 +33,12 @@ enum Command {
     /// The privileged daemon that owns sessions, environments and jails.
     Supervisor(supervisor_cmd::SupervisorArgs),
     /// Start the supervisor and the MCP front-end together (the quick start).
+    ///
+    /// The supervisor runs as root. The front-end drops to the `prims` system
+    /// user and group, created when missing (useradd --system: no home, a
+    /// nologin shell), as the .deb does. The supervisor's socket then serves
+    /// only root and that uid: the front-end never shares a uid with anything
+    /// else, and never runs as nobody.
     Serve(serve_cmd::ServeArgs),
     /// The unprivileged MCP front-end (streamable HTTP) in front of a supervisor.
     Mcp(mcp_cmd::McpArgs),

@@ -5,7 +5,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
 use prims_mcp::{FrontendConfig, FrontendOptions};
 use prims_policy::Policy;
-use std::ffi::{CStr, CString};
+use prims_supervisor::frontend_user::{self, Account, FRONTEND_USER};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use tokio_util::sync::CancellationToken;
@@ -24,7 +24,8 @@ pub struct McpArgs {
     /// Front-end config TOML: bearer tokens and tenants, extra allowed origins and hosts.
     #[arg(long)]
     pub config: Option<PathBuf>,
-    /// User to run as; required when started as root (privileges are dropped after binding).
+    /// User to run as; required when started as root (privileges are dropped after
+    /// binding). Never root or nobody: the supervisor trusts this user's uid.
     #[arg(long)]
     pub user: Option<String>,
 }
@@ -39,75 +40,24 @@ pub fn main(args: McpArgs) -> i32 {
     }
 }
 
-/// A user's uid and primary gid.
-pub struct UserIds {
-    pub uid: u32,
-    pub gid: u32,
-}
-
-/// Look `name` up in the user database.
-pub fn lookup_user(name: &str) -> Result<Option<UserIds>> {
-    let cname = CString::new(name).context("user name holds a NUL byte")?;
-    let mut buf = vec![0u8; 16 * 1024];
-    // SAFETY: passwd is plain old data; getpwnam_r fills it.
-    let mut pwd: libc::passwd = unsafe { std::mem::zeroed() };
-    let mut result: *mut libc::passwd = std::ptr::null_mut();
-    // SAFETY: every pointer is valid for the call and buf outlives the result's strings.
-    let rc = unsafe {
-        libc::getpwnam_r(
-            cname.as_ptr(),
-            &mut pwd,
-            buf.as_mut_ptr().cast(),
-            buf.len(),
-            &mut result,
-        )
-    };
-    if rc != 0 {
-        bail!(
-            "looking up user {name}: {}",
-            std::io::Error::from_raw_os_error(rc)
-        );
-    }
-    if result.is_null() {
-        return Ok(None);
-    }
-    Ok(Some(UserIds {
-        uid: pwd.pw_uid,
-        gid: pwd.pw_gid,
-    }))
-}
-
 fn user_name(uid: u32) -> String {
-    let mut buf = vec![0u8; 16 * 1024];
-    // SAFETY: as in lookup_user.
-    let mut pwd: libc::passwd = unsafe { std::mem::zeroed() };
-    let mut result: *mut libc::passwd = std::ptr::null_mut();
-    // SAFETY: valid pointers; buf outlives the name read below.
-    let rc = unsafe {
-        libc::getpwuid_r(
-            uid,
-            &mut pwd,
-            buf.as_mut_ptr().cast(),
-            buf.len(),
-            &mut result,
-        )
-    };
-    if rc != 0 || result.is_null() {
-        return uid.to_string();
+    match nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid)) {
+        Ok(Some(u)) => u.name,
+        _ => uid.to_string(),
     }
-    // SAFETY: pw_name points into buf and is NUL-terminated.
-    unsafe { CStr::from_ptr(pwd.pw_name) }
-        .to_string_lossy()
-        .into_owned()
+}
+
+/// `name`'s account, which must exist and be the front-end's alone.
+pub fn frontend_account(name: &str) -> Result<Account> {
+    let ids = frontend_user::lookup(name)?.ok_or_else(|| anyhow!("no user named {name}"))?;
+    frontend_user::refuse_shared(name, ids.uid)?;
+    Ok(ids)
 }
 
 /// setgroups, setgid, setuid to `name`, then check root cannot come back.
 /// Must run before any other thread exists.
 fn drop_to(name: &str) -> Result<()> {
-    let ids = lookup_user(name)?.ok_or_else(|| anyhow!("no user named {name}"))?;
-    if ids.uid == 0 {
-        bail!("--user {name} is root; name an unprivileged user");
-    }
+    let ids = frontend_account(name)?;
     let groups = [ids.gid as libc::gid_t];
     // SAFETY: plain syscalls on values; the process is still single-threaded.
     unsafe {
@@ -151,11 +101,11 @@ fn run(args: McpArgs) -> Result<()> {
     match (&args.user, euid) {
         (None, 0) => bail!(
             "refusing to run as root: the front-end faces the network; pass --user NAME \
-             (e.g. --user nobody) to drop privileges after binding"
+             (e.g. --user {FRONTEND_USER}) to drop privileges after binding"
         ),
         (Some(u), 0) => drop_to(u)?,
         (Some(u), me) => {
-            let ids = lookup_user(u)?.ok_or_else(|| anyhow!("no user named {u}"))?;
+            let ids = frontend_account(u)?;
             if ids.uid != me {
                 bail!(
                     "--user {u} needs root to switch to; running as {}",
@@ -163,7 +113,8 @@ fn run(args: McpArgs) -> Result<()> {
                 );
             }
         }
-        (None, _) => {}
+        // Started as its user already (the packaged unit's `User=`).
+        (None, me) => frontend_user::refuse_shared(&user_name(me), me)?,
     }
     if !listen.ip().is_loopback() && config.tokens.is_empty() {
         tracing::warn!(%listen, "listening beyond loopback with no bearer tokens configured");

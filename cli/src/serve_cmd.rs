@@ -1,11 +1,12 @@
 //! `prims serve`: everything a new user needs in one command. Starts
-//! `prims supervisor` (root) and `prims mcp` (dropped to the `prims` user
-//! if it exists, else `nobody`) as child processes of this same binary,
-//! prints the URL and a client config, and stops both on Ctrl-C.
+//! `prims supervisor` (root) and `prims mcp` (dropped to the `prims` system
+//! user, created if missing) as child processes of this same binary, prints
+//! the URL and a client config, and stops both on Ctrl-C.
 
-use crate::mcp_cmd::{lookup_user, stop_on_signals, UserIds};
-use anyhow::{anyhow, bail, Context, Result};
+use crate::mcp_cmd::{frontend_account, stop_on_signals};
+use anyhow::{bail, Context, Result};
 use clap::Args;
+use prims_supervisor::frontend_user::{self, Account, FRONTEND_USER};
 use std::net::SocketAddr;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -31,7 +32,9 @@ pub struct ServeArgs {
     /// Front-end config TOML (bearer tokens, extra origins and hosts).
     #[arg(long)]
     config: Option<PathBuf>,
-    /// User the front-end runs as (default: `prims` if it exists, else `nobody`).
+    /// User the front-end runs as, which must exist (default: `prims`, a
+    /// system user created if missing). Never root or nobody: the
+    /// supervisor trusts this user's uid, so it must belong to nothing else.
     #[arg(long)]
     user: Option<String>,
 }
@@ -136,12 +139,22 @@ fn run(args: ServeArgs) -> Result<i32> {
 }
 
 async fn serve(args: ServeArgs, stop: CancellationToken) -> Result<i32> {
-    let user = match args.user.clone() {
-        Some(u) => u,
-        None if lookup_user("prims")?.is_some() => "prims".to_owned(),
-        None => "nobody".to_owned(),
+    let (user, ids) = match args.user.clone() {
+        Some(u) => {
+            let ids = frontend_account(&u)?;
+            (u, ids)
+        }
+        None => {
+            let ids = frontend_user::ensure_system_user(FRONTEND_USER).with_context(|| {
+                format!(
+                    "the front-end needs a user of its own (create `{FRONTEND_USER}`, \
+                     or pass --user NAME)"
+                )
+            })?;
+            frontend_user::refuse_shared(FRONTEND_USER, ids.uid)?;
+            (FRONTEND_USER.to_owned(), ids)
+        }
     };
-    let ids = lookup_user(&user)?.ok_or_else(|| anyhow!("no user named {user}"))?;
     std::fs::create_dir_all(&args.state_dir)
         .with_context(|| format!("creating {}", args.state_dir.display()))?;
     // Traversable by the front-end's user, so it can reach the socket; not listable.
@@ -259,7 +272,7 @@ fn print_banner(addr: &SocketAddr, state: &Path, user: &str, tokens: bool) {
 /// The front-end reaches the socket inside the state dir, so every directory
 /// above it must be traversable by the front-end's user; otherwise it would
 /// start and fail every request with EACCES.
-fn reachable_by(state_dir: &Path, user: &str, ids: &UserIds) -> Result<()> {
+fn reachable_by(state_dir: &Path, user: &str, ids: &Account) -> Result<()> {
     use std::os::unix::fs::MetadataExt;
     let dir = std::fs::canonicalize(state_dir)
         .with_context(|| format!("resolving {}", state_dir.display()))?;

@@ -4,6 +4,7 @@ use anyhow::{anyhow, Context, Result};
 use clap::Args;
 use prims_policy::Policy;
 use prims_supervisor::daemon::{self, DaemonConfig};
+use prims_supervisor::server::NOBODY_UID;
 use std::path::PathBuf;
 use tokio_util::sync::CancellationToken;
 
@@ -19,7 +20,7 @@ pub struct SupervisorArgs {
     #[arg(long, default_value = crate::SOCKET)]
     socket: PathBuf,
     /// A user besides root that may connect (the MCP front-end's), by uid or
-    /// name; repeatable.
+    /// name; repeatable. Never nobody (65534): it is refused even if listed.
     #[arg(long = "allow-uid", value_name = "UID|NAME")]
     allow_uids: Vec<String>,
     /// Group that owns the socket, by gid or name.
@@ -83,16 +84,25 @@ fn run(args: SupervisorArgs) -> Result<()> {
 }
 
 /// A uid given as a number or a user name (packaging names the user; the
-/// system picks its uid at install time).
+/// system picks its uid at install time). `nobody` is refused: the socket
+/// would never let it in, and listing it means the front-end shares its uid.
 fn resolve_uid(s: &str) -> Result<u32> {
-    if let Ok(uid) = s.parse() {
-        return Ok(uid);
+    let uid = match s.parse() {
+        Ok(uid) => uid,
+        Err(_) => match nix::unistd::User::from_name(s) {
+            Ok(Some(u)) => u.uid.as_raw(),
+            Ok(None) => return Err(anyhow!("--allow-uid: no user named {s:?}")),
+            Err(e) => return Err(anyhow!("--allow-uid: looking up user {s:?}: {e}")),
+        },
+    };
+    if uid == NOBODY_UID {
+        return Err(anyhow!(
+            "--allow-uid {s}: uid {NOBODY_UID} (nobody) is shared by unrelated daemons and is \
+             never allowed on the socket; run the front-end as a user of its own \
+             (`prims serve` creates `prims`)"
+        ));
     }
-    match nix::unistd::User::from_name(s) {
-        Ok(Some(u)) => Ok(u.uid.as_raw()),
-        Ok(None) => Err(anyhow!("--allow-uid: no user named {s:?}")),
-        Err(e) => Err(anyhow!("--allow-uid: looking up user {s:?}: {e}")),
-    }
+    Ok(uid)
 }
 
 /// A gid given as a number or a group name.
@@ -117,6 +127,10 @@ mod tests {
         assert_eq!(resolve_uid("root").unwrap(), 0);
         assert_eq!(resolve_gid("0").unwrap(), 0);
         assert_eq!(resolve_gid("root").unwrap(), 0);
+        for nobody in ["nobody", "65534"] {
+            let e = resolve_uid(nobody).unwrap_err().to_string();
+            assert!(e.contains("never allowed"), "{e}");
+        }
         let e = resolve_uid("no-such-user-prims").unwrap_err().to_string();
         assert!(e.contains("no user named"), "{e}");
         let e = resolve_gid("no-such-group-prims").unwrap_err().to_string();

@@ -1,12 +1,48 @@
-//! `prims serve`: one command starts the supervisor and the front-end,
-//! prints the URL and a client config, and Ctrl-C stops both.
+//! `prims serve`: one command starts the supervisor and the front-end (as
+//! the `prims` user, never nobody), prints the URL and a client config, and
+//! Ctrl-C stops both.
 
 mod support;
 
+use prims_supervisor::frontend_user::{lookup, FRONTEND_USER};
 use std::io::Read;
+use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use support::{prims_bin, require_root};
+
+const NOBODY: u32 = 65534;
+
+/// `(real uid, argv[1])` of each child process of `parent`.
+fn children(parent: u32) -> Vec<(u32, String)> {
+    let mut out = Vec::new();
+    for ent in std::fs::read_dir("/proc").unwrap().flatten() {
+        let path = ent.path();
+        let Ok(status) = std::fs::read_to_string(path.join("status")) else {
+            continue;
+        };
+        let field = |key: &str| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(key))
+                .and_then(|v| v.split_whitespace().next())
+                .and_then(|v| v.parse::<u32>().ok())
+        };
+        if field("PPid:") != Some(parent) {
+            continue;
+        }
+        let cmdline = std::fs::read(path.join("cmdline")).unwrap_or_default();
+        let arg1 = cmdline
+            .split(|b| *b == 0)
+            .nth(1)
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .unwrap_or_default();
+        if let Some(uid) = field("Uid:") {
+            out.push((uid, arg1));
+        }
+    }
+    out
+}
 
 fn get_health(port: u16) -> String {
     use std::io::Write;
@@ -95,6 +131,18 @@ fn serve_starts_both_and_stops_on_ctrl_c() {
         std::thread::sleep(Duration::from_millis(100));
     };
     assert!(health.contains("base_env_ready"));
+    // The front-end runs as the `prims` system user (created if it was
+    // missing), the supervisor as root.
+    let prims = lookup(FRONTEND_USER)
+        .unwrap()
+        .expect("prims serve created no prims user");
+    let kids = children(child.id());
+    assert!(
+        kids.contains(&(prims.uid, "mcp".into())) && kids.contains(&(0, "supervisor".into())),
+        "prims serve's children (uid, role): {kids:?}; prims is uid {}",
+        prims.uid
+    );
+    assert!(prims.uid != NOBODY && prims.uid != 0);
     // SAFETY: SIGINT to the child this test started.
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -132,4 +180,39 @@ fn serve_starts_both_and_stops_on_ctrl_c() {
         std::net::TcpStream::connect(("127.0.0.1", port)).is_err(),
         "the front-end still listens"
     );
+}
+
+#[test]
+fn the_front_end_never_runs_as_nobody() {
+    require_root();
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let mut as_user = Command::new(prims_bin());
+    as_user.args(["mcp", "--listen", "127.0.0.1:0", "--user", "nobody"]);
+    let mut serve = Command::new(prims_bin());
+    serve
+        .args(["serve", "--listen", "127.0.0.1:0", "--user", "nobody"])
+        .arg("--state-dir")
+        .arg(&state);
+    // Started as nobody already, as a unit with `User=nobody` would (std
+    // drops root's supplementary groups along with the uid).
+    let mut as_nobody = Command::new(prims_bin());
+    as_nobody
+        .args(["mcp", "--listen", "127.0.0.1:0"])
+        .uid(NOBODY)
+        .gid(NOBODY);
+    for (what, mut cmd) in [
+        ("prims mcp --user nobody", as_user),
+        ("prims serve --user nobody", serve),
+        ("prims mcp as uid 65534", as_nobody),
+    ] {
+        let out = cmd.stdin(Stdio::null()).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{what}: {err}");
+        assert!(
+            err.contains("cannot run as nobody (uid 65534)"),
+            "{what}: {err}"
+        );
+    }
+    assert!(!state.exists(), "prims serve went on to create its state");
 }

@@ -6,6 +6,7 @@ pub mod audit;
 pub mod cgroups;
 pub mod daemon;
 pub mod envs;
+pub mod frontend_user;
 pub mod fsops;
 pub mod runner;
 pub mod server;

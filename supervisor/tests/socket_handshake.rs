@@ -162,7 +162,7 @@ async fn a_symlink_or_a_file_at_the_socket_path_is_refused() {
 
 #[tokio::test]
 async fn connections_beyond_the_limit_are_refused_until_one_closes() {
-    let server = start_with(|c| c.max_connections = 2).await;
+    let server = start_with(|c| c.limits.max_connections = 2).await;
     let a = server.client().await;
     let _b = server.client().await;
     let third = Client::connect(&server.path, "third").await;

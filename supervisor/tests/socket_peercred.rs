@@ -1,5 +1,7 @@
 //! `SO_PEERCRED`: a uid that is not allowed is dropped before the handshake,
-//! root always gets in, and a listed uid gets in. Needs root.
+//! root always gets in, and a listed uid gets in; `nobody` never does, and
+//! neither does a peer whose gid is the only thing right about it. One uid
+//! cannot take every connection slot. Needs root.
 
 mod socket_support;
 
@@ -11,6 +13,10 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
 const NOBODY: u32 = 65534;
+/// The front-end's uid and group in these tests: no account has them.
+const FRONT: u32 = 4243;
+/// Another uid with no account.
+const STRANGER: u32 = 4242;
 
 #[derive(Debug, PartialEq)]
 enum Seen {
@@ -20,9 +26,9 @@ enum Seen {
     Other(i32),
 }
 
-/// Fork a child that becomes `uid` (and group `uid`), connects to `socket`,
+/// Fork a child that becomes `uid` and group `gid`, connects to `socket`,
 /// says hello and reports what came back.
-fn connect_as(uid: u32, socket: &Path) -> Seen {
+fn connect_as(uid: u32, gid: u32, socket: &Path) -> Seen {
     let hello = frame::encode(&Hello {
         protocol: PROTOCOL_VERSION,
         client: "nobody".into(),
@@ -46,7 +52,7 @@ fn connect_as(uid: u32, socket: &Path) -> Seen {
         unsafe {
             libc::alarm(10);
             let ok = libc::setgroups(0, std::ptr::null()) == 0
-                && libc::setgid(uid) == 0
+                && libc::setgid(gid) == 0
                 && libc::setuid(uid) == 0
                 && libc::getuid() == uid;
             if !ok {
@@ -87,36 +93,101 @@ fn connect_as(uid: u32, socket: &Path) -> Seen {
     }
 }
 
-/// Off the runtime thread, which must keep serving meanwhile.
-async fn connect(uid: u32, server: &TestServer) -> Seen {
+/// Off the runtime thread, which must keep serving meanwhile. The child's
+/// group owns the socket file, so that the file's mode lets every child
+/// connect and only the server's peer check decides.
+async fn connect(uid: u32, gid: u32, server: &TestServer) -> Seen {
     // The child must be able to reach the socket for the kernel to tell us who it is.
     std::fs::set_permissions(server.dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     let path = server.path.clone();
-    tokio::task::spawn_blocking(move || connect_as(uid, &path))
+    tokio::task::spawn_blocking(move || connect_as(uid, gid, &path))
         .await
         .unwrap()
 }
 
-#[tokio::test]
-async fn a_uid_that_is_not_allowed_is_refused_and_root_is_not() {
+fn require_root() {
     // SAFETY: geteuid has no preconditions.
     assert_eq!(unsafe { libc::geteuid() }, 0, "this test needs root");
-    let server = start_with(|c| {
-        c.socket_group = Some(NOBODY);
-        c.allowed_uids = vec![1000];
-    })
-    .await;
-    assert_eq!(connect(NOBODY, &server).await, Seen::Refused);
-    server.assert_alive().await;
-    assert_eq!(connect(0, &server).await, Seen::Welcomed);
 }
 
 #[tokio::test]
-async fn a_listed_uid_is_welcomed() {
+async fn a_uid_that_is_not_allowed_is_refused_and_root_is_not() {
+    require_root();
     let server = start_with(|c| {
-        c.socket_group = Some(NOBODY);
-        c.allowed_uids = vec![NOBODY];
+        c.socket_group = Some(FRONT);
+        c.allowed_uids = vec![FRONT];
     })
     .await;
-    assert_eq!(connect(NOBODY, &server).await, Seen::Welcomed);
+    assert_eq!(connect(STRANGER, FRONT, &server).await, Seen::Refused);
+    assert_eq!(connect(NOBODY, FRONT, &server).await, Seen::Refused);
+    server.assert_alive().await;
+    assert_eq!(connect(0, 0, &server).await, Seen::Welcomed);
+    assert_eq!(connect(FRONT, FRONT, &server).await, Seen::Welcomed);
+}
+
+#[tokio::test]
+async fn nobody_is_refused_even_when_listed() {
+    require_root();
+    let server = start_with(|c| {
+        c.socket_group = Some(NOBODY);
+        c.allowed_uids = vec![NOBODY, FRONT];
+    })
+    .await;
+    assert_eq!(connect(NOBODY, NOBODY, &server).await, Seen::Refused);
+    assert_eq!(connect(FRONT, NOBODY, &server).await, Seen::Welcomed);
+}
+
+#[tokio::test]
+async fn the_right_gid_on_the_wrong_uid_is_refused() {
+    require_root();
+    // The socket's group is what lets these peers reach the file at all: the
+    // front-end's group (a gid equal to an allowed uid), then root's.
+    for gid in [FRONT, 0] {
+        let server = start_with(|c| {
+            c.socket_group = Some(gid);
+            c.allowed_uids = vec![FRONT, NOBODY];
+        })
+        .await;
+        assert_eq!(connect(STRANGER, gid, &server).await, Seen::Refused);
+        assert_eq!(connect(NOBODY, gid, &server).await, Seen::Refused);
+        assert_eq!(connect(FRONT, gid, &server).await, Seen::Welcomed);
+        server.assert_alive().await;
+    }
+}
+
+#[tokio::test]
+async fn one_uid_cannot_take_every_slot() {
+    require_root();
+    let server = start_with(|c| {
+        c.socket_group = Some(FRONT);
+        c.allowed_uids = vec![FRONT];
+        c.limits.max_connections_per_uid = 2;
+    })
+    .await;
+    let first = server.client().await;
+    let _second = server.client().await;
+    let third = prims_protocol::client::Client::connect(&server.path, "third").await;
+    assert!(
+        third.is_err(),
+        "root got a third connection past its cap of 2"
+    );
+    // Another allowed uid still gets in and is served.
+    assert_eq!(connect(FRONT, FRONT, &server).await, Seen::Welcomed);
+    // A closed connection gives its slot back to its uid.
+    drop(first);
+    let mut again = None;
+    for _ in 0..100 {
+        if let Ok(c) = prims_protocol::client::Client::connect(&server.path, "again").await {
+            again = Some(c);
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let again = again.expect("root's freed slot was not given back");
+    assert!(matches!(
+        again
+            .request(prims_protocol::wire::RequestBody::Stats)
+            .await,
+        Ok(prims_protocol::wire::Reply::Stats(_))
+    ));
 }

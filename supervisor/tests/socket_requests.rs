@@ -132,7 +132,7 @@ async fn a_disconnect_cancels_every_request_in_flight() {
 
 #[tokio::test]
 async fn requests_beyond_the_per_connection_limit_are_busy() {
-    let server = start_with(|c| c.max_requests_per_connection = 2).await;
+    let server = start_with(|c| c.limits.max_requests_per_connection = 2).await;
     let client = server.client().await;
     let mut a = client.call(hang("a")).await.unwrap();
     let mut b = client.call(hang("b")).await.unwrap();

@@ -21,6 +21,8 @@ pub struct Daemon {
     pub policy: PathBuf,
     cgroup_parent: String,
     uid_base: u32,
+    /// Extra `prims supervisor` arguments, kept across restarts.
+    args: Vec<String>,
 }
 
 fn next_uid_base() -> u32 {
@@ -41,6 +43,12 @@ impl Daemon {
     /// Start a daemon. `extra` is policy TOML for sections other than
     /// `[python]`, `[cgroup]` and `[identity]`.
     pub fn start(extra: &str) -> Daemon {
+        Daemon::start_with_args(extra, &[])
+    }
+
+    /// [`Daemon::start`] with extra `prims supervisor` arguments, e.g.
+    /// `--allow-uid`.
+    pub fn start_with_args(extra: &str, args: &[&str]) -> Daemon {
         require_root();
         let tag = unique("sup");
         let dir = PathBuf::from("/var/tmp").join(&tag);
@@ -57,6 +65,7 @@ impl Daemon {
             dir,
             cgroup_parent,
             uid_base,
+            args: args.iter().map(|a| a.to_string()).collect(),
         };
         d.spawn();
         d
@@ -76,6 +85,7 @@ impl Daemon {
             .arg(&self.state)
             .arg("--socket")
             .arg(&self.socket)
+            .args(&self.args)
             .env("RUST_LOG", "info")
             .stdin(Stdio::null())
             .stdout(Stdio::null())

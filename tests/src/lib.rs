@@ -30,6 +30,7 @@
 //!   control test;
 //! - [`daemon`]: a real `prims supervisor` process for socket tests;
 //! - [`held`]: [`Held`], a jail kept running while the host inspects it;
+//! - [`peer`]: talking to a socket as another uid, from a forked child;
 //! - [`host`]: host-side helpers: unique markers, process-table scans,
 //!   workspace directories, file owners, host python runs.
 
@@ -40,6 +41,7 @@ pub mod harness;
 pub mod held;
 pub mod host;
 pub mod outcome;
+pub mod peer;
 pub mod probes;
 pub mod python;
 

@@ -1,7 +1,8 @@
 //! End-to-end harness for the front-end tests: a real `prims supervisor`
-//! (root) and a real `prims mcp` (dropped to `nobody`) on a free loopback
-//! port, each with its own state dir, cgroup parent and uid range; killed
-//! and cleaned up on drop (loop-mounted session images included).
+//! (root) and a real `prims mcp` (dropped to the `prims` system user, created
+//! as `prims serve` creates it) on a free loopback port, each with its own
+//! state dir, cgroup parent and uid range; killed and cleaned up on drop
+//! (loop-mounted session images included).
 #![allow(dead_code)] // each test binary uses a different part
 
 pub mod client;
@@ -15,8 +16,7 @@ use std::time::{Duration, Instant};
 
 static NEXT: AtomicU32 = AtomicU32::new(0);
 
-/// uid and gid of `nobody`/`nogroup` on Debian.
-pub const NOBODY: u32 = 65534;
+use prims_supervisor::frontend_user::{ensure_system_user, FRONTEND_USER};
 
 pub fn require_root() {
     // SAFETY: geteuid has no preconditions.
@@ -55,6 +55,8 @@ impl Stack {
     /// `[python]`, `[cgroup]` and `[identity]`; `config` the front-end config.
     pub fn start(policy_extra: &str, config: Option<&str>) -> Stack {
         require_root();
+        // The account `prims serve` creates on a first start, made the same way.
+        ensure_system_user(FRONTEND_USER).expect("the front-end's system user");
         let n = NEXT.fetch_add(1, Ordering::Relaxed);
         let tag = format!("prims-mcpt-{}-{n}", std::process::id());
         let dir = PathBuf::from("/var/tmp").join(&tag);
@@ -102,9 +104,9 @@ impl Stack {
             .arg(&self.socket)
             .args([
                 "--allow-uid",
-                &NOBODY.to_string(),
+                FRONTEND_USER,
                 "--socket-group",
-                &NOBODY.to_string(),
+                FRONTEND_USER,
             ])
             .env("RUST_LOG", "info")
             .stdin(Stdio::null())
@@ -131,7 +133,7 @@ impl Stack {
             "--listen",
             "127.0.0.1:0",
             "--user",
-            "nobody",
+            FRONTEND_USER,
             "--policy",
         ])
         .arg(policy)

@@ -6,7 +6,7 @@ use super::Daemon;
 use crate::audit::Audit;
 use crate::cgroups;
 use crate::envs::{EnvConfig, Envs};
-use crate::server::{self, ServerConfig};
+use crate::server::{self, ConnectionLimits, ServerConfig};
 use crate::sessions::{SessionPolicy, SessionStore};
 use prims_policy::Policy;
 use std::os::unix::fs::PermissionsExt;
@@ -137,8 +137,7 @@ pub async fn start(cfg: DaemonConfig, shutdown: CancellationToken) -> Result<(),
             socket: cfg.socket,
             allowed_uids: cfg.allowed_uids,
             socket_group: cfg.socket_group,
-            max_connections: 256,
-            max_requests_per_connection: 64,
+            limits: ConnectionLimits::default(),
         },
         Arc::new(daemon),
         shutdown,

@@ -2,12 +2,14 @@
 //! requests, and the writer task that owns the socket's write half. Any
 //! protocol violation closes this connection only.
 
-use super::frames::read_frame;
+use super::budget::FrameBudget;
+use super::frames::FrameReader;
 use super::requests::Requests;
-use super::{Handler, Peer};
+use super::{ConnectionLimits, Handler, Peer};
 use prims_protocol::frame;
 use prims_protocol::wire::{
-    ErrorCode, ErrorReply, Hello, Request, Response, ResponseBody, Welcome, PROTOCOL_VERSION,
+    ErrorCode, ErrorReply, Hello, Request, Response, ResponseBody, Welcome, MAX_FRAME_BYTES,
+    PROTOCOL_VERSION,
 };
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,15 +20,20 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-const HELLO_TIMEOUT: Duration = Duration::from_secs(5);
-const READ_BUFFER: usize = 64 * 1024;
+/// Small: an idle connection keeps it for its whole life, and large bodies
+/// bypass it (they are read straight into their own buffer).
+const READ_BUFFER: usize = 8 * 1024;
+const WRITE_BUFFER: usize = 64 * 1024;
+/// A `Hello` is a version and a name; nothing bigger is read before it.
+const MAX_HELLO_BYTES: usize = 4 * 1024;
 /// Responses waiting for the socket; when full, handlers' events wait.
 const WRITE_QUEUE: usize = 64;
 
 pub(super) struct Connection<H> {
     pub peer: Peer,
     pub handler: Arc<H>,
-    pub max_requests: usize,
+    pub limits: ConnectionLimits,
+    pub budget: Arc<FrameBudget>,
     /// Cancelled when this connection ends; parent of every request's token.
     pub token: CancellationToken,
     pub tracker: TaskTracker,
@@ -36,10 +43,14 @@ impl<H: Handler> Connection<H> {
     pub(super) async fn run(self, stream: UnixStream) {
         let (uid, pid) = (self.peer.uid, self.peer.pid);
         let (rd, mut wr) = stream.into_split();
-        let mut rd = BufReader::with_capacity(READ_BUFFER, rd);
+        let mut rd = FrameReader::new(
+            BufReader::with_capacity(READ_BUFFER, rd),
+            self.budget.clone(),
+            self.limits.frame_deadline,
+        );
         let hello = tokio::select! {
             _ = self.token.cancelled() => return,
-            hello = handshake(&mut rd, &mut wr) => hello,
+            hello = handshake(&mut rd, &mut wr, self.limits.hello_deadline) => hello,
         };
         match hello {
             Ok(client) => tracing::debug!(uid, pid, client, "client connected"),
@@ -53,7 +64,7 @@ impl<H: Handler> Connection<H> {
         let requests = Requests::new(
             self.peer,
             self.handler.clone(),
-            self.max_requests,
+            self.limits.max_requests_per_connection,
             tx,
             self.token.clone(),
             self.tracker.clone(),
@@ -80,12 +91,12 @@ impl<H: Handler> Connection<H> {
 }
 
 /// Read and dispatch one request; `Ok(false)` at a clean end of stream.
-async fn next_request<R, H>(rd: &mut R, requests: &Requests<H>) -> Result<bool, String>
+async fn next_request<R, H>(rd: &mut FrameReader<R>, requests: &Requests<H>) -> Result<bool, String>
 where
     R: AsyncRead + Unpin,
     H: Handler,
 {
-    let Some(body) = read_frame(rd).await.map_err(|e| e.to_string())? else {
+    let Some(body) = rd.next(MAX_FRAME_BYTES).await.map_err(|e| e.to_string())? else {
         return Ok(false);
     };
     let req: Request = frame::decode(&body).map_err(|e| e.to_string())?;
@@ -100,14 +111,15 @@ struct VersionProbe {
     protocol: u32,
 }
 
-/// Expect a `Hello` of our version within [`HELLO_TIMEOUT`]; answer
-/// `Welcome`, or an error frame. Returns the client's name, or why not.
+/// Expect a `Hello` of our version within `deadline` of the connection;
+/// answer `Welcome`, or an error frame. Returns the client's name, or why not.
 async fn handshake<R: AsyncRead + Unpin>(
-    rd: &mut R,
+    rd: &mut FrameReader<R>,
     wr: &mut OwnedWriteHalf,
+    deadline: Duration,
 ) -> Result<String, String> {
-    let first = match tokio::time::timeout(HELLO_TIMEOUT, read_frame(rd)).await {
-        Err(_) => return Err(format!("no hello within {HELLO_TIMEOUT:?}")),
+    let first = match tokio::time::timeout(deadline, rd.next(MAX_HELLO_BYTES)).await {
+        Err(_) => return Err(format!("no hello within {deadline:?}")),
         Ok(Err(e)) => return Err(e.to_string()),
         Ok(Ok(None)) => return Err("closed before hello".into()),
         Ok(Ok(Some(first))) => first,
@@ -156,7 +168,7 @@ async fn write_loop(
     token: CancellationToken,
     pid: i32,
 ) {
-    let mut wr = BufWriter::with_capacity(READ_BUFFER, wr);
+    let mut wr = BufWriter::with_capacity(WRITE_BUFFER, wr);
     loop {
         let resp = tokio::select! {
             _ = token.cancelled() => return,

@@ -1,8 +1,10 @@
 //! The listening socket: safe creation, the accept loop, peer checks and the
-//! connection limit, and a graceful end on shutdown.
+//! connection limits, and a graceful end on shutdown.
 
+use super::budget::FrameBudget;
 use super::connection::Connection;
-use super::{Handler, Peer, ServerConfig, ServerError};
+use super::slots::Slots;
+use super::{Handler, Peer, ServerConfig, ServerError, NOBODY_UID};
 use nix::fcntl::AT_FDCWD;
 use nix::sys::stat::{fchmodat, FchmodatFlags, Mode};
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
@@ -10,7 +12,6 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::{UnixListener, UnixStream};
-use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -27,13 +28,21 @@ pub async fn serve<H: Handler>(
     handler: Arc<H>,
     shutdown: CancellationToken,
 ) -> Result<(), ServerError> {
+    if cfg.allowed_uids.contains(&NOBODY_UID) {
+        tracing::warn!(
+            uid = NOBODY_UID,
+            "nobody is listed as allowed and will be refused anyway: give the front-end a user of its own"
+        );
+    }
     let (listener, identity) = bind(&cfg).await?;
     // Under systemd (Type=notify) clients may connect from here on; without
     // NOTIFY_SOCKET this does nothing.
     if let Err(e) = sd_notify::notify(false, &[sd_notify::NotifyState::Ready]) {
         tracing::warn!(error = %e, "could not tell systemd the supervisor is ready");
     }
-    let slots = Arc::new(Semaphore::new(cfg.max_connections));
+    let limits = cfg.limits.clone();
+    let slots = Slots::new(limits.max_connections, limits.max_connections_per_uid);
+    let budget = FrameBudget::new(limits.frame_allowance, limits.partial_frame_budget);
     let tracker = TaskTracker::new();
     loop {
         let stream = tokio::select! {
@@ -62,25 +71,24 @@ pub async fn serve<H: Handler>(
             );
             continue;
         }
-        let Ok(permit) = slots.clone().try_acquire_owned() else {
-            tracing::warn!(
-                uid = peer.uid,
-                pid = peer.pid,
-                max = cfg.max_connections,
-                "refused connection: too many connections"
-            );
-            continue;
+        let slot = match slots.claim(peer.uid) {
+            Ok(slot) => slot,
+            Err(full) => {
+                tracing::warn!(uid = peer.uid, pid = peer.pid, "refused connection: {full}");
+                continue;
+            }
         };
         let conn = Connection {
             peer,
             handler: handler.clone(),
-            max_requests: cfg.max_requests_per_connection,
+            limits: limits.clone(),
+            budget: budget.clone(),
             token: shutdown.child_token(),
             tracker: tracker.clone(),
         };
         tracker.spawn(async move {
             conn.run(stream).await;
-            drop(permit);
+            drop(slot);
         });
     }
     drop(listener);

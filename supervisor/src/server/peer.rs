@@ -1,7 +1,14 @@
 //! Who is connecting: `SO_PEERCRED`, checked before a single byte is read.
+//! Only the uid decides: the socket's group lets processes reach the file,
+//! but a peer's gid (or its groups) never lets it in.
 
 use super::Peer;
 use tokio::net::UnixStream;
+
+/// `nobody`, the kernel's overflow uid: unrelated daemons run as it, and
+/// files and processes of other user namespaces show up as it. A peer with
+/// this uid is never trusted, even when it is listed.
+pub const NOBODY_UID: u32 = 65534;
 
 impl Peer {
     /// The credentials the kernel recorded when the peer connected.
@@ -14,9 +21,9 @@ impl Peer {
         })
     }
 
-    /// Root, or one of the configured uids.
+    /// Root, or one of the configured uids; never [`NOBODY_UID`].
     pub(super) fn allowed(&self, allowed_uids: &[u32]) -> bool {
-        self.uid == 0 || allowed_uids.contains(&self.uid)
+        self.uid != NOBODY_UID && (self.uid == 0 || allowed_uids.contains(&self.uid))
     }
 }
 
@@ -24,15 +31,27 @@ impl Peer {
 mod tests {
     use super::*;
 
+    fn peer(uid: u32, gid: u32) -> Peer {
+        Peer { uid, gid, pid: 1 }
+    }
+
     #[test]
     fn root_is_always_allowed_others_only_when_listed() {
-        let p = |uid| Peer {
-            uid,
-            gid: 0,
-            pid: 1,
-        };
-        assert!(p(0).allowed(&[]));
-        assert!(p(1000).allowed(&[1000]));
-        assert!(!p(65534).allowed(&[1000]));
+        assert!(peer(0, 0).allowed(&[]));
+        assert!(peer(1000, 1000).allowed(&[1000]));
+        assert!(!peer(4242, 4242).allowed(&[1000]));
+    }
+
+    #[test]
+    fn nobody_is_refused_even_when_listed() {
+        assert!(!peer(NOBODY_UID, NOBODY_UID).allowed(&[NOBODY_UID]));
+        assert!(!peer(NOBODY_UID, 0).allowed(&[NOBODY_UID, 1000]));
+    }
+
+    #[test]
+    fn the_gid_never_lets_a_peer_in() {
+        // The front-end's (or root's) group on an unlisted uid.
+        assert!(!peer(4242, 1000).allowed(&[1000]));
+        assert!(!peer(4242, 0).allowed(&[1000]));
     }
 }
