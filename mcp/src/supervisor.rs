@@ -3,7 +3,7 @@
 
 use prims_protocol::client::{Call, Client, ClientError, MountUpload};
 use prims_protocol::wire::{
-    DirEntry, ErrorCode, ErrorReply, FileData, Reply, RequestBody, SessionInfo, Stats,
+    DirEntry, ErrorCode, ErrorReply, FileData, MountSize, Reply, RequestBody, SessionInfo, Stats,
     MAX_CHUNK_BYTES,
 };
 use std::path::PathBuf;
@@ -158,7 +158,7 @@ impl Supervisor {
         &self,
         session_id: &str,
         path: &str,
-        size: u64,
+        size: MountSize,
     ) -> Result<MountUpload, ClientError> {
         self.client()
             .await?
