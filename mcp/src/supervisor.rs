@@ -4,7 +4,7 @@
 use crate::sessions::SessionRef;
 use prims_protocol::client::{Call, Client, ClientError, MountUpload};
 use prims_protocol::wire::{
-    DirEntry, ErrorCode, ErrorReply, FileData, Reply, RequestBody, SessionInfo, Stats,
+    DirEntry, ErrorCode, ErrorReply, FileData, MountSize, Reply, RequestBody, SessionInfo, Stats,
     MAX_CHUNK_BYTES,
 };
 use std::path::PathBuf;
@@ -157,7 +157,7 @@ impl Supervisor {
         &self,
         s: &SessionRef,
         path: &str,
-        size: u64,
+        size: MountSize,
     ) -> Result<MountUpload, ClientError> {
         self.client()
             .await?

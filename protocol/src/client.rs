@@ -9,8 +9,8 @@ pub use call::{Call, MountUpload, Mounted};
 
 use crate::frame::{self, read_frame, FrameError};
 use crate::wire::{
-    ErrorReply, Event, Hello, Reply, Request, RequestBody, Response, ResponseBody, RunReply,
-    RunRequest, Welcome, PROTOCOL_VERSION,
+    ErrorReply, Event, Hello, MountSize, Reply, Request, RequestBody, Response, ResponseBody,
+    RunReply, RunRequest, Welcome, PROTOCOL_VERSION,
 };
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -193,7 +193,9 @@ impl Client {
     pub async fn call(&self, body: RequestBody) -> Result<Call, ClientError> {
         if matches!(
             body,
-            RequestBody::WriteMount { .. } | RequestBody::MountChunk { .. }
+            RequestBody::WriteMount { .. }
+                | RequestBody::MountChunk { .. }
+                | RequestBody::MountEnd { .. }
         ) {
             return Err(ClientError::Usage(
                 "uploads go through write_mount or start_mount",
@@ -254,20 +256,19 @@ impl Client {
         path: &str,
         data: &[u8],
     ) -> Result<Mounted, ClientError> {
-        let mut upload = self
-            .start_mount(session_id, None, path, data.len() as u64)
-            .await?;
+        let size = MountSize::Exact(data.len() as u64);
+        let mut upload = self.start_mount(session_id, None, path, size).await?;
         upload.send(data).await?;
         upload.finish().await
     }
 
-    /// Start an upload of exactly `size` bytes whose data is sent piecewise.
+    /// Start an upload of `size` bytes whose data is sent piecewise.
     pub async fn start_mount(
         &self,
         session_id: &str,
         tenant: Option<&str>,
         path: &str,
-        size: u64,
+        size: MountSize,
     ) -> Result<MountUpload, ClientError> {
         let body = RequestBody::WriteMount {
             session_id: session_id.to_owned(),

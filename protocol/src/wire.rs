@@ -7,7 +7,9 @@
 use crate::{LimitRequest, Outcome};
 use serde::{Deserialize, Serialize};
 
-/// Bumped on any incompatible change to these types.
+/// Bumped on any incompatible change to these types. 2: `write_mount`
+/// carries a [`MountSize`] (an upload may be open-ended) and `mount_end`;
+/// every request that names a session names its tenant.
 pub const PROTOCOL_VERSION: u32 = 2;
 /// Largest frame either side accepts; bigger ones close the connection.
 pub const MAX_FRAME_BYTES: usize = 8 * 1024 * 1024;
@@ -81,15 +83,14 @@ pub enum RequestBody {
         limit: u64,
     },
     /// Start writing `mounts/<path>`; the data follows as `MountChunk`
-    /// requests with the same id... see `MountChunk`.
+    /// requests naming this request's id as their target.
     WriteMount {
         session_id: String,
         #[serde(default)]
         tenant: Option<String>,
         /// Relative to `mounts/`.
         path: String,
-        /// Exact size the chunks will add up to.
-        size: u64,
+        size: MountSize,
     },
     /// A piece of a `WriteMount` in flight, identified by its request id.
     MountChunk {
@@ -97,7 +98,33 @@ pub enum RequestBody {
         #[serde(with = "crate::b64")]
         data: Vec<u8>,
     },
+    /// The last chunk of a `WriteMount` of [`MountSize::AtMost`] was sent:
+    /// the file is complete. An open-ended upload that stops without this
+    /// (cancel, disconnect) is discarded, never kept short.
+    MountEnd {
+        target: u64,
+    },
     Stats,
+}
+
+/// How many bytes a `WriteMount` brings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum MountSize {
+    /// The chunks add up to exactly this; the upload ends with the last byte.
+    Exact(u64),
+    /// Unknown in advance (a download without Content-Length): at most this
+    /// many bytes, ended by `MountEnd`.
+    AtMost(u64),
+}
+
+impl MountSize {
+    /// The most bytes the chunks may add up to.
+    pub fn limit(self) -> u64 {
+        match self {
+            MountSize::Exact(n) | MountSize::AtMost(n) => n,
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

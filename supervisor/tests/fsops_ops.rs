@@ -194,6 +194,61 @@ fn write_mount_is_atomic_read_only_and_owned() {
 }
 
 #[test]
+fn an_open_ended_mount_is_kept_only_when_ended_and_within_its_maximum() {
+    let t = TestDir::new("prims-fs-wmu-");
+    let ws = plain_workspace(&t, UID);
+    let chunks = vec![b"a,b\n".to_vec(), b"1,2\n".to_vec(), b"3,4\n".to_vec()];
+    let n = fsops::write_mount_up_to(&ws, "in/x.csv", 1 << 20, chunks, UID, || true).unwrap();
+    assert_eq!(n, 12);
+    let f = ws.join("mounts/in/x.csv");
+    assert_eq!(fs::read(&f).unwrap(), b"a,b\n1,2\n3,4\n");
+    let m = fs::metadata(&f).unwrap();
+    assert_eq!(m.permissions().mode() & 0o7777, 0o444);
+    assert_eq!((m.uid(), m.gid()), (UID, UID));
+    // Exactly the maximum, and nothing at all, are whole files too.
+    let exact = fsops::write_mount_up_to(&ws, "max", 4, vec![b"1234".to_vec()], UID, || true);
+    assert_eq!(exact.unwrap(), 4);
+    let none = Vec::<Vec<u8>>::new();
+    assert_eq!(
+        fsops::write_mount_up_to(&ws, "empty", 4, none, UID, || true).unwrap(),
+        0
+    );
+
+    // Past the maximum: refused as a quota error; the earlier file stays.
+    let long = vec![b"a,b\n".to_vec(), b"more than eight".to_vec()];
+    let e = fsops::write_mount_up_to(&ws, "in/x.csv", 8, long, UID, || true).unwrap_err();
+    assert!(matches!(e, FsError::TooLarge { max: 8, .. }), "{e}");
+    assert_eq!(e.code(), ErrorCode::Quota);
+    assert_eq!(fs::read(&f).unwrap(), b"a,b\n1,2\n3,4\n");
+
+    // A stream that stops without being ended (cancel, disconnect) is not
+    // a file, however plausible its length.
+    let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<u8>>(1);
+    let writer = std::thread::spawn({
+        let ws = ws.clone();
+        move || fsops::write_mount_up_to(&ws, "cut.bin", 1 << 20, rx, UID, || false)
+    });
+    tx.send(vec![0u8; 1000]).unwrap();
+    drop(tx);
+    let e = writer.join().unwrap().unwrap_err();
+    assert!(matches!(e, FsError::Incomplete { got: 1000, .. }), "{e}");
+    assert_eq!(e.code(), ErrorCode::Cancelled);
+    assert!(!ws.join("mounts/cut.bin").exists());
+
+    let mut names: Vec<_> = fs::read_dir(ws.join("mounts"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["empty", "in", "max"], "no temporary left");
+    let names: Vec<_> = fs::read_dir(ws.join("mounts/in"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names, ["x.csv"], "no temporary left");
+}
+
+#[test]
 fn snapshot_and_diff_report_new_and_changed_files() {
     let t = TestDir::new("prims-fs-diff-");
     let ws = plain_workspace(&t, UID);

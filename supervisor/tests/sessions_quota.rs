@@ -48,6 +48,15 @@ fn writing_past_the_quota_as_the_session_uid_gets_enospc() {
     )
     .unwrap_err();
     assert_eq!(e.code(), ErrorCode::Quota, "{e}");
+    // Without a size to check first, the full disk is found while writing.
+    let chunks = (0..16).map(|_| vec![1u8; 1 << 20]);
+    let e = fsops::write_mount_up_to(&s.workspace, "z.bin", 1 << 30, chunks, s.host_uid, || true)
+        .unwrap_err();
+    assert!(matches!(e, FsError::NoSpace(_)), "{e}");
+    let left: Vec<_> = std::fs::read_dir(s.workspace.join("mounts"))
+        .unwrap()
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
     std::fs::remove_file(out.join("big")).unwrap();
 
     // An upload that fits when it starts, but the code fills the disk

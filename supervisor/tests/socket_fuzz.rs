@@ -47,7 +47,7 @@ async fn throw_at_server(server: &TestServer, bytes: &[u8], after_hello: bool) {
 
 /// Frames with a correct length and a body that looks almost like a request.
 fn near_requests() -> impl Strategy<Value = Vec<u8>> {
-    let body = r#"\{"id":[0-9]{1,3},"body":\{"op":"(stats|run|cancel|mount_chunk|write_mount|list_dir|[a-z_]{1,10})"(,"[a-z_]{1,10}":("[a-zA-Z0-9=]{0,8}"|[0-9]{1,4}))?\}\}"#;
+    let body = r#"\{"id":[0-9]{1,3},"body":\{"op":"(stats|run|cancel|mount_chunk|mount_end|write_mount|list_dir|[a-z_]{1,10})"(,"[a-z_]{1,10}":("[a-zA-Z0-9=]{0,8}"|[0-9]{1,4}))?\}\}"#;
     prop::collection::vec(body, 1..4).prop_map(|bodies| {
         let mut out = Vec::new();
         for b in bodies {

@@ -4,7 +4,7 @@
 mod socket_support;
 
 use prims_protocol::frame;
-use prims_protocol::wire::{ErrorCode, Request, RequestBody, ResponseBody};
+use prims_protocol::wire::{ErrorCode, MountSize, Request, RequestBody, ResponseBody};
 use socket_support::*;
 use tokio::io::AsyncWriteExt;
 
@@ -108,7 +108,7 @@ async fn chunks_beyond_the_announced_size() {
             session_id: "s".into(),
             tenant: None,
             path: "f".into(),
-            size: 2,
+            size: MountSize::Exact(2),
         },
     };
     let chunk = Request {
@@ -121,6 +121,87 @@ async fn chunks_beyond_the_announced_size() {
     let mut bytes = frame::encode(&mount).unwrap();
     bytes.extend(frame::encode(&chunk).unwrap());
     closes_only_this_connection(&bytes, false).await;
+}
+
+fn upload(id: u64, session: &str, size: MountSize) -> Vec<u8> {
+    let body = RequestBody::WriteMount {
+        session_id: session.into(),
+        tenant: None,
+        path: "f".into(),
+        size,
+    };
+    frame::encode(&Request { id, body }).unwrap()
+}
+
+fn chunk(target: u64, len: usize) -> Vec<u8> {
+    let body = RequestBody::MountChunk {
+        target,
+        data: vec![7; len],
+    };
+    frame::encode(&Request { id: target, body }).unwrap()
+}
+
+fn end(target: u64) -> Vec<u8> {
+    let body = RequestBody::MountEnd { target };
+    frame::encode(&Request { id: target, body }).unwrap()
+}
+
+#[tokio::test]
+async fn chunks_beyond_an_open_ended_uploads_maximum() {
+    let bytes = [upload(1, "s", MountSize::AtMost(2)), chunk(1, 3)].concat();
+    closes_only_this_connection(&bytes, false).await;
+}
+
+#[tokio::test]
+async fn a_chunk_after_mount_end() {
+    let at_most = MountSize::AtMost(10);
+    let bytes = [upload(1, "s", at_most), chunk(1, 2), end(1), chunk(1, 1)].concat();
+    closes_only_this_connection(&bytes, false).await;
+}
+
+#[tokio::test]
+async fn mount_end_for_an_exact_upload_a_run_or_nothing() {
+    let exact = [upload(1, "s", MountSize::Exact(2)), end(1)].concat();
+    closes_only_this_connection(&exact, false).await;
+    let run = frame::encode(&Request {
+        id: 1,
+        body: hang("s"),
+    })
+    .unwrap();
+    closes_only_this_connection(&[run, end(1)].concat(), false).await;
+    closes_only_this_connection(&end(42), false).await;
+}
+
+#[tokio::test]
+async fn late_chunks_and_end_of_a_failed_open_ended_upload_are_dropped() {
+    let server = start().await;
+    let mut s = raw_hello(&server).await;
+    s.write_all(&upload(1, REFUSE, MountSize::AtMost(100)))
+        .await
+        .unwrap();
+    let refused = read_response(&mut s).await;
+    assert_eq!(refused.id, 1);
+    assert!(matches!(refused.body, ResponseBody::Error(ref e) if e.code == ErrorCode::Quota));
+    // Already on the wire when the refusal came: not a protocol error.
+    s.write_all(&[chunk(1, 60), chunk(1, 40), end(1)].concat())
+        .await
+        .unwrap();
+    let stats = frame::encode(&Request {
+        id: 2,
+        body: RequestBody::Stats,
+    })
+    .unwrap();
+    s.write_all(&stats).await.unwrap();
+    let r = read_response(&mut s).await;
+    assert_eq!(r.id, 2);
+    assert!(matches!(
+        r.body,
+        ResponseBody::Reply(prims_protocol::wire::Reply::Stats(_))
+    ));
+    // The end closed the upload for good: more is a protocol error.
+    s.write_all(&chunk(1, 1)).await.unwrap();
+    assert_closed(&mut s).await;
+    server.stop().await;
 }
 
 #[tokio::test]

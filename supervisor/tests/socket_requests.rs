@@ -4,7 +4,7 @@
 mod socket_support;
 
 use prims_protocol::client::{Client, ClientError};
-use prims_protocol::wire::{ErrorCode, Event, Reply, RequestBody, MAX_CHUNK_BYTES};
+use prims_protocol::wire::{ErrorCode, Event, MountSize, Reply, RequestBody, MAX_CHUNK_BYTES};
 use socket_support::*;
 use std::time::Duration;
 
@@ -171,6 +171,48 @@ async fn write_mount_delivers_chunks_in_order_and_completes() {
     assert!(chunks.iter().all(|c| c.len() <= MAX_CHUNK_BYTES));
     assert_eq!(chunks.concat(), data);
     assert_eq!(mounts[1].1.len(), 0);
+}
+
+#[tokio::test]
+async fn an_open_ended_upload_completes_on_its_end_only() {
+    let server = start().await;
+    let client = server.client().await;
+    let data: Vec<u8> = (0..(2 * MAX_CHUNK_BYTES + 777))
+        .map(|i| (i % 253) as u8)
+        .collect();
+    let max = MountSize::AtMost(10 * MAX_CHUNK_BYTES as u64);
+    let mut up = client.start_mount("s", None, "open.bin", max).await.unwrap();
+    up.send(&data[..1000]).await.unwrap();
+    up.send(&data[1000..]).await.unwrap();
+    let mounted = up.finish().await.unwrap();
+    assert_eq!(mounted.bytes, data.len() as u64);
+
+    // Exactly the maximum is fine; a byte more is refused before it is sent.
+    let mut full = client
+        .start_mount("s", None, "full.bin", MountSize::AtMost(5))
+        .await
+        .unwrap();
+    full.send(b"12345").await.unwrap();
+    let over = full.send(b"6").await;
+    assert!(matches!(over, Err(ClientError::Usage(_))), "{over:?}");
+    assert_eq!(full.finish().await.unwrap().bytes, 5);
+    let empty = client
+        .start_mount("s", None, "empty", MountSize::AtMost(5))
+        .await
+        .unwrap();
+    assert_eq!(empty.finish().await.unwrap().bytes, 0);
+
+    // Aborted: the handler sees its stream end with the request cancelled,
+    // and has answered by the time abort returns.
+    let mut cut = client.start_mount("s", None, "cut.bin", max).await.unwrap();
+    cut.send(&data[..5000]).await.unwrap();
+    cut.abort().await.unwrap();
+
+    let mounts = server.handler.mounts.lock().unwrap();
+    let names: Vec<&str> = mounts.iter().map(|(p, _)| p.as_str()).collect();
+    assert_eq!(names, ["open.bin", "full.bin", "empty"]);
+    assert_eq!(mounts[0].1.concat(), data);
+    assert_eq!(mounts[1].1.concat(), b"12345");
 }
 
 #[tokio::test]

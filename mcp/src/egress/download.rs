@@ -54,6 +54,11 @@ impl Download {
         Url::parse(&self.url).map_or_else(|_| String::new(), |u| Redacted(&u).to_string())
     }
 
+    /// The most body bytes this download may bring (`egress.max_download`).
+    pub fn limit(&self) -> u64 {
+        self.limit
+    }
+
     /// Body bytes received so far.
     pub fn received(&self) -> u64 {
         self.received

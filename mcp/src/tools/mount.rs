@@ -1,6 +1,7 @@
 //! `mount_file` and `run_code`'s `files[]`: download a URL (through the
 //! egress guard) and stream it to the supervisor, which writes it read-only
-//! under `mounts/`. The same url and path in one session is downloaded once.
+//! under `mounts/`, with or without a Content-Length. The same url and path
+//! in one session is downloaded once.
 
 use super::common::clean_relative;
 use super::types::MountFileOutput;
@@ -8,6 +9,9 @@ use crate::egress::Download;
 use crate::error::ToolError;
 use crate::server::AppState;
 use crate::sessions::SessionRef;
+use bytes::Bytes;
+use prims_protocol::client::MountUpload;
+use prims_protocol::wire::MountSize;
 
 /// A file mounted (or found already mounted).
 pub struct Mounted {
@@ -55,23 +59,8 @@ pub async fn mount(
         }
     }
     let egress = app.egress()?;
-    let fail = |e: crate::egress::EgressError| ToolError(format!("Downloading {url} failed: {e}"));
-    let mut download = egress.download(url).await.map_err(fail)?;
-    let bytes = match download.content_length {
-        Some(size) => stream_to_mount(app, session, &path, size, &mut download, url).await?,
-        None => {
-            let mut data = Vec::new();
-            while let Some(chunk) = download.next_chunk().await.map_err(fail)? {
-                data.extend_from_slice(&chunk);
-            }
-            let mut up = app
-                .sup
-                .start_mount(session, &path, data.len() as u64)
-                .await?;
-            up.send(&data).await?;
-            up.finish().await?.bytes
-        }
-    };
+    let mut download = egress.download(url).await.map_err(|e| failed(url, e))?;
+    let bytes = stream_to_mount(app, session, &path, &mut download, url).await?;
     app.sessions.remember_mount(&session.id, url, &path, bytes);
     tracing::info!(session = %session.tag(), url, path, bytes, "mounted a download");
     Ok(Mounted {
@@ -81,31 +70,71 @@ pub async fn mount(
     })
 }
 
-/// Pass a download of announced `size` to the supervisor chunk by chunk.
+fn failed(url: &str, e: impl std::fmt::Display) -> ToolError {
+    ToolError(format!("Downloading {url} failed: {e}"))
+}
+
+/// Passes a download to the supervisor as it arrives, so no body is ever
+/// held here, however large and however many run at once: each send waits
+/// for room on the supervisor connection, so the body is read no faster
+/// than the supervisor writes it. A body without Content-Length goes as an
+/// open-ended upload capped at `egress.max_download`, which the supervisor
+/// keeps only once told it is complete. On any failure the upload is
+/// aborted and awaited, so its temporary file is gone when the tool answers.
 async fn stream_to_mount(
     app: &AppState,
     session: &SessionRef,
     path: &str,
-    size: u64,
     download: &mut Download,
     url: &str,
 ) -> Result<u64, ToolError> {
-    let fail = |e: crate::egress::EgressError| ToolError(format!("Downloading {url} failed: {e}"));
+    let size = match download.content_length {
+        Some(n) => MountSize::Exact(n),
+        None => MountSize::AtMost(download.limit()),
+    };
     let mut up = app.sup.start_mount(session, path, size).await?;
-    let mut got = 0u64;
-    while let Some(chunk) = download.next_chunk().await.map_err(fail)? {
-        got += chunk.len() as u64;
-        if got > size {
-            return Err(ToolError(format!(
-                "Downloading {url} failed: the server sent more than the {size} bytes it announced"
-            )));
+    match pump(&mut up, download, size, url).await {
+        Ok(()) => Ok(up.finish().await?.bytes),
+        Err(e) => {
+            if let Err(abort) = up.abort().await {
+                tracing::warn!(session = %session.tag(), path, error = %abort, "aborting an upload failed");
+            }
+            Err(e)
         }
-        up.send(&chunk).await?;
     }
-    if got != size {
-        return Err(ToolError(format!(
-            "Downloading {url} failed: the body ended after {got} of {size} bytes"
-        )));
+}
+
+/// Copies the body into `up` one chunk behind the download: the chunk that
+/// completes an exact upload (and with it the file) is sent only once the
+/// body is known to end there, so a body longer than announced never
+/// leaves a file behind.
+async fn pump(
+    up: &mut MountUpload,
+    download: &mut Download,
+    size: MountSize,
+    url: &str,
+) -> Result<(), ToolError> {
+    let mut held: Option<Bytes> = None;
+    while let Some(chunk) = download.next_chunk().await.map_err(|e| failed(url, e))? {
+        if let MountSize::Exact(n) = size {
+            if download.received() > n {
+                let why = format!("the server sent more than the {n} bytes it announced");
+                return Err(failed(url, why));
+            }
+        }
+        if let Some(previous) = held.replace(chunk) {
+            up.send(&previous).await?;
+        }
     }
-    Ok(up.finish().await?.bytes)
+    if let MountSize::Exact(n) = size {
+        let got = download.received();
+        if got != n {
+            let why = format!("the body ended after {got} of {n} bytes");
+            return Err(failed(url, why));
+        }
+    }
+    if let Some(last) = held {
+        up.send(&last).await?;
+    }
+    Ok(())
 }

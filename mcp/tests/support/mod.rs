@@ -7,6 +7,7 @@
 
 pub mod client;
 pub mod http_server;
+pub mod stream_server;
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -196,12 +197,38 @@ impl Stack {
         format!("{}/mcp", self.base())
     }
 
+    pub fn frontend_pid(&self) -> u32 {
+        self.front.as_ref().expect("front-end running").id()
+    }
+
+    pub fn supervisor_pid(&self) -> u32 {
+        self.sup.as_ref().expect("supervisor running").id()
+    }
+
+    /// A session's workspace on the host (the supervisor's view).
+    pub fn workspace(&self, session_id: &str) -> PathBuf {
+        self.state.join("sessions").join(session_id)
+    }
+
     /// A root connection to the supervisor, to check its state directly.
     pub async fn supervisor(&self) -> prims_protocol::client::Client {
         prims_protocol::client::Client::connect(&self.socket, "prims-mcp-tests")
             .await
             .expect("connecting to the supervisor")
     }
+}
+
+/// Peak resident memory of process `pid` so far (`VmHWM`), in bytes.
+pub fn peak_rss(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_else(|e| panic!("/proc/{pid}/status: {e}"));
+    let kib: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().strip_suffix("kB"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no VmHWM in /proc/{pid}/status"));
+    kib * 1024
 }
 
 impl Drop for Stack {

@@ -2,7 +2,9 @@
 
 use super::{ClientError, Inner};
 use crate::frame;
-use crate::wire::{ErrorReply, Event, Reply, Request, RequestBody, ResponseBody, MAX_CHUNK_BYTES};
+use crate::wire::{
+    ErrorReply, Event, MountSize, Reply, Request, RequestBody, ResponseBody, MAX_CHUNK_BYTES,
+};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use tokio::sync::mpsc;
@@ -125,30 +127,36 @@ impl Drop for Call {
     }
 }
 
-/// An upload started by [`super::Client::start_mount`].
+/// An upload started by [`super::Client::start_mount`]. Dropping it
+/// unfinished cancels it; [`MountUpload::abort`] also waits until the
+/// supervisor has discarded what it wrote.
 pub struct MountUpload {
     call: Call,
-    remaining: u64,
+    size: MountSize,
+    sent: u64,
 }
 
 impl MountUpload {
-    pub(super) fn new(call: Call, size: u64) -> MountUpload {
+    pub(super) fn new(call: Call, size: MountSize) -> MountUpload {
         MountUpload {
             call,
-            remaining: size,
+            size,
+            sent: 0,
         }
     }
 
     /// Send the next piece of the file, split into frames of at most
     /// `MAX_CHUNK_BYTES`. Stops early if the supervisor already gave up.
     pub async fn send(&mut self, data: &[u8]) -> Result<(), ClientError> {
-        if data.len() as u64 > self.remaining {
-            return Err(ClientError::Usage("more data than the announced size"));
+        let total = self.sent.saturating_add(data.len() as u64);
+        if total > self.size.limit() {
+            return Err(ClientError::Usage(match self.size {
+                MountSize::Exact(_) => "more data than the announced size",
+                MountSize::AtMost(_) => "more data than the announced maximum",
+            }));
         }
         for piece in data.chunks(MAX_CHUNK_BYTES) {
-            if let Some(Err(e)) = self.call.poll_outcome() {
-                return Err(ClientError::Server(e.clone()));
-            }
+            self.check_alive()?;
             let body = RequestBody::MountChunk {
                 target: self.call.id,
                 data: piece.to_vec(),
@@ -160,21 +168,59 @@ impl MountUpload {
                     body,
                 })
                 .await?;
-            self.remaining -= piece.len() as u64;
+            self.sent += piece.len() as u64;
         }
         Ok(())
     }
 
-    /// Wait for the supervisor to confirm the file.
-    pub async fn finish(self) -> Result<Mounted, ClientError> {
-        if self.remaining > 0 {
-            return Err(ClientError::Usage(
-                "upload finished before its announced size",
-            ));
+    /// The supervisor's error, if it already ended the upload with one.
+    fn check_alive(&mut self) -> Result<(), ClientError> {
+        match self.call.poll_outcome() {
+            Some(Err(e)) => Err(ClientError::Server(e.clone())),
+            _ => Ok(()),
+        }
+    }
+
+    /// Wait for the supervisor to confirm the file. An open-ended upload is
+    /// ended here with `mount_end`.
+    pub async fn finish(mut self) -> Result<Mounted, ClientError> {
+        match self.size {
+            MountSize::Exact(n) if self.sent != n => {
+                return Err(ClientError::Usage(
+                    "upload finished before its announced size",
+                ));
+            }
+            MountSize::Exact(_) => {}
+            MountSize::AtMost(_) => {
+                self.check_alive()?;
+                let req = Request {
+                    id: self.call.id,
+                    body: RequestBody::MountEnd {
+                        target: self.call.id,
+                    },
+                };
+                self.call.inner.send(&req).await?;
+            }
         }
         match self.call.finish().await? {
             Reply::Mounted { path, bytes } => Ok(Mounted { path, bytes }),
             other => Err(ClientError::UnexpectedReply(Box::new(other))),
+        }
+    }
+
+    /// Give the upload up and wait until the supervisor has answered, so
+    /// its temporary file is gone when this returns. An upload that never
+    /// reached its end is never kept: the answer is `Cancelled`, or an error
+    /// the supervisor had already hit (quota, a bad path). Fails with
+    /// `UnexpectedReply` if the upload had in fact completed and was kept.
+    pub async fn abort(mut self) -> Result<(), ClientError> {
+        if self.call.poll_outcome().is_none() {
+            self.call.cancel().await?;
+        }
+        match self.call.finish().await {
+            Ok(reply) => Err(ClientError::UnexpectedReply(Box::new(reply))),
+            Err(ClientError::Server(_)) => Ok(()),
+            Err(e) => Err(e),
         }
     }
 }

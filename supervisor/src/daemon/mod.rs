@@ -163,8 +163,10 @@ impl Handler for Arc<Daemon> {
             } => run::write_mount(self, session_id, tenant, path, size, ctx).await,
             RequestBody::Stats => Ok(Reply::Stats(self.stats())),
             // The server answers these itself; reaching here is a bug.
-            RequestBody::Cancel { .. } | RequestBody::MountChunk { .. } => Err(bad_request(
-                "cancel and mount_chunk are handled by the connection",
+            RequestBody::Cancel { .. }
+            | RequestBody::MountChunk { .. }
+            | RequestBody::MountEnd { .. } => Err(bad_request(
+                "cancel, mount_chunk and mount_end are handled by the connection",
             )),
         }
     }

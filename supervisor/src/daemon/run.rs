@@ -8,7 +8,7 @@ use crate::runner::{self, Cancel, Stream};
 use crate::server::Ctx;
 use crate::spec::{self, Placement};
 use prims_protocol::wire::{
-    ErrorCode, ErrorReply, Event, OutputStream, Reply, RunReply, RunRequest,
+    ErrorCode, ErrorReply, Event, MountSize, OutputStream, Reply, RunReply, RunRequest,
 };
 use prims_protocol::Status;
 use std::sync::atomic::Ordering;
@@ -157,12 +157,14 @@ pub async fn run(d: &Arc<Daemon>, req: RunRequest, ctx: Ctx) -> Result<Reply, Er
     }))
 }
 
+/// Streams an upload to `mounts/<path>`: the connection paces the client on
+/// this handler, and only a bounded queue of chunks is held in memory.
 pub async fn write_mount(
     d: &Arc<Daemon>,
     session_id: String,
     tenant: Option<String>,
     path: String,
-    size: u64,
+    size: MountSize,
     mut ctx: Ctx,
 ) -> Result<Reply, ErrorReply> {
     let Some(mut chunks) = ctx.chunks.take() else {
@@ -186,9 +188,19 @@ pub async fn write_mount(
         }
     });
     let (ws, uid, rel) = (session.workspace.clone(), session.host_uid, path.clone());
+    let cancel = ctx.cancel.clone();
     let written = d
         .blocking(move || {
-            crate::fsops::write_mount(&ws, &rel, size, rx, uid).map_err(|e| e.to_reply())
+            let written = match size {
+                MountSize::Exact(n) => crate::fsops::write_mount(&ws, &rel, n, rx, uid),
+                // The stream ends early only after a cancel (see `Ctx::chunks`).
+                MountSize::AtMost(max) => {
+                    crate::fsops::write_mount_up_to(&ws, &rel, max, rx, uid, || {
+                        !cancel.is_cancelled()
+                    })
+                }
+            };
+            written.map_err(|e| e.to_reply())
         })
         .await;
     feeder.abort();

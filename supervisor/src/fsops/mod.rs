@@ -17,7 +17,7 @@ mod sys;
 mod usage;
 
 pub use dir::{list_dir, MAX_DIR_ENTRIES};
-pub use mount::write_mount;
+pub use mount::{write_mount, write_mount_up_to};
 pub use path::{RelPath, MAX_PATH_BYTES};
 pub use read::read_file;
 pub use snapshot::{diff, snapshot_output, Snapshot, MAX_OUTPUT_DEPTH, MAX_OUTPUT_FILES};
@@ -49,6 +49,12 @@ pub enum FsError {
         expected: u64,
         got: u64,
     },
+    #[error("{path:?}: more than the {max} bytes allowed arrived; nothing was written")]
+    TooLarge { path: String, max: u64 },
+    #[error(
+        "{path:?}: the upload stopped after {got} bytes without being ended; nothing was written"
+    )]
+    Incomplete { path: String, got: u64 },
     #[error("the workspace's disk quota is full (writing {0:?})")]
     NoSpace(String),
     #[error("{op} {path:?}: {errno}")]
@@ -68,7 +74,10 @@ impl FsError {
             | FsError::SizeMismatch { .. } => ErrorCode::BadRequest,
             FsError::Escape { .. } => ErrorCode::Forbidden,
             FsError::NotFound(_) => ErrorCode::NotFound,
-            FsError::TooMany { .. } | FsError::NoSpace(_) => ErrorCode::Quota,
+            FsError::TooMany { .. } | FsError::NoSpace(_) | FsError::TooLarge { .. } => {
+                ErrorCode::Quota
+            }
+            FsError::Incomplete { .. } => ErrorCode::Cancelled,
             FsError::Io { .. } => ErrorCode::Internal,
         }
     }

@@ -7,6 +7,7 @@ use nix::errno::Errno;
 use nix::fcntl::renameat;
 use nix::sys::stat::{fchmod, mkdirat, Mode};
 use nix::unistd::{fchown, fsync, unlinkat, Gid, Uid, UnlinkatFlags};
+use prims_protocol::wire::MountSize;
 use std::ffi::CString;
 use std::io::Write;
 use std::os::fd::{AsFd, OwnedFd};
@@ -36,6 +37,45 @@ pub fn write_mount<I>(
 ) -> Result<u64, FsError>
 where
     I: IntoIterator<Item = Vec<u8>>,
+{
+    write(root, rel, MountSize::Exact(size), chunks, uid, || true)
+}
+
+/// [`write_mount`] for an upload whose size is not known in advance (a
+/// download without Content-Length): at most `max` bytes, and returns how
+/// many arrived.
+///
+/// An iterator that ends is only a complete file if `complete()` says so
+/// when asked, right after the last chunk: the sender said it was done,
+/// rather than being cancelled or disconnected. A body past `max`, one cut
+/// short, or a full disk (found while writing: there is no size to check
+/// first) removes the temporary file and leaves any earlier file untouched.
+pub fn write_mount_up_to<I, F>(
+    root: &Path,
+    rel: &str,
+    max: u64,
+    chunks: I,
+    uid: u32,
+    complete: F,
+) -> Result<u64, FsError>
+where
+    I: IntoIterator<Item = Vec<u8>>,
+    F: FnOnce() -> bool,
+{
+    write(root, rel, MountSize::AtMost(max), chunks, uid, complete)
+}
+
+fn write<I, F>(
+    root: &Path,
+    rel: &str,
+    size: MountSize,
+    chunks: I,
+    uid: u32,
+    complete: F,
+) -> Result<u64, FsError>
+where
+    I: IntoIterator<Item = Vec<u8>>,
+    F: FnOnce() -> bool,
 {
     let rel = RelPath::parse(rel)?;
     let shown = rel.under("mounts");
@@ -67,9 +107,11 @@ where
         }
         dir = sub;
     }
-    let free = nix::sys::statvfs::fstatvfs(dir.as_fd()).map_err(err("statvfs"))?;
-    if size > free.blocks_available().saturating_mul(free.fragment_size()) {
-        return Err(FsError::NoSpace(shown.clone()));
+    if let MountSize::Exact(size) = size {
+        let free = nix::sys::statvfs::fstatvfs(dir.as_fd()).map_err(err("statvfs"))?;
+        if size > free.blocks_available().saturating_mul(free.fragment_size()) {
+            return Err(FsError::NoSpace(shown.clone()));
+        }
     }
 
     let final_name = sys::cstr(file_name).map_err(err("creating"))?;
@@ -78,16 +120,31 @@ where
     let mut got = 0u64;
     for chunk in chunks {
         got = got.saturating_add(chunk.len() as u64);
-        if got > size {
+        if got > size.limit() {
             break;
         }
         file.write_all(&chunk)
             .map_err(|e| err("writing")(io_errno(&e)))?;
     }
-    if got != size {
-        return Err(FsError::SizeMismatch {
+    match size {
+        MountSize::Exact(expected) if got != expected => {
+            return Err(FsError::SizeMismatch {
+                path: shown.clone(),
+                expected,
+                got,
+            });
+        }
+        MountSize::AtMost(max) if got > max => {
+            return Err(FsError::TooLarge {
+                path: shown.clone(),
+                max,
+            });
+        }
+        _ => {}
+    }
+    if !complete() {
+        return Err(FsError::Incomplete {
             path: shown.clone(),
-            expected: size,
             got,
         });
     }
@@ -109,7 +166,7 @@ where
     tmp.keep();
     // The rename is durable once the directory is; the data already is.
     let _ = fsync(dir.as_fd());
-    Ok(size)
+    Ok(got)
 }
 
 fn open_dir(dir: std::os::fd::BorrowedFd<'_>, name: &std::ffi::CStr) -> Result<OwnedFd, Errno> {

@@ -37,7 +37,10 @@ pub struct Ctx {
     /// Cancelled by a `Cancel` request, a disconnect or shutdown.
     pub cancel: CancellationToken,
     /// For `WriteMount`: its `MountChunk` data in order; closed once the
-    /// announced size has arrived, or early on cancel or disconnect.
+    /// upload is complete (the exact size arrived, or `MountEnd` came for an
+    /// open-ended one), or early on cancel or disconnect. An early close
+    /// always cancels `cancel` first, so a handler that sees the stream end
+    /// with `cancel` untouched knows the client ended the upload itself.
     pub chunks: Option<mpsc::Receiver<Vec<u8>>>,
 }
 

@@ -1,10 +1,11 @@
 //! The requests in flight on one connection: start each in its own task,
-//! answer `Cancel` here, and route `MountChunk` data to its upload.
+//! answer `Cancel` here, and route `MountChunk` data and `MountEnd` to
+//! their upload.
 
 use super::{Ctx, EventSink, Handler, Peer};
 use futures::FutureExt;
 use prims_protocol::wire::{
-    ErrorCode, ErrorReply, Reply, Request, RequestBody, Response, ResponseBody,
+    ErrorCode, ErrorReply, MountSize, Reply, Request, RequestBody, Response, ResponseBody,
 };
 use std::collections::{HashMap, VecDeque};
 use std::panic::AssertUnwindSafe;
@@ -34,7 +35,8 @@ pub(super) struct Requests<H> {
 struct Table {
     live: HashMap<u64, Live>,
     /// (id, bytes still allowed) of uploads that ended before all their data
-    /// arrived: chunks already on the wire are dropped, not fatal.
+    /// arrived: chunks (and a `MountEnd`) already on the wire are dropped,
+    /// not fatal.
     drained: VecDeque<(u64, u64)>,
 }
 
@@ -44,9 +46,14 @@ struct Live {
 }
 
 struct Upload {
-    /// Dropped once the announced size has arrived, ending the handler's stream.
+    /// Dropped once the upload is complete (the exact size arrived, or
+    /// `MountEnd` for an open-ended one), ending the handler's stream.
     tx: Option<mpsc::Sender<Vec<u8>>>,
+    /// Bytes still allowed: the rest of the exact size, or of the maximum.
     remaining: u64,
+    /// An open-ended upload (`MountSize::AtMost`) whose `MountEnd` has not
+    /// arrived: only that completes it.
+    awaiting_end: bool,
 }
 
 impl Live {
@@ -64,7 +71,7 @@ impl Table {
         let Some(live) = self.live.remove(&id) else {
             return;
         };
-        if let Some(up) = live.upload.filter(|u| u.remaining > 0) {
+        if let Some(up) = live.upload.filter(|u| u.remaining > 0 || u.awaiting_end) {
             if self.drained.len() == DRAINED_MAX {
                 self.drained.pop_front();
             }
@@ -106,6 +113,7 @@ impl<H: Handler> Requests<H> {
     pub(super) async fn dispatch(&self, req: Request) -> Result<(), String> {
         let answer = match req.body {
             RequestBody::MountChunk { target, data } => return self.chunk(target, data).await,
+            RequestBody::MountEnd { target } => return self.end_upload(target),
             RequestBody::Cancel { target } => Some(self.cancel(req.id, target)),
             body => self.start(req.id, body),
         };
@@ -169,14 +177,18 @@ impl<H: Handler> Requests<H> {
         let (upload, chunks) = match &body {
             RequestBody::WriteMount { size, .. } => {
                 let (tx, rx) = mpsc::channel(CHUNK_QUEUE);
-                let tx = (*size > 0).then_some(tx);
-                (
-                    Some(Upload {
-                        tx,
-                        remaining: *size,
-                    }),
-                    Some(rx),
-                )
+                let (remaining, awaiting_end) = match *size {
+                    MountSize::Exact(n) => (n, false),
+                    MountSize::AtMost(n) => (n, true),
+                };
+                // An empty exact upload is complete before any chunk.
+                let tx = (awaiting_end || remaining > 0).then_some(tx);
+                let upload = Upload {
+                    tx,
+                    remaining,
+                    awaiting_end,
+                };
+                (Some(upload), Some(rx))
             }
             _ => (None, None),
         };
@@ -227,6 +239,33 @@ impl<H: Handler> Requests<H> {
         None
     }
 
+    /// Complete an open-ended upload: the handler's stream ends without its
+    /// request being cancelled, which is how it knows the file is whole.
+    fn end_upload(&self, target: u64) -> Result<(), String> {
+        let mut table = self.table();
+        if let Some(live) = table.live.get_mut(&target) {
+            let up = live
+                .upload
+                .as_mut()
+                .filter(|u| u.awaiting_end)
+                .ok_or_else(|| {
+                    format!(
+                        "mount_end for request {target}, which is not an open-ended \
+                         write_mount still waiting for its end"
+                    )
+                })?;
+            up.awaiting_end = false;
+            // Nothing may follow the end.
+            up.remaining = 0;
+            up.tx = None;
+        } else if let Some(i) = table.drained.iter().position(|(d, _)| *d == target) {
+            table.drained.remove(i);
+        } else {
+            return Err(format!("mount_end for unknown request {target}"));
+        }
+        Ok(())
+    }
+
     /// Route upload data to its request, pacing the reader on the handler.
     async fn chunk(&self, target: u64, data: Vec<u8>) -> Result<(), String> {
         let len = data.len() as u64;
@@ -239,7 +278,7 @@ impl<H: Handler> Requests<H> {
                     format!("mount_chunk for request {target}, which is not a write_mount")
                 })?;
                 up.remaining = up.remaining.checked_sub(len).ok_or_else(too_much)?;
-                if up.remaining == 0 {
+                if up.remaining == 0 && !up.awaiting_end {
                     up.tx.take()
                 } else {
                     up.tx.clone()

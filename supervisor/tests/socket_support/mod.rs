@@ -5,8 +5,8 @@
 use prims_protocol::client::Client;
 use prims_protocol::frame;
 use prims_protocol::wire::{
-    ErrorCode, ErrorReply, Event, Hello, OutputStream, Reply, RequestBody, Response, RunReply,
-    Stats, Welcome, PROTOCOL_VERSION,
+    ErrorCode, ErrorReply, Event, Hello, MountSize, OutputStream, Reply, RequestBody, Response,
+    RunReply, Stats, Welcome, PROTOCOL_VERSION,
 };
 use prims_supervisor::server::{serve, ConnectionLimits, Ctx, Handler, ServerConfig, ServerError};
 use std::path::PathBuf;
@@ -23,6 +23,8 @@ use tokio_util::sync::CancellationToken;
 pub const HANG: &str = "hang";
 pub const PANIC: &str = "panic";
 pub const FROM_THREAD: &str = "thread";
+/// A `write_mount` to this session fails at once, before reading any chunk.
+pub const REFUSE: &str = "refuse";
 
 #[derive(Default)]
 pub struct TestHandler {
@@ -94,6 +96,9 @@ impl Handler for TestHandler {
                 }
                 Ok(Reply::Run(run_reply(req.code.as_bytes())))
             }
+            RequestBody::WriteMount { session_id, .. } if session_id == REFUSE => {
+                Err(err(ErrorCode::Quota, "refused before reading"))
+            }
             RequestBody::WriteMount { path, size, .. } => {
                 let mut rx = ctx.chunks.take().expect("write_mount gets a chunk channel");
                 let mut chunks = Vec::new();
@@ -101,7 +106,14 @@ impl Handler for TestHandler {
                     chunks.push(chunk);
                 }
                 let bytes: u64 = chunks.iter().map(|c| c.len() as u64).sum();
-                if bytes != size {
+                if ctx.cancel.is_cancelled() {
+                    return Err(err(ErrorCode::Cancelled, "cut short"));
+                }
+                let whole = match size {
+                    MountSize::Exact(n) => bytes == n,
+                    MountSize::AtMost(n) => bytes <= n,
+                };
+                if !whole {
                     return Err(err(ErrorCode::BadRequest, "short upload"));
                 }
                 self.mounts.lock().unwrap().push((path.clone(), chunks));
