@@ -34,7 +34,7 @@ fn next_uid_base() -> u32 {
 /// environment (no downloads), a unique cgroup parent and uid range.
 fn base_policy(cgroup_parent: &str, uid_base: u32, extra: &str) -> String {
     format!(
-        "{extra}\n[python]\ndefault_packages = []\n[cgroup]\nparent = \"{cgroup_parent}\"\n\
+        "{extra}\n[python]\ndefault_packages = []\nbuild_disk = \"1GiB\"\n[cgroup]\nparent = \"{cgroup_parent}\"\n\
          [identity]\nuid_base = {uid_base}\nuid_count = 1000\n"
     )
 }

@@ -38,10 +38,12 @@ pub fn detach(index: &mut Index, envs_dir: &Path, keys: &[String]) -> Vec<PathBu
             continue;
         }
         // Unused (no lease), so no run holds it; a busy one detaches lazily.
-        if let Err(e) = crate::volume::unmount(&envs_dir.join(key)) {
+        let dir = envs_dir.join(key);
+        if let Err(e) = crate::volume::unmount(&dir) {
             tracing::warn!(key, error = %e, "could not unmount an environment");
             continue;
         }
+        let _ = std::fs::remove_dir(&dir);
         let image = image_path(envs_dir, key);
         let aside = envs_dir.join(format!("{TRASH_PREFIX}{key}-{}", super::build::rand_hex()));
         match std::fs::rename(&image, &aside) {

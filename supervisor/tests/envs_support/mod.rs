@@ -76,8 +76,22 @@ pub struct Fixture {
     pub envs: Arc<Envs>,
 }
 
+/// Environments and build volumes are mounts: detach them before the
+/// directory goes, or the test leaves loop devices behind.
+impl Drop for Fixture {
+    fn drop(&mut self) {
+        prims_supervisor::teardown::unmount_below(self.state.path());
+    }
+}
+
+/// A `[python]` section; builds get a 1 GiB volume unless `extra` says.
 pub fn policy(extra: &str) -> Policy {
-    Policy::from_toml_str(&format!("[python]\n{extra}\n")).expect("test policy")
+    let disk = if extra.contains("build_disk") {
+        ""
+    } else {
+        "build_disk = \"1GiB\"\n"
+    };
+    Policy::from_toml_str(&format!("[python]\n{disk}{extra}\n")).expect("test policy")
 }
 
 /// A cache in a fresh state dir; `seed_uv` copies the shared uv into it.
