@@ -205,6 +205,17 @@ fn state_dir(dir: &Path) -> Verdict {
     }
 }
 
+fn disk(policy: &Policy, dir: &Path) -> Verdict {
+    match crate::doctor_disk::check(policy, dir) {
+        Ok((true, msg)) => Verdict::Ok(msg),
+        Ok((false, msg)) => Verdict::Warn(
+            msg,
+            "nothing overcommits: sessions and builds beyond what fits are refused when they start; to admit them all, lower sessions.max_sessions, sessions.disk_quota or the python sizes, or give the state directory a larger filesystem",
+        ),
+        Err(e) => Verdict::Fail(e, "make the state directory's filesystem reachable"),
+    }
+}
+
 fn socket(path: &Path) -> Verdict {
     use std::os::unix::fs::{FileTypeExt, PermissionsExt};
     match std::fs::symlink_metadata(path) {
@@ -255,6 +266,7 @@ pub fn main(args: DoctorArgs) -> i32 {
         interpreter(&policy),
         uv(&args.state_dir),
         state_dir(&args.state_dir),
+        disk(&policy, &args.state_dir),
         socket(&args.socket),
     ];
     let mut failed = 0;

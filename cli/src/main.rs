@@ -1,6 +1,7 @@
 //! `prims`: the PRIMS command line.
 
 mod doctor_cmd;
+mod doctor_disk;
 mod logging;
 mod mcp_cmd;
 mod policy_cmd;

@@ -181,7 +181,10 @@ async fn an_open_ended_upload_completes_on_its_end_only() {
         .map(|i| (i % 253) as u8)
         .collect();
     let max = MountSize::AtMost(10 * MAX_CHUNK_BYTES as u64);
-    let mut up = client.start_mount("s", None, "open.bin", max).await.unwrap();
+    let mut up = client
+        .start_mount("s", None, "open.bin", max)
+        .await
+        .unwrap();
     up.send(&data[..1000]).await.unwrap();
     up.send(&data[1000..]).await.unwrap();
     let mounted = up.finish().await.unwrap();

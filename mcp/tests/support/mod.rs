@@ -206,8 +206,12 @@ impl Stack {
     }
 
     /// A session's workspace on the host (the supervisor's view).
+    /// Where the supervisor keeps session `session_id`: under its name,
+    /// the keyed hash of the id.
     pub fn workspace(&self, session_id: &str) -> PathBuf {
-        self.state.join("sessions").join(session_id)
+        let key = prims_supervisor::sessions::SessionKey::load_or_create(&self.state)
+            .expect("the supervisor's session key");
+        self.state.join("sessions").join(key.name_of(session_id))
     }
 
     /// A root connection to the supervisor, to check its state directly.

@@ -95,7 +95,8 @@ fn mkfs(image: &Path, uid: u32) -> Result<(), String> {
 /// image's size. Ownership and modes are copied as they are; symlinks stay
 /// symlinks.
 pub fn create_from_dir(image: &Path, src: &Path) -> Result<u64, VolumeError> {
-    let (bytes, inodes) = tree_size(src).map_err(|e| VolumeError::Other(format!("measuring {}: {e}", src.display())))?;
+    let (bytes, inodes) = tree_size(src)
+        .map_err(|e| VolumeError::Other(format!("measuring {}: {e}", src.display())))?;
     let mut size = (bytes + bytes / 5 + inodes * 512 + (8 << 20)).next_multiple_of(1 << 20);
     let inodes = (inodes + 256).to_string();
     for attempt in 0..3 {
