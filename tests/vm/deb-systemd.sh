@@ -55,6 +55,9 @@ smoke before "$state" || fails=$((fails+1))
 expect session_quota_is_loop_mounted bash -c 'nsenter -t "$(systemctl show -p MainPID --value prims-supervisor.service)" -m findmnt -rn -t ext4 -o TARGET | grep -q "^/var/lib/prims/sessions/"'
 expect audit_log_records_runs bash -c '[ "$(wc -l < /var/lib/prims/audit.log)" -ge 4 ]'
 expect oom_in_audit_log grep -q '"oom"' /var/lib/prims/audit.log
+expect audit_log_private bash -c '[ "$(stat -c %a /var/lib/prims/audit.log)" = 600 ]'
+expect session_key_private bash -c '[ "$(stat -c %a /var/lib/prims/session.key)" = 600 ]'
+expect env_is_a_read_only_image bash -c 'nsenter -t "$(systemctl show -p MainPID --value prims-supervisor.service)" -m findmnt -rn -t ext4 -o TARGET,OPTIONS | grep -q "^/var/lib/prims/envs/[0-9a-f]* ro,"'
 
 echo "== systemctl restart prims-supervisor with the session alive"
 expect supervisor_restarts systemctl restart prims-supervisor.service
