@@ -17,6 +17,10 @@ cleanup() {
 trap cleanup EXIT
 
 tests/mcp/setup.sh >/dev/null
+# The same build serve.sh starts with, done first, so the wait below times
+# the server's start, not a cold release build on a loaded machine.
+. scripts/toolchain.sh
+cargo build --release --locked -p prims -p prims-jailer
 scripts/serve.sh --listen "$listen" --state-dir "$state" >"$log" 2>&1 &
 pid=$!
 for _ in $(seq 1 600); do
