@@ -113,8 +113,16 @@ async fn measure(dir: &Path, runs: usize) -> Result<()> {
     let c = Client::connect(&dir.join("sock"), "prims-bench").await?;
     let s = open(&c).await?;
     eprintln!("warming up (the first run waits for the base environment)...");
-    timed_run(&c, req(&s, "print(1)", &[])).await?;
-    timed_run(&c, req(&s, "print(1)", &["six"])).await?;
+    let base_ms = timed_run(&c, req(&s, "print(1)", &[])).await?;
+    let six_ms = timed_run(&c, req(&s, "print(1)", &["six"])).await?;
+    let idna_ms = timed_run(&c, req(&s, "print(1)", &["six", "idna"])).await?;
+    println!(
+        "first runs, each waiting for its environment's build: base {:.1} s (empty package cache), \
+         +six {:.1} s, +six+idna {:.1} s (package cache warm)",
+        base_ms / 1000.0,
+        six_ms / 1000.0,
+        idna_ms / 1000.0
+    );
     let (mut plain, mut cached) = (Vec::new(), Vec::new());
     for _ in 0..runs {
         plain.push(timed_run(&c, req(&s, "print(1)", &[])).await?);

@@ -6,11 +6,8 @@ mod envs_support;
 use envs_support::*;
 use prims_policy::Policy;
 use prims_protocol::wire::ErrorCode;
-use prims_protocol::{CgroupBackend, JobSpec, LimitRequest, NetworkMode, Status};
-use prims_supervisor::cgroups::Parents;
+use prims_protocol::Status;
 use prims_supervisor::envs::{EnvError, Envs};
-use prims_supervisor::{run_job, Cancel};
-use std::path::PathBuf;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -131,42 +128,12 @@ async fn base_env_imports_pandas_in_a_run_jail() {
     assert!(!lease.built);
     assert_eq!(f.envs.stats().builds, 1);
 
-    let ws = tempfile::tempdir().unwrap();
-    std::os::unix::fs::chown(ws.path(), Some(RUN_UID), Some(RUN_UID)).unwrap();
-    let mut limits = Policy::default().job_limits(&LimitRequest::default());
-    limits.memory_bytes = 2 << 30;
-    let spec = JobSpec {
-        interpreter: INTERPRETER.into(),
-        venv: lease.dir.clone(),
-        workspace: ws.path().to_path_buf(),
-        code: "import pandas, openpyxl, requests; print(pandas.__version__)".into(),
-        limits,
-        network: NetworkMode::None,
-        ro_binds: ["/usr", "/lib", "/lib64", "/bin"]
-            .map(PathBuf::from)
-            .to_vec(),
-        seccomp_extra_deny: vec![],
-        socket_families: vec![1],
-        landlock_required: false,
-        cgroup: Parents {
-            backend: CgroupBackend::None,
-            dirs: Default::default(),
-        }
-        .spec_for("envs-test-run"),
-        host_uid: RUN_UID,
-        host_gid: RUN_UID,
-        argv: vec![],
-        env: vec![],
-        binds: vec![],
-        venv_writable: false,
-        proxy_port: 0,
-    };
     let t = Instant::now();
-    let res = tokio::task::spawn_blocking(move || {
-        run_job(&jailer(), &spec, &|_, _| {}, &Cancel::default()).unwrap()
-    })
-    .await
-    .unwrap();
+    let res = run_in(
+        &lease.dir,
+        "import pandas, openpyxl, requests; print(pandas.__version__)",
+    )
+    .await;
     let out = String::from_utf8_lossy(&res.stdout);
     let err = String::from_utf8_lossy(&res.stderr);
     eprintln!(

@@ -165,6 +165,18 @@ impl Daemon {
     }
 }
 
+/// A run of `code` in session `session_id` with no tenant, no
+/// requirements and the policy's limits.
+pub fn run_req(session_id: &str, code: &str) -> prims_protocol::wire::RunRequest {
+    prims_protocol::wire::RunRequest {
+        session_id: session_id.to_string(),
+        tenant: None,
+        code: code.to_string(),
+        requirements: vec![],
+        limits: prims_protocol::LimitRequest::default(),
+    }
+}
+
 pub async fn open_session(c: &Client) -> SessionInfo {
     match c.request(RequestBody::OpenSession { tenant: None }).await {
         Ok(Reply::Session(s)) => s,

@@ -3,23 +3,11 @@
 //! expiry), cancellation, and file operations under symlink attacks.
 
 use prims_protocol::client::{Client, ClientError};
-use prims_protocol::wire::{
-    ErrorCode, Event, OutputStream, Reply, RequestBody, RunReply, RunRequest,
-};
-use prims_protocol::{LimitRequest, Status};
-use prims_tests::daemon::{open_session, Daemon};
+use prims_protocol::wire::{ErrorCode, Event, OutputStream, Reply, RequestBody, RunReply};
+use prims_protocol::Status;
+use prims_tests::daemon::{open_session, run_req, Daemon};
 use prims_tests::{processes_with_marker, unique};
 use std::time::{Duration, Instant};
-
-fn run_req(session_id: &str, code: &str) -> RunRequest {
-    RunRequest {
-        session_id: session_id.to_string(),
-        tenant: None,
-        code: code.to_string(),
-        requirements: vec![],
-        limits: LimitRequest::default(),
-    }
-}
 
 async fn run(c: &Client, session_id: &str, code: &str) -> RunReply {
     c.run(run_req(session_id, code), |_| {})

@@ -3,9 +3,8 @@
 //! the id and finds nothing; and jailed code sees no host path of the
 //! state directory in its mount table.
 
-use prims_protocol::wire::{RunReply, RunRequest};
-use prims_protocol::LimitRequest;
-use prims_tests::daemon::{open_session, Daemon};
+use prims_protocol::wire::RunReply;
+use prims_tests::daemon::{open_session, run_req, Daemon};
 use prims_tests::{processes_with_marker, unique};
 use std::os::unix::process::CommandExt;
 use std::process::Command;
@@ -13,16 +12,6 @@ use std::time::{Duration, Instant};
 
 /// A uid no account and no PRIMS range uses.
 const STRANGER: u32 = 4245;
-
-fn run_req(session_id: &str, code: &str) -> RunRequest {
-    RunRequest {
-        session_id: session_id.to_string(),
-        tenant: None,
-        code: code.to_string(),
-        requirements: vec![],
-        limits: LimitRequest::default(),
-    }
-}
 
 /// What an unprivileged user can read that might name a session: every
 /// process's mount table and command line, the loop devices' backing

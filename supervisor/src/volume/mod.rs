@@ -40,6 +40,17 @@ pub enum VolumeError {
 /// a restart runs e2fsck instead), no reserved blocks, no resize inode, and
 /// its root directory owned by `uid`. On failure the file is removed.
 pub fn create(image: &Path, size: u64, uid: u32) -> Result<(), VolumeError> {
+    reserved_file(image, size)?;
+    let made = mkfs(image, uid).map_err(VolumeError::Other);
+    if made.is_err() {
+        let _ = std::fs::remove_file(image);
+    }
+    made
+}
+
+/// A new image file of `size` bytes, all allocated; nothing is left when
+/// that fails.
+fn reserved_file(image: &Path, size: u64) -> Result<(), VolumeError> {
     let f = OpenOptions::new()
         .write(true)
         .create_new(true)
@@ -47,14 +58,12 @@ pub fn create(image: &Path, size: u64, uid: u32) -> Result<(), VolumeError> {
         .custom_flags(libc::O_CLOEXEC | libc::O_NOFOLLOW)
         .open(image)
         .map_err(|e| VolumeError::Other(format!("creating the image file: {e}")))?;
-    let made = reserve(&f, size).and_then(|()| {
-        drop(f);
-        mkfs(image, uid).map_err(VolumeError::Other)
-    });
-    if made.is_err() {
+    let reserved = reserve(&f, size);
+    drop(f);
+    if reserved.is_err() {
         let _ = std::fs::remove_file(image);
     }
-    made
+    reserved
 }
 
 /// Allocates every block of the file up front.
@@ -100,19 +109,7 @@ pub fn create_from_dir(image: &Path, src: &Path) -> Result<u64, VolumeError> {
     let mut size = (bytes + bytes / 5 + inodes * 512 + (8 << 20)).next_multiple_of(1 << 20);
     let inodes = (inodes + 256).to_string();
     for attempt in 0..3 {
-        let f = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .custom_flags(libc::O_CLOEXEC | libc::O_NOFOLLOW)
-            .open(image)
-            .map_err(|e| VolumeError::Other(format!("creating the image file: {e}")))?;
-        let reserved = reserve(&f, size);
-        drop(f);
-        if let Err(e) = reserved {
-            let _ = std::fs::remove_file(image);
-            return Err(e);
-        }
+        reserved_file(image, size)?;
         let mut cmd = Command::new(tool("mke2fs"));
         cmd.args(["-t", "ext4", "-q", "-F", "-m", "0", "-N", &inodes])
             .args(["-O", "^has_journal,^resize_inode", "-E", "nodiscard"])
