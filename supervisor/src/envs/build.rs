@@ -10,7 +10,7 @@
 //! `/`, not a path under the host's state directory.
 
 use super::cache::{self, write_meta, Meta, BUILD_PREFIX};
-use super::install::{compile_spec, uv_spec};
+use super::install::{compile_groups, compile_spec, uv_spec};
 use super::key::Settings;
 use super::output::Collector;
 use super::pkgcache::PkgCache;
@@ -92,6 +92,7 @@ fn build_in(
             message: format!("uv succeeded but {} is missing", site.display()),
         });
     }
+    let t = Instant::now();
     cache::freeze(&venv)?;
     let image = staging.join("env.img");
     let size_bytes = crate::volume::create_from_dir(&image, &venv).map_err(|e| match e {
@@ -100,6 +101,7 @@ fn build_in(
             message: format!("making the environment's image: {message}"),
         },
     })?;
+    tracing::debug!(key = %job.key, image_ms = t.elapsed().as_millis() as u64, "environment image made");
     if let Some(vol) = vol {
         keep_downloads(job, vol);
     }
@@ -149,7 +151,9 @@ fn make_venv(job: &BuildJob, venv: &Path) -> Result<(), EnvError> {
 
 /// uv and compileall on a volume of the build's own, which holds the venv.
 fn install(job: &BuildJob, progress: &(dyn Fn(String) + Sync)) -> Result<BuildVolume, EnvError> {
+    let t = Instant::now();
     let mut vol = BuildVolume::create(&job.state_dir, job.settings.build_disk, job.build_uid)?;
+    let volume_ms = t.elapsed().as_millis();
     make_venv(job, &vol.venv())?;
     staging::chown_tree(&vol.venv(), job.build_uid)?;
     progress(format!(
@@ -157,6 +161,7 @@ fn install(job: &BuildJob, progress: &(dyn Fn(String) + Sync)) -> Result<BuildVo
         job.packages.join(" ")
     ));
     tracing::info!(key = %job.key, packages = ?job.packages, "building environment");
+    let t = Instant::now();
     {
         let (lease, evicted) = job.pkgcache.checked_lease()?;
         for e in &evicted {
@@ -170,17 +175,47 @@ fn install(job: &BuildJob, progress: &(dyn Fn(String) + Sync)) -> Result<BuildVo
         drop(lease);
         ran?;
     }
+    let uv_ms = t.elapsed().as_millis();
+    let t = Instant::now();
     progress("compiling bytecode".into());
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let site = vol
+        .venv()
+        .join(format!("lib/python{}/site-packages", job.version));
+    let groups = compile_groups(&site, cores);
     // compileall exits 1 when a file does not compile (a test written for
     // another Python, say): that file just gets no .pyc.
-    run_step(
-        job,
-        "compile",
-        |cg| compile_spec(job, &vol, cg),
-        progress,
-        false,
-        &[0, 1],
-    )?;
+    let results: Vec<Result<(), EnvError>> = std::thread::scope(|s| {
+        let vol = &vol;
+        let jails: Vec<_> = groups
+            .iter()
+            .map(|g| {
+                s.spawn(move || {
+                    run_step(
+                        job,
+                        "compile",
+                        |cg| compile_spec(job, vol, cg, g),
+                        progress,
+                        false,
+                        &[0, 1],
+                    )
+                })
+            })
+            .collect();
+        jails
+            .into_iter()
+            .map(|j| {
+                j.join().unwrap_or_else(|_| {
+                    Err(EnvError::Jail {
+                        message: "a compile thread panicked".into(),
+                    })
+                })
+            })
+            .collect()
+    });
+    results.into_iter().collect::<Result<(), EnvError>>()?;
+    let compile_ms = t.elapsed().as_millis();
+    tracing::info!(key = %job.key, volume_ms, uv_ms, compile_ms, "environment installed");
     Ok(vol)
 }
 

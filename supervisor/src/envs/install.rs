@@ -163,12 +163,18 @@ pub fn uv_spec(job: &BuildJob, vol: &BuildVolume, cgroup_job: &str) -> JobSpec {
     }
 }
 
-/// Step 2: compile the venv's bytecode, offline, with site disabled.
-/// `unchecked-hash` .pyc files stay valid however the files are copied
-/// afterwards, and the environment never changes once built.
-pub fn compile_spec(job: &BuildJob, vol: &BuildVolume, cgroup_job: &str) -> JobSpec {
+/// Step 2: compile the bytecode of `targets` (entries of the venv's
+/// site-packages, by name), offline, with site disabled. `unchecked-hash`
+/// .pyc files stay valid however the files are copied afterwards, and the
+/// environment never changes once built.
+pub fn compile_spec(
+    job: &BuildJob,
+    vol: &BuildVolume,
+    cgroup_job: &str,
+    targets: &[String],
+) -> JobSpec {
     let site = format!("/venv/lib/python{}/site-packages", job.version);
-    let argv = [
+    let mut argv: Vec<String> = [
         "/venv/bin/python",
         "-I",
         "-S",
@@ -177,13 +183,138 @@ pub fn compile_spec(job: &BuildJob, vol: &BuildVolume, cgroup_job: &str) -> JobS
         "-q",
         "--invalidation-mode",
         "unchecked-hash",
-        &site,
     ]
     .into_iter()
     .map(String::from)
     .collect();
+    argv.extend(targets.iter().map(|t| format!("{site}/{t}")));
     JobSpec {
         argv,
         ..base_spec(job, vol, cgroup_job)
+    }
+}
+
+/// Paths under `site` (the host path of the venv's site-packages), in `n`
+/// groups of about the same number of Python files, for `n` compile jails
+/// at once: compileall's own workers need POSIX semaphores, which a jail (no
+/// /dev/shm) has not. A directory much bigger than a fair share (pandas) is
+/// split into its entries, so the groups come out even.
+pub fn compile_groups(site: &Path, n: usize) -> Vec<Vec<String>> {
+    fn count(p: &Path) -> usize {
+        match std::fs::symlink_metadata(p) {
+            Ok(m) if m.is_dir() => std::fs::read_dir(p)
+                .map(|rd| rd.flatten().map(|e| count(&e.path())).sum())
+                .unwrap_or(0),
+            Ok(m) if m.is_file() => usize::from(p.extension().is_some_and(|e| e == "py")),
+            _ => 0,
+        }
+    }
+    fn entries(site: &Path, rel: &str) -> Vec<(usize, String)> {
+        std::fs::read_dir(site.join(rel))
+            .map(|rd| {
+                rd.flatten()
+                    .filter_map(|e| {
+                        let name = e.file_name().into_string().ok()?;
+                        let c = count(&e.path());
+                        let path = if rel.is_empty() {
+                            name
+                        } else {
+                            format!("{rel}/{name}")
+                        };
+                        (c > 0).then_some((c, path))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+    let n = n.max(1);
+    let mut units = entries(site, "");
+    let total: usize = units.iter().map(|u| u.0).sum();
+    let share = (total / (2 * n)).max(1);
+    while units.len() < 64 * n {
+        units.sort();
+        let Some(&(c, ref path)) = units.last() else {
+            break;
+        };
+        if c <= share || !site.join(path).is_dir() {
+            break;
+        }
+        let path = path.clone();
+        units.pop();
+        units.extend(entries(site, &path));
+    }
+    units.sort_by(|a, b| b.cmp(a));
+    let mut groups: Vec<(usize, Vec<String>)> = vec![(0, Vec::new()); n];
+    for (c, path) in units {
+        if let Some(g) = groups.iter_mut().min_by_key(|g| g.0) {
+            g.0 += c;
+            g.1.push(path);
+        }
+    }
+    groups
+        .into_iter()
+        .map(|g| g.1)
+        .filter(|g| !g.is_empty())
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeSet;
+
+    fn py_files(root: &Path, rel: &str, out: &mut Vec<String>) {
+        let p = root.join(rel);
+        if p.is_dir() {
+            for e in std::fs::read_dir(&p).unwrap().flatten() {
+                let name = e.file_name().into_string().unwrap();
+                let r = if rel.is_empty() {
+                    name
+                } else {
+                    format!("{rel}/{name}")
+                };
+                py_files(root, &r, out);
+            }
+        } else if rel.ends_with(".py") {
+            out.push(rel.to_string());
+        }
+    }
+
+    #[test]
+    fn compile_groups_cover_every_file_once_and_split_big_packages() {
+        let d = tempfile::tempdir().unwrap();
+        let site = d.path();
+        for i in 0..40 {
+            let dir = site.join(format!("big/sub{}", i % 4));
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(dir.join(format!("m{i}.py")), "x = 1\n").unwrap();
+        }
+        std::fs::write(site.join("big/__init__.py"), "").unwrap();
+        std::fs::create_dir_all(site.join("small")).unwrap();
+        std::fs::write(site.join("small/a.py"), "").unwrap();
+        std::fs::write(site.join("six.py"), "").unwrap();
+        std::fs::create_dir_all(site.join("data-only")).unwrap();
+        std::fs::write(site.join("data-only/x.txt"), "").unwrap();
+
+        let groups = compile_groups(site, 2);
+        assert_eq!(groups.len(), 2);
+        let mut seen = Vec::new();
+        let mut sizes = Vec::new();
+        for g in &groups {
+            let mut files = Vec::new();
+            for path in g {
+                py_files(site, path, &mut files);
+            }
+            sizes.push(files.len());
+            seen.extend(files);
+        }
+        let mut all = Vec::new();
+        py_files(site, "", &mut all);
+        let unique: BTreeSet<_> = seen.iter().collect();
+        assert_eq!(unique.len(), seen.len(), "a file in two groups: {groups:?}");
+        assert_eq!(unique, all.iter().collect(), "{groups:?}");
+        let (a, b) = (sizes[0] as i64, sizes[1] as i64);
+        assert!((a - b).abs() <= 11, "uneven groups {sizes:?}: {groups:?}");
+        assert!(groups.iter().flatten().all(|p| p != "data-only"));
     }
 }
