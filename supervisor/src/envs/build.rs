@@ -95,12 +95,8 @@ fn build_in(
     let t = Instant::now();
     cache::freeze(&venv)?;
     let image = staging.join("env.img");
-    let size_bytes = crate::volume::create_from_dir(&image, &venv).map_err(|e| match e {
-        crate::volume::VolumeError::NoSpace { size } => EnvError::Disk { bytes: size },
-        crate::volume::VolumeError::Other(message) => EnvError::Build {
-            message: format!("making the environment's image: {message}"),
-        },
-    })?;
+    let size_bytes = crate::volume::create_from_dir(&image, &venv)
+        .map_err(EnvError::volume("the environment's image"))?;
     tracing::debug!(key = %job.key, image_ms = t.elapsed().as_millis() as u64, "environment image made");
     if let Some(vol) = vol {
         keep_downloads(job, vol);

@@ -25,9 +25,9 @@ pub enum EnvError {
     /// The build ran out of its memory limit.
     #[error("pip install failed: the environment build ran out of memory ({limit_bytes} bytes)")]
     OutOfMemory { limit_bytes: u64 },
-    /// The disk cannot hold a build's volume (`python.build_disk`).
-    #[error("not enough disk to build an environment: a build reserves {bytes} bytes (python.build_disk); free disk space or lower it")]
-    Disk { bytes: u64 },
+    /// The disk cannot hold what a build reserves.
+    #[error("not enough disk to build an environment: {what} needs {bytes} bytes; free disk space (or lower python.build_disk)")]
+    Disk { what: &'static str, bytes: u64 },
     /// uv could not be found or installed.
     #[error("uv is not available: {message}")]
     Uv { message: String },
@@ -69,6 +69,18 @@ impl EnvError {
         ErrorReply {
             code: self.code(),
             message: self.to_string(),
+        }
+    }
+
+    /// Making `what` (a volume or an image) failed.
+    pub(crate) fn volume(
+        what: &'static str,
+    ) -> impl FnOnce(crate::volume::VolumeError) -> EnvError {
+        move |e| match e {
+            crate::volume::VolumeError::NoSpace { size } => EnvError::Disk { what, bytes: size },
+            crate::volume::VolumeError::Other(message) => EnvError::Build {
+                message: format!("making {what}: {message}"),
+            },
         }
     }
 

@@ -125,8 +125,7 @@ impl PkgCache {
         let mut evicted = Vec::new();
         for _ in 0..3 {
             let guard = self.manifest.read().unwrap_or_else(|p| p.into_inner());
-            let mut files = guard.files.clone();
-            if self.failures(&mut files)?.0.is_empty() {
+            if self.failures(&guard.files)?.bad.is_empty() {
                 return Ok((
                     CacheLease {
                         _guard: guard,
@@ -143,23 +142,19 @@ impl PkgCache {
         })
     }
 
-    /// The entries whose files fail against `files` (entry → why), and
-    /// whether a record was refreshed (same contents, moved).
-    fn failures(
-        &self,
-        files: &mut BTreeMap<String, Record>,
-    ) -> Result<(BTreeMap<String, String>, bool), EnvError> {
+    /// Checks the files on disk against `files`.
+    fn failures(&self, files: &BTreeMap<String, Record>) -> Result<Failures, EnvError> {
         let mut found = BTreeMap::new();
         walk(&self.dir, &self.dir, &mut found)?;
         let mut bad: BTreeMap<String, String> = BTreeMap::new();
-        let mut changed = false;
+        let mut moved = Vec::new();
         for (rel, meta) in &found {
-            let why = match files.get_mut(rel) {
+            let why = match files.get(rel) {
                 None => Some("the manifest does not know it".to_string()),
                 Some(rec) => match check(&self.dir.join(rel), meta, rec) {
                     Check::Same => None,
-                    Check::Rehashed => {
-                        changed = true;
+                    Check::Moved(rec) => {
+                        moved.push((rel.clone(), rec));
                         None
                     }
                     Check::Differs(why) => Some(why),
@@ -176,14 +171,16 @@ impl PkgCache {
                     .or_insert(format!("{rel}: missing"));
             }
         }
-        Ok((bad, changed))
+        Ok(Failures { bad, moved })
     }
 
     /// Checks every file against the manifest and removes the entries that
     /// fail.
     pub fn verify(&self) -> Result<Vec<Evicted>, EnvError> {
         let mut m = self.write();
-        let (bad, mut changed) = self.failures(&mut m.files)?;
+        let Failures { bad, moved } = self.failures(&m.files)?;
+        let mut changed = !moved.is_empty();
+        m.files.extend(moved);
         let mut evicted = Vec::new();
         for (entry, why) in bad {
             super::cache::remove_any(&self.dir.join(&entry));
@@ -249,6 +246,15 @@ fn make_dir(dir: &Path, owner: u32) -> Result<(), EnvError> {
     fs::set_permissions(dir, fs::Permissions::from_mode(0o755)).map_err(io("chmod of", dir))
 }
 
+/// What verification found.
+struct Failures {
+    /// Entries whose files fail (entry → why).
+    bad: BTreeMap<String, String>,
+    /// Records of files that moved with the same contents (a restore), to
+    /// refresh.
+    moved: Vec<(String, Record)>,
+}
+
 /// What a file of the cache is removed with: a whole unpacked archive
 /// (`archive-v0/<id>`), since uv would trust a half one; else the file.
 fn entry_root(rel: &str) -> String {
@@ -290,12 +296,12 @@ fn walk(
 
 enum Check {
     Same,
-    /// Moved (a restore, say) but the same contents: the record is updated.
-    Rehashed,
+    /// Moved (a restore, say) but the same contents: the record to keep.
+    Moved(Record),
     Differs(String),
 }
 
-fn check(path: &Path, meta: &Option<fs::Metadata>, rec: &mut Record) -> Check {
+fn check(path: &Path, meta: &Option<fs::Metadata>, rec: &Record) -> Check {
     let Some(meta) = meta else {
         return Check::Differs("not a file".into());
     };
@@ -308,8 +314,9 @@ fn check(path: &Path, meta: &Option<fs::Metadata>, rec: &mut Record) -> Check {
     }
     match hash(path, rec.symlink) {
         Ok((size, sha)) if size == rec.size && sha == rec.sha256 => {
+            let mut rec = rec.clone();
             (rec.ino, rec.mtime_ns, rec.ctime_ns) = token;
-            Check::Rehashed
+            Check::Moved(rec)
         }
         Ok(_) => Check::Differs("its contents changed".into()),
         Err(e) => Check::Differs(format!("unreadable: {e}")),

@@ -6,7 +6,7 @@
 //! is over, and whatever a crash left is removed at the next start.
 
 use super::EnvError;
-use crate::volume::{self, VolumeError};
+use crate::volume;
 use std::fs;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
@@ -49,12 +49,8 @@ impl BuildVolume {
         let id = super::build::rand_hex();
         let image = parent.join(format!("{id}.img"));
         let dir = parent.join(&id);
-        volume::create(&image, size, uid).map_err(|e| match e {
-            VolumeError::NoSpace { size } => EnvError::Disk { bytes: size },
-            VolumeError::Other(message) => EnvError::Build {
-                message: format!("making the build volume: {message}"),
-            },
-        })?;
+        volume::create(&image, size, uid)
+            .map_err(EnvError::volume("the build volume (python.build_disk)"))?;
         let vol = BuildVolume {
             image,
             dir,

@@ -31,13 +31,15 @@ pub fn create_dir(dir: &Path, name: &str) -> Result<(), SessionError> {
 /// Fills the directory of a new session: in loop mode a fresh image mounted
 /// on it without `lost+found`, then `output/` and `mounts/`; everything
 /// owned by `uid`, the root 0700. Returns the quota in bytes (0 when not
-/// enforced). The caller removes the leftovers of a failure.
+/// enforced). `keep` is `sessions.min_free_disk`, for the error when the
+/// disk cannot hold the image. The caller removes the leftovers of a failure.
 pub fn build(
     dir: &Path,
     name: &str,
     uid: u32,
     mode: QuotaMode,
     quota: u64,
+    keep: u64,
 ) -> Result<u64, SessionError> {
     let ws = workspace(dir, name);
     let quota = match mode {
@@ -52,7 +54,7 @@ pub fn build(
             image::create(&img, quota, uid).map_err(|e| match e {
                 image::VolumeError::NoSpace { .. } => SessionError::NoDisk {
                     quota,
-                    keep: 0,
+                    keep,
                     free: free_bytes(dir),
                 },
                 image::VolumeError::Other(e) => SessionError::Workspace(e),

@@ -131,7 +131,15 @@ pub(super) fn build(
     let name = key.name_of(&id);
     layout::create_dir(dir, &name).map_err(|e| (None, e))?;
     let fail = |e| (Some(name.clone()), e);
-    let quota = layout::build(dir, &name, uid, policy.quota, policy.disk_quota).map_err(fail)?;
+    let quota = layout::build(
+        dir,
+        &name,
+        uid,
+        policy.quota,
+        policy.disk_quota,
+        policy.min_free_disk,
+    )
+    .map_err(fail)?;
     let now = SystemTime::now();
     let m = Meta {
         name: name.clone(),
