@@ -5,8 +5,8 @@
 use crate::stats::{stats, Stats};
 use anyhow::{anyhow, bail, Context, Result};
 use prims_protocol::client::Client;
+use prims_protocol::jail::LimitRequest;
 use prims_protocol::wire::{Reply, RequestBody, RunRequest};
-use prims_protocol::LimitRequest;
 use rmcp::model::CallToolRequestParams;
 use rmcp::service::RunningService;
 use rmcp::transport::StreamableHttpClientTransport;

@@ -5,8 +5,8 @@
 use crate::stats::stats;
 use anyhow::{anyhow, bail, Context, Result};
 use prims_protocol::client::Client;
+use prims_protocol::jail::LimitRequest;
 use prims_protocol::wire::{Event, Reply, RequestBody, RunRequest};
-use prims_protocol::LimitRequest;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};

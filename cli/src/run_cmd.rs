@@ -4,7 +4,7 @@ use anyhow::{anyhow, Context, Result};
 use base64::Engine;
 use clap::Args;
 use prims_policy::Policy;
-use prims_protocol::{LimitRequest, Outcome, Status};
+use prims_protocol::jail::{LimitRequest, Outcome, Status};
 use prims_supervisor::spec::{self, Placement};
 use prims_supervisor::{cgroups, runner, venv, workspace, RunResult, Stream};
 use std::io::Write;

@@ -2,7 +2,7 @@
 //! rendered as a message an operator can act on.
 
 use nix::errno::Errno;
-use prims_protocol::SetupError;
+use prims_protocol::jail::SetupError;
 use std::path::PathBuf;
 
 #[derive(Debug, thiserror::Error)]

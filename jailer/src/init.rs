@@ -11,7 +11,7 @@ use crate::{net, privs};
 use nix::errno::Errno;
 use nix::sys::wait::{waitpid, WaitStatus};
 use nix::unistd::{fork, ForkResult, Pid};
-use prims_protocol::{JobSpec, NetworkMode};
+use prims_protocol::jail::{JobSpec, NetworkMode};
 use std::ffi::CString;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::PathBuf;

@@ -8,7 +8,7 @@ use landlock::{
     path_beneath_rules, Access, AccessFs, AccessNet, CompatLevel, Compatible, NetPort, Ruleset,
     RulesetAttr, RulesetCreatedAttr, RulesetStatus, Scope, ABI,
 };
-use prims_protocol::{Enforcement, NetworkMode};
+use prims_protocol::jail::{Enforcement, NetworkMode};
 use std::path::{Path, PathBuf};
 
 /// The newest ABI this build asks for; older kernels get what they support.

@@ -24,7 +24,9 @@ pub use landlock_rules::kernel_abi as landlock_abi;
 use init::{InitFds, Prepared};
 use nix::errno::Errno;
 use prims_cgroup::{JobCgroup, Limits, Version};
-use prims_protocol::{CgroupBackend, Enforced, Enforcement, JobSpec, NetworkMode, Outcome, Status};
+use prims_protocol::jail::{
+    CgroupBackend, Enforced, Enforcement, JobSpec, NetworkMode, Outcome, Status,
+};
 use std::os::fd::{AsFd, OwnedFd};
 use std::time::Instant;
 

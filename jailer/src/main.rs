@@ -8,7 +8,7 @@
 //! built (the outcome says why), 2 on bad arguments, 3 when the outcome
 //! could not be written.
 
-use prims_protocol::{decode_spec, Outcome};
+use prims_protocol::jail::{decode_spec, Outcome};
 use std::fs::File;
 use std::io::{Read, Write};
 use std::os::fd::{FromRawFd, OwnedFd, RawFd};
@@ -73,7 +73,7 @@ fn main() {
     let mut out_file = unsafe { File::from_raw_fd(outcome_fd) };
     let mut bytes = Vec::new();
     let read = (&mut spec_file)
-        .take(prims_protocol::MAX_SPEC_BYTES as u64 + 1)
+        .take(prims_protocol::jail::MAX_SPEC_BYTES as u64 + 1)
         .read_to_end(&mut bytes);
     drop(spec_file);
     let outcome: Outcome = match read {
@@ -96,7 +96,7 @@ fn main() {
     {
         std::process::exit(3);
     }
-    if outcome.status == prims_protocol::Status::SetupError {
+    if outcome.status == prims_protocol::jail::Status::SetupError {
         std::process::exit(1);
     }
 }

@@ -7,7 +7,7 @@ use crate::sys;
 use nix::errno::Errno;
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use prims_cgroup::JobCgroup;
-use prims_protocol::{JobSpec, Outcome, Status};
+use prims_protocol::jail::{JobSpec, Outcome, Status};
 use std::os::fd::BorrowedFd;
 use std::time::{Duration, Instant};
 

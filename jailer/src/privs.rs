@@ -7,7 +7,7 @@ use caps::CapSet;
 use nix::errno::Errno;
 use nix::sys::resource::{setrlimit, Resource};
 use nix::unistd::{setresgid, setresuid, Gid, Uid};
-use prims_protocol::JobLimits;
+use prims_protocol::jail::JobLimits;
 
 pub fn set_rlimits(limits: &JobLimits, memory_backstop: bool) -> Result<(), JailError> {
     let cpu_s = limits.cpu_time_ms.div_ceil(1000);

@@ -2,7 +2,7 @@
 //! pipe that python never sees (it is close-on-exec).
 
 use nix::errno::Errno;
-use prims_protocol::{Enforcement, SetupError};
+use prims_protocol::jail::{Enforcement, SetupError};
 use serde::{Deserialize, Serialize};
 use std::os::fd::{AsRawFd, BorrowedFd};
 

@@ -10,7 +10,7 @@ use crate::sys::{self, MOUNT_ATTR_NODEV, MOUNT_ATTR_NOEXEC, MOUNT_ATTR_NOSUID, M
 use crate::{proc_mask, userns_limits};
 use nix::errno::Errno;
 use nix::mount::{mount, umount2, MntFlags, MsFlags};
-use prims_protocol::JobSpec;
+use prims_protocol::jail::JobSpec;
 use std::ffi::CString;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;

@@ -24,7 +24,7 @@ pub use spans::Location;
 pub use units::{ByteSize, HumanDuration};
 pub use validate::{parse_egress_rule, EgressRule};
 
-use prims_protocol::{JobLimits, LimitRequest};
+use prims_protocol::jail::{JobLimits, LimitRequest};
 use std::path::Path;
 use toml::de::DeTable;
 

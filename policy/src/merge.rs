@@ -2,7 +2,7 @@
 
 use crate::schema::Policy;
 use crate::validate::{MIN_MEMORY, MIN_OUTPUT_BYTES, MIN_PIDS};
-use prims_protocol::{JobLimits, LimitRequest};
+use prims_protocol::jail::{JobLimits, LimitRequest};
 use std::time::Duration;
 
 /// Floors for requested values, so "0" asks for the smallest run that can

@@ -3,7 +3,7 @@
 //! an empty file is a complete policy.
 
 use crate::units::{ByteSize, HumanDuration};
-use prims_protocol::{CgroupBackend, NetworkMode};
+use prims_protocol::jail::{CgroupBackend, NetworkMode};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::PathBuf;

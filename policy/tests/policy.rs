@@ -4,7 +4,7 @@ use prims_policy::{
     ByteSize, HumanDuration, NetworkPolicy, Policy, SocketFamily, FLOOR_CPU_TIME_MS,
     FLOOR_MEMORY_BYTES, FLOOR_OUTPUT_BYTES, FLOOR_PIDS, FLOOR_WALL_TIME_MS,
 };
-use prims_protocol::{CgroupBackend, JobLimits, LimitRequest};
+use prims_protocol::jail::{CgroupBackend, JobLimits, LimitRequest};
 use proptest::prelude::*;
 use std::path::PathBuf;
 use std::time::Duration;

@@ -4,7 +4,7 @@
 //! number of `Event`s and exactly one final `Reply`, all tagged with the
 //! request's id, so requests on one connection run concurrently.
 
-use crate::{LimitRequest, Outcome};
+use crate::jail::{LimitRequest, Outcome};
 use serde::{Deserialize, Serialize};
 
 /// Bumped on any incompatible change to these types. 2: `write_mount`

@@ -26,7 +26,7 @@ pub struct RunRecord<'a> {
     pub code_sha256: String,
     pub requirements: &'a [String],
     pub env: &'a str,
-    pub outcome: &'a prims_protocol::Outcome,
+    pub outcome: &'a prims_protocol::jail::Outcome,
     pub cancelled: bool,
 }
 

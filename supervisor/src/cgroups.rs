@@ -3,7 +3,7 @@
 
 use prims_cgroup::{CgroupError, Version};
 use prims_policy::Policy;
-use prims_protocol::{CgroupBackend, CgroupSpec};
+use prims_protocol::jail::{CgroupBackend, CgroupSpec};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 

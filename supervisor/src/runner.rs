@@ -2,7 +2,7 @@
 //! python's stdout and stderr (capped) while it runs, and reads the outcome
 //! from fd 4 when it exits.
 
-use prims_protocol::{JobSpec, Outcome, SetupError, Status};
+use prims_protocol::jail::{JobSpec, Outcome, SetupError, Status};
 use std::fs::File;
 use std::io::{self, Read, Seek, Write};
 use std::os::fd::{AsRawFd, FromRawFd, RawFd};

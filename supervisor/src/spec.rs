@@ -1,7 +1,7 @@
 //! Turning policy plus a request into the job spec a jailer runs.
 
 use prims_policy::Policy;
-use prims_protocol::{CgroupSpec, JobSpec, LimitRequest};
+use prims_protocol::jail::{CgroupSpec, JobSpec, LimitRequest};
 use std::path::{Path, PathBuf};
 
 /// Where on the host a job runs.

@@ -5,8 +5,8 @@ mod envs_support;
 
 use envs_support::*;
 use prims_policy::Policy;
+use prims_protocol::jail::Status;
 use prims_protocol::wire::ErrorCode;
-use prims_protocol::Status;
 use prims_supervisor::envs::{EnvError, Envs};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};

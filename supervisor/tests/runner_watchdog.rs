@@ -2,7 +2,7 @@
 //! is killed past its wall time plus a grace, and the run becomes a
 //! `setup_error` instead of holding its caller forever.
 
-use prims_protocol::{CgroupBackend, CgroupSpec, JobLimits, JobSpec, NetworkMode, Status};
+use prims_protocol::jail::{CgroupBackend, CgroupSpec, JobLimits, JobSpec, NetworkMode, Status};
 use prims_supervisor::{run_job, Cancel};
 use std::os::unix::fs::PermissionsExt;
 use std::time::{Duration, Instant};

@@ -173,7 +173,7 @@ pub fn run_req(session_id: &str, code: &str) -> prims_protocol::wire::RunRequest
         tenant: None,
         code: code.to_string(),
         requirements: vec![],
-        limits: prims_protocol::LimitRequest::default(),
+        limits: prims_protocol::jail::LimitRequest::default(),
     }
 }
 

@@ -348,12 +348,12 @@ fn bad_input_jailer_refuses_host_uid_0() {
         "home = /usr/bin\ninclude-system-site-packages = false\n",
     )
     .unwrap();
-    let spec_for = |ws: &std::path::Path, uid: u32| prims_protocol::JobSpec {
+    let spec_for = |ws: &std::path::Path, uid: u32| prims_protocol::jail::JobSpec {
         interpreter: "/usr/bin/python3.11".into(),
         venv: venv.path().to_path_buf(),
         workspace: ws.to_path_buf(),
         code: "open('/workspace/ran', 'w').write('yes')".into(),
-        limits: prims_protocol::JobLimits {
+        limits: prims_protocol::jail::JobLimits {
             wall_time_ms: 10_000,
             cpu_time_ms: 10_000,
             memory_bytes: 256 << 20,
@@ -365,7 +365,7 @@ fn bad_input_jailer_refuses_host_uid_0() {
             tmp_size_bytes: 16 << 20,
             cpu_millis: 1000,
         },
-        network: prims_protocol::NetworkMode::None,
+        network: prims_protocol::jail::NetworkMode::None,
         ro_binds: ["/usr", "/lib", "/lib64", "/bin"]
             .into_iter()
             .map(Into::into)
@@ -373,8 +373,8 @@ fn bad_input_jailer_refuses_host_uid_0() {
         seccomp_extra_deny: Vec::new(),
         socket_families: vec![libc::AF_UNIX],
         landlock_required: false,
-        cgroup: prims_protocol::CgroupSpec {
-            backend: prims_protocol::CgroupBackend::None,
+        cgroup: prims_protocol::jail::CgroupSpec {
+            backend: prims_protocol::jail::CgroupBackend::None,
             parents: Default::default(),
             job: unique("job"),
         },

@@ -3,8 +3,8 @@
 //! expiry), cancellation, and file operations under symlink attacks.
 
 use prims_protocol::client::{Client, ClientError};
+use prims_protocol::jail::Status;
 use prims_protocol::wire::{ErrorCode, Event, OutputStream, Reply, RequestBody, RunReply};
-use prims_protocol::Status;
 use prims_tests::daemon::{open_session, run_req, Daemon};
 use prims_tests::{processes_with_marker, unique};
 use std::time::{Duration, Instant};

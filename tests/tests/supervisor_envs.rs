@@ -2,8 +2,8 @@
 //! once and then served from the cache; a bad requirement says why.
 
 use prims_protocol::client::ClientError;
+use prims_protocol::jail::{LimitRequest, Status};
 use prims_protocol::wire::{ErrorCode, Event, RunRequest};
-use prims_protocol::{LimitRequest, Status};
 use prims_tests::daemon::{open_session, stats, Daemon};
 
 fn req(session_id: &str, code: &str, requirements: &[&str]) -> RunRequest {

@@ -99,7 +99,7 @@ async fn another_local_user_finds_no_live_session_id() {
         .run(run_req(&id, "open('output/a.txt','w').write('a')"), |_| {})
         .await
         .unwrap();
-    assert_eq!(done.outcome.status, prims_protocol::Status::Ok);
+    assert_eq!(done.outcome.status, prims_protocol::jail::Status::Ok);
     let marker = unique("idleak");
     let c2 = d.client().await;
     let id2 = id.clone();

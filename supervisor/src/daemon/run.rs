@@ -7,10 +7,10 @@ use crate::audit::{now_secs, sha256_hex, RunRecord};
 use crate::runner::{self, Cancel, Stream};
 use crate::server::Ctx;
 use crate::spec::{self, Placement};
+use prims_protocol::jail::Status;
 use prims_protocol::wire::{
     ErrorCode, ErrorReply, Event, MountSize, OutputStream, Reply, RunReply, RunRequest,
 };
-use prims_protocol::Status;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 

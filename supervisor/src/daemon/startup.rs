@@ -60,7 +60,7 @@ pub fn build_uid(policy: &Policy) -> u32 {
 }
 
 fn prepare_cgroups(policy: &Policy) -> Result<cgroups::Parents, StartError> {
-    if policy.cgroup.backend != prims_protocol::CgroupBackend::None
+    if policy.cgroup.backend != prims_protocol::jail::CgroupBackend::None
         && matches!(prims_cgroup::detect(), Ok(prims_cgroup::Version::V2))
     {
         // The no-internal-processes rule: leave our own cgroup to its children.

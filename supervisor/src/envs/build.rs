@@ -20,7 +20,7 @@ use super::EnvError;
 use crate::audit::Audit;
 use crate::cgroups::Parents;
 use crate::runner::{run_job, run_job_proxied, Cancel, RunResult};
-use prims_protocol::{JobSpec, Status};
+use prims_protocol::jail::{JobSpec, Status};
 use std::path::{Path, PathBuf};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
@@ -247,7 +247,7 @@ fn run_step(
     };
     drop(stop_tx);
     let _ = watchdog.join();
-    if job.cgroup.backend != prims_protocol::CgroupBackend::None {
+    if job.cgroup.backend != prims_protocol::jail::CgroupBackend::None {
         // The jailer removes its cgroup; this only matters if it crashed.
         let _ = crate::cgroups::remove_job(&job.cgroup, &cgroup_job);
     }

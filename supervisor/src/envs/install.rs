@@ -15,7 +15,7 @@
 
 use super::build::BuildJob;
 use super::staging::BuildVolume;
-use prims_protocol::{Bind, JobLimits, JobSpec, NetworkMode};
+use prims_protocol::jail::{Bind, JobLimits, JobSpec, NetworkMode};
 use std::path::{Path, PathBuf};
 
 const CA_BUNDLE: &str = "/etc/ssl/certs/ca-certificates.crt";

@@ -3,7 +3,7 @@
 #![allow(dead_code)]
 
 use prims_policy::Policy;
-use prims_protocol::CgroupBackend;
+use prims_protocol::jail::CgroupBackend;
 use prims_supervisor::cgroups::Parents;
 use prims_supervisor::envs::{EnvConfig, Envs};
 use std::path::{Path, PathBuf};
@@ -149,7 +149,7 @@ pub fn size_of(state: &Path, key: &str) -> u64 {
 
 /// Runs `code` in a run jail (no network, no package cache) on `venv`.
 pub async fn run_in(venv: &Path, code: &str) -> prims_supervisor::RunResult {
-    use prims_protocol::{JobSpec, LimitRequest, NetworkMode};
+    use prims_protocol::jail::{JobSpec, LimitRequest, NetworkMode};
     let ws = tempfile::tempdir().unwrap();
     std::os::unix::fs::chown(ws.path(), Some(RUN_UID), Some(RUN_UID)).unwrap();
     let mut limits = Policy::default().job_limits(&LimitRequest::default());
