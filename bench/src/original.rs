@@ -24,7 +24,7 @@ pub fn main(runs: usize, prims_per: usize, prims: PathBuf, python: PathBuf) -> R
     let rt = tokio::runtime::Runtime::new()?;
     let result = rt.block_on(measure(&dir, port, runs, prims_per, &python));
     drop(serve);
-    prims_supervisor::teardown::unmount_below(&dir);
+    prims_tests::teardown::unmount_below(&dir);
     let _ = std::fs::remove_dir_all(&dir);
     result
 }

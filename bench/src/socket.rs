@@ -104,7 +104,7 @@ pub fn main(runs: usize, prims: PathBuf, policy: Option<PathBuf>) -> Result<()> 
     let rt = tokio::runtime::Runtime::new()?;
     let result = rt.block_on(measure(&dir, runs));
     drop(sup);
-    prims_supervisor::teardown::unmount_below(&dir);
+    prims_tests::teardown::unmount_below(&dir);
     let _ = std::fs::remove_dir_all(&dir);
     result
 }

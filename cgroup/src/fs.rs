@@ -367,7 +367,7 @@ pub(crate) fn list_job_dirs(dir: &Path, out: &mut BTreeSet<String>) -> Result<()
             continue;
         }
         if let Some(name) = e.file_name().to_str() {
-            if crate::validate_name(name).is_ok() {
+            if crate::job::validate_name(name).is_ok() {
                 out.insert(name.to_string());
             }
         }

@@ -9,7 +9,7 @@ use crate::mountinfo::{
 };
 use crate::v1::V1_CONTROLLERS;
 use crate::v2::UNIFIED;
-use crate::{validate_name, Version};
+use crate::job::{validate_name, Version};
 use std::collections::BTreeMap;
 use std::io;
 use std::path::{Path, PathBuf};

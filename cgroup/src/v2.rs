@@ -3,7 +3,7 @@
 use crate::error::CgroupError;
 use crate::fs;
 use crate::limits::{v2_files, Limits, Need, Usage};
-use crate::{validate_name, JobCgroup, Manager, Version};
+use crate::job::{validate_name, JobCgroup, Manager, Version};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};

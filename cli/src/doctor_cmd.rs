@@ -1,19 +1,19 @@
 //! `prims doctor`: checks this host for what the jail and the daemon need,
 //! and prints each check with a fix.
 
+use crate::args::{PolicyArg, SocketArg, StateDirArg};
 use clap::Args;
 use prims_policy::Policy;
 use std::path::{Path, PathBuf};
 
 #[derive(Args)]
 pub struct DoctorArgs {
-    /// Policy TOML (default: built-in defaults).
-    #[arg(long)]
-    policy: Option<PathBuf>,
-    #[arg(long, default_value = crate::STATE_DIR)]
-    state_dir: PathBuf,
-    #[arg(long, default_value = crate::SOCKET)]
-    socket: PathBuf,
+    #[command(flatten)]
+    policy: PolicyArg,
+    #[command(flatten)]
+    state: StateDirArg,
+    #[command(flatten)]
+    socket: SocketArg,
 }
 
 enum Verdict {
@@ -75,7 +75,7 @@ fn landlock(policy: &Policy) -> Verdict {
 }
 
 fn cgroups(policy: &Policy, socket: &Path) -> Verdict {
-    let e = match prims_supervisor::cgroups::resolve(policy) {
+    let e = match prims_supervisor::job::resolve_parents(policy) {
         Ok(p) => {
             return Verdict::Ok(format!(
                 "cgroups: {:?} backend, parents {:?}",
@@ -247,27 +247,24 @@ fn socket(path: &Path) -> Verdict {
 }
 
 pub fn main(args: DoctorArgs) -> i32 {
-    let policy = match &args.policy {
-        Some(p) => match Policy::load(p) {
-            Ok(p) => p,
-            Err(e) => {
-                println!("FAIL policy: {e}");
-                return 1;
-            }
-        },
-        None => Policy::default(),
+    let policy = match args.policy.load() {
+        Ok(p) => p,
+        Err(e) => {
+            println!("FAIL policy: {e}");
+            return 1;
+        }
     };
     let checks = [
         kernel(),
         user_namespaces(),
         landlock(&policy),
-        cgroups(&policy, &args.socket),
+        cgroups(&policy, &args.socket.path),
         seccomp(),
         interpreter(&policy),
-        uv(&args.state_dir),
-        state_dir(&args.state_dir),
-        disk(&policy, &args.state_dir),
-        socket(&args.socket),
+        uv(&args.state.dir),
+        state_dir(&args.state.dir),
+        disk(&policy, &args.state.dir),
+        socket(&args.socket.path),
     ];
     let mut failed = 0;
     for c in checks {

@@ -1,20 +1,20 @@
 //! `prims`: the PRIMS command line.
 
+mod account;
+mod args;
 mod doctor_cmd;
 mod doctor_disk;
 mod logging;
 mod mcp_cmd;
 mod policy_cmd;
+mod report;
 mod run_cmd;
 mod serve_cmd;
+mod signals;
 mod supervisor_cmd;
 
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
-
-/// Where the packaged units keep state and the supervisor's socket.
-const STATE_DIR: &str = "/var/lib/prims";
-const SOCKET: &str = "/run/prims/supervisor.sock";
 
 #[derive(Parser)]
 #[command(
@@ -61,6 +61,12 @@ enum PolicyCommand {
 fn main() {
     logging::init();
     let cli = Cli::parse();
+    if matches!(cli.command, Command::Doctor(_) | Command::Policy { .. }) {
+        // Reports that only print end quietly when their reader goes
+        // (`prims doctor | head`); the daemons keep SIGPIPE ignored.
+        // SAFETY: setting a signal disposition to its default, before any thread starts.
+        unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+    }
     let code = match cli.command {
         Command::Run(args) => run_cmd::main(args),
         Command::Doctor(args) => doctor_cmd::main(args),

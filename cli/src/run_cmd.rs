@@ -1,12 +1,11 @@
 //! `prims run SCRIPT.py`: one script in the jail, with no server.
 
+use crate::args::{JailerArg, PolicyArg, StateDirArg};
 use anyhow::{anyhow, Context, Result};
 use base64::Engine;
 use clap::Args;
-use prims_policy::Policy;
-use prims_protocol::jail::{LimitRequest, Outcome, Status};
-use prims_supervisor::spec::{self, Placement};
-use prims_supervisor::{cgroups, runner, venv, workspace, RunResult, Stream};
+use prims_protocol::jail::{Outcome, Status};
+use prims_supervisor::job::{run_script, Script, ScriptRun, Stream};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -19,21 +18,18 @@ const MAX_SCRIPT_BYTES: u64 = 1 << 20;
 
 #[derive(Args)]
 pub struct RunArgs {
-    /// Policy TOML (default: built-in defaults).
-    #[arg(long)]
-    policy: Option<PathBuf>,
+    #[command(flatten)]
+    policy: PolicyArg,
     /// Print one JSON record with the outcome, stdout and stderr.
     #[arg(long)]
     json: bool,
     /// Workspace directory to use and keep (default: a temporary one).
     #[arg(long)]
     workspace: Option<PathBuf>,
-    /// State directory; the empty venv is cached in its `run-envs/`.
-    #[arg(long, default_value = crate::STATE_DIR)]
-    state_dir: PathBuf,
-    /// Path of prims-jailer (default: next to this binary).
-    #[arg(long, env = "PRIMS_JAILER")]
-    jailer: Option<PathBuf>,
+    #[command(flatten)]
+    state: StateDirArg,
+    #[command(flatten)]
+    jailer: JailerArg,
     /// The Python script to run.
     script: PathBuf,
 }
@@ -42,44 +38,10 @@ pub fn main(args: RunArgs) -> i32 {
     match run(&args) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("prims: {}", render(&e));
+            eprintln!("prims: {}", crate::report::render(&e));
             EXIT_SETUP
         }
     }
-}
-
-/// The error and its causes on one line, skipping a cause whose text the
-/// message already includes (library errors often embed their source).
-pub fn render(e: &anyhow::Error) -> String {
-    let mut out = String::new();
-    for cause in e.chain() {
-        let text = cause.to_string();
-        if out.contains(&text) {
-            continue;
-        }
-        if !out.is_empty() {
-            out.push_str(": ");
-        }
-        out.push_str(&text);
-    }
-    out
-}
-
-pub fn jailer_path(flag: &Option<PathBuf>) -> Result<PathBuf> {
-    if let Some(p) = flag {
-        return Ok(p.clone());
-    }
-    let exe = std::env::current_exe().context("locating this binary")?;
-    let candidates = [
-        exe.with_file_name("prims-jailer"),
-        PathBuf::from("/usr/libexec/prims/prims-jailer"),
-    ];
-    candidates.into_iter().find(|p| p.is_file()).ok_or_else(|| {
-        anyhow!(
-            "prims-jailer not found next to {}; pass --jailer",
-            exe.display()
-        )
-    })
 }
 
 fn read_script(path: &Path) -> Result<String> {
@@ -96,46 +58,13 @@ fn read_script(path: &Path) -> Result<String> {
 }
 
 fn run(args: &RunArgs) -> Result<i32> {
-    let policy = match &args.policy {
-        Some(p) => Policy::load(p).map_err(|e| anyhow!("{e}"))?,
-        None => Policy::default(),
+    let policy = args.policy.load_or_fail()?;
+    let script = Script {
+        code: read_script(&args.script)?,
+        jailer: args.jailer.path()?,
+        state_dir: args.state.dir.clone(),
+        workspace: args.workspace.clone(),
     };
-    let code = read_script(&args.script)?;
-    let jailer = jailer_path(&args.jailer)?;
-    let (version, interpreter) = policy
-        .default_interpreter()
-        .map(|(v, p)| (v.to_string(), p.to_path_buf()))
-        .ok_or_else(|| {
-            anyhow!("filesystem.default_interpreter is not in filesystem.interpreters")
-        })?;
-    let venv = venv::empty(&args.state_dir.join("run-envs"), &interpreter, &version)
-        .context("preparing the venv")?;
-    let host_uid = policy.identity.uid_base;
-
-    let temp;
-    let ws = match &args.workspace {
-        Some(dir) => dir.clone(),
-        None => {
-            temp = tempfile::Builder::new()
-                .prefix("prims-run-")
-                .tempdir()
-                .context("creating a temporary workspace")?;
-            temp.path().to_path_buf()
-        }
-    };
-    workspace::prepare(&ws, host_uid, host_uid)?;
-
-    let parents = cgroups::resolve(&policy).context("cgroups")?;
-    let job = format!("run-{}", std::process::id());
-    let placement = Placement {
-        interpreter,
-        venv,
-        workspace: ws.clone(),
-        host_uid,
-        cgroup: parents.spec_for(&job),
-    };
-    let spec = spec::build(&policy, code, &LimitRequest::default(), placement);
-
     let json = args.json;
     let sink = move |s: Stream, bytes: &[u8]| {
         if json {
@@ -146,18 +75,14 @@ fn run(args: &RunArgs) -> Result<i32> {
             Stream::Stderr => std::io::stderr().write_all(bytes),
         };
     };
-    let result = runner::run_job(&jailer, &spec, &sink, &runner::Cancel::default())?;
-    if result.outcome.status == Status::SetupError {
-        // A jailer that died mid-run leaves its cgroup behind.
-        let _ = cgroups::remove_job(&parents, &job);
-    }
-    let code = exit_code(&result.outcome);
+    let run = run_script(&policy, script, &sink)?;
+    let outcome = &run.result.outcome;
     if json {
-        println!("{}", json_record(&result, &ws, host_uid));
-    } else if let Some(e) = &result.outcome.setup_error {
+        println!("{}", json_record(&run));
+    } else if let Some(e) = &outcome.setup_error {
         eprintln!("prims: {}", e.message);
     }
-    Ok(code)
+    Ok(exit_code(outcome))
 }
 
 fn exit_code(o: &Outcome) -> i32 {
@@ -171,7 +96,8 @@ fn exit_code(o: &Outcome) -> i32 {
     }
 }
 
-fn json_record(r: &RunResult, ws: &Path, host_uid: u32) -> serde_json::Value {
+fn json_record(run: &ScriptRun) -> serde_json::Value {
+    let (r, ws) = (&run.result, &run.workspace);
     let b64 = base64::engine::general_purpose::STANDARD;
     let mut v = serde_json::to_value(&r.outcome).unwrap_or_default();
     if let Some(obj) = v.as_object_mut() {
@@ -184,7 +110,7 @@ fn json_record(r: &RunResult, ws: &Path, host_uid: u32) -> serde_json::Value {
             serde_json::json!({"stdout": r.stdout_truncated, "stderr": r.stderr_truncated}),
         );
         obj.insert("workspace".into(), ws.display().to_string().into());
-        obj.insert("host_uid".into(), host_uid.into());
+        obj.insert("host_uid".into(), run.host_uid.into());
     }
     v
 }

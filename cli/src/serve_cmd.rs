@@ -3,7 +3,9 @@
 //! user, created if missing) as child processes of this same binary, prints
 //! the URL and a client config, and stops both on Ctrl-C.
 
-use crate::mcp_cmd::{frontend_account, stop_on_signals};
+use crate::account::frontend_account;
+use crate::args::{PolicyArg, StateDirArg};
+use crate::signals::stop_on_signals;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use prims_supervisor::frontend_user::{self, Account, FRONTEND_USER};
@@ -20,12 +22,11 @@ const STOP_GRACE: Duration = Duration::from_secs(15);
 
 #[derive(Args)]
 pub struct ServeArgs {
-    /// Policy TOML (default: the built-in defaults).
-    #[arg(long)]
-    policy: Option<PathBuf>,
-    /// State directory, created if missing: sessions, environments, the socket.
-    #[arg(long, default_value = crate::STATE_DIR)]
-    state_dir: PathBuf,
+    #[command(flatten)]
+    policy: PolicyArg,
+    /// The state directory is created if missing, and holds the socket.
+    #[command(flatten)]
+    state: StateDirArg,
     /// Address of the MCP endpoint.
     #[arg(long, default_value = "127.0.0.1:9000")]
     listen: SocketAddr,
@@ -43,7 +44,7 @@ pub fn main(args: ServeArgs) -> i32 {
     match run(args) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("prims serve: {}", crate::run_cmd::render(&e));
+            eprintln!("prims serve: {}", crate::report::render(&e));
             1
         }
     }
@@ -155,25 +156,25 @@ async fn serve(args: ServeArgs, stop: CancellationToken) -> Result<i32> {
             (FRONTEND_USER.to_owned(), ids)
         }
     };
-    std::fs::create_dir_all(&args.state_dir)
-        .with_context(|| format!("creating {}", args.state_dir.display()))?;
+    std::fs::create_dir_all(&args.state.dir)
+        .with_context(|| format!("creating {}", args.state.dir.display()))?;
     // Traversable by the front-end's user, so it can reach the socket; not listable.
-    std::fs::set_permissions(&args.state_dir, std::fs::Permissions::from_mode(0o711))?;
-    reachable_by(&args.state_dir, &user, &ids)?;
-    let socket = args.state_dir.join("supervisor.sock");
+    std::fs::set_permissions(&args.state.dir, std::fs::Permissions::from_mode(0o711))?;
+    reachable_by(&args.state.dir, &user, &ids)?;
+    let socket = args.state.dir.join("supervisor.sock");
     let exe = std::env::current_exe().context("finding this program")?;
 
     let mut sup = Command::new(&exe);
     sup.arg("supervisor")
         .arg("--state-dir")
-        .arg(&args.state_dir)
+        .arg(&args.state.dir)
         .arg("--socket")
         .arg(&socket)
         .arg("--allow-uid")
         .arg(ids.uid.to_string())
         .arg("--socket-group")
         .arg(ids.gid.to_string());
-    if let Some(p) = &args.policy {
+    if let Some(p) = &args.policy.file {
         sup.arg("--policy").arg(p);
     }
     let mut sup = spawn("supervisor", sup)?;
@@ -199,7 +200,7 @@ async fn serve(args: ServeArgs, stop: CancellationToken) -> Result<i32> {
         .arg(&socket)
         .arg("--user")
         .arg(&user);
-    for (flag, value) in [("--policy", &args.policy), ("--config", &args.config)] {
+    for (flag, value) in [("--policy", &args.policy.file), ("--config", &args.config)] {
         if let Some(v) = value {
             front.arg(flag).arg(v);
         }
@@ -210,7 +211,7 @@ async fn serve(args: ServeArgs, stop: CancellationToken) -> Result<i32> {
     if !wait_until("listen on HTTP", &mut front, FRONTEND_START, &stop, up).await? {
         return Ok(0);
     }
-    print_banner(&probe, &args.state_dir, &user, args.config.is_some());
+    print_banner(&probe, &args.state.dir, &user, args.config.is_some());
 
     let code = loop {
         tokio::select! {

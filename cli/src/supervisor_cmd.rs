@@ -1,24 +1,21 @@
 //! `prims supervisor`: the privileged daemon on a Unix socket.
 
+use crate::args::{JailerArg, PolicyArg, SocketArg, StateDirArg};
 use anyhow::{anyhow, Context, Result};
 use clap::Args;
-use prims_policy::Policy;
 use prims_supervisor::daemon::{self, DaemonConfig};
 use prims_supervisor::server::NOBODY_UID;
-use std::path::PathBuf;
 use tokio_util::sync::CancellationToken;
 
 #[derive(Args)]
 pub struct SupervisorArgs {
-    /// Policy TOML (default: built-in defaults).
-    #[arg(long)]
-    policy: Option<PathBuf>,
-    /// State directory: sessions, environments, audit log.
-    #[arg(long, default_value = crate::STATE_DIR)]
-    state_dir: PathBuf,
-    /// Unix socket to listen on (mode 0660).
-    #[arg(long, default_value = crate::SOCKET)]
-    socket: PathBuf,
+    #[command(flatten)]
+    policy: PolicyArg,
+    #[command(flatten)]
+    state: StateDirArg,
+    /// The socket is created with mode 0660.
+    #[command(flatten)]
+    socket: SocketArg,
     /// A user besides root that may connect (the MCP front-end's), by uid or
     /// name; repeatable. Never nobody (65534): it is refused even if listed.
     #[arg(long = "allow-uid", value_name = "UID|NAME")]
@@ -26,19 +23,12 @@ pub struct SupervisorArgs {
     /// Group that owns the socket, by gid or name.
     #[arg(long, value_name = "GID|NAME")]
     socket_group: Option<String>,
-    /// Path of prims-jailer (default: next to this binary).
-    #[arg(long, env = "PRIMS_JAILER")]
-    jailer: Option<PathBuf>,
+    #[command(flatten)]
+    jailer: JailerArg,
 }
 
 pub fn main(args: SupervisorArgs) -> i32 {
-    match run(args) {
-        Ok(()) => 0,
-        Err(e) => {
-            eprintln!("prims supervisor: {}", crate::run_cmd::render(&e));
-            1
-        }
-    }
+    crate::report::exit_status("supervisor", run(args))
 }
 
 fn run(args: SupervisorArgs) -> Result<()> {
@@ -48,11 +38,8 @@ fn run(args: SupervisorArgs) -> Result<()> {
             "the supervisor must run as root: it creates namespaces, cgroups and id maps"
         ));
     }
-    let policy = match &args.policy {
-        Some(p) => Policy::load(p).map_err(|e| anyhow!("{e}"))?,
-        None => Policy::default(),
-    };
-    let jailer = crate::run_cmd::jailer_path(&args.jailer)?;
+    let policy = args.policy.load_or_fail()?;
+    let jailer = args.jailer.path()?;
     let allowed_uids = args
         .allow_uids
         .iter()
@@ -65,13 +52,13 @@ fn run(args: SupervisorArgs) -> Result<()> {
         .context("starting the async runtime")?;
     rt.block_on(async move {
         let shutdown = CancellationToken::new();
-        crate::mcp_cmd::stop_on_signals(&shutdown);
+        crate::signals::stop_on_signals(&shutdown);
         daemon::start(
             DaemonConfig {
                 policy,
-                policy_path: args.policy.clone(),
-                state_dir: args.state_dir,
-                socket: args.socket,
+                policy_path: args.policy.file.clone(),
+                state_dir: args.state.dir,
+                socket: args.socket.path,
                 jailer,
                 allowed_uids,
                 socket_group,

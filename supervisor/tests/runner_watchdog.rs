@@ -3,7 +3,7 @@
 //! `setup_error` instead of holding its caller forever.
 
 use prims_protocol::jail::{CgroupBackend, CgroupSpec, JobLimits, JobSpec, NetworkMode, Status};
-use prims_supervisor::{run_job, Cancel};
+use prims_supervisor::job::{Cancel, Jails, Parents};
 use std::os::unix::fs::PermissionsExt;
 use std::time::{Duration, Instant};
 
@@ -52,7 +52,13 @@ fn a_hung_jailer_is_killed_and_reported() {
     std::fs::write(&hung, "#!/bin/sh\nexec sleep 120\n").unwrap();
     std::fs::set_permissions(&hung, std::fs::Permissions::from_mode(0o755)).unwrap();
     let t = Instant::now();
-    let r = run_job(&hung, &spec(1), &|_, _| {}, &Cancel::default()).unwrap();
+    let jails = Jails {
+        jailer: hung,
+        parents: Parents::none(),
+    };
+    let r = jails
+        .run(&spec(1), &|_, _| {}, &Cancel::default(), None)
+        .unwrap();
     let took = t.elapsed();
     assert_eq!(r.outcome.status, Status::SetupError, "{r:?}");
     let msg = &r.outcome.setup_error.as_ref().unwrap().message;

@@ -11,15 +11,18 @@ pub struct Checks<'a> {
     seen: Vec<String>,
 }
 
-impl<'a> Checks<'a> {
-    /// No checks yet against `run`; see [`Run::checks`].
-    pub(crate) fn new(run: &'a Run) -> Checks<'a> {
+impl Run {
+    /// Start collecting checks against this run.
+    pub fn checks(&self) -> Checks<'_> {
         Checks {
-            run,
+            run: self,
             failures: Vec::new(),
             seen: Vec::new(),
         }
     }
+}
+
+impl Checks<'_> {
     /// The syscall probe `name` returned -1 with exactly `errno`.
     pub fn sc_errno(&mut self, name: &str, errno: i32) -> &mut Self {
         match self.run.syscalls().get(name) {

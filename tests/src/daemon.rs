@@ -194,8 +194,8 @@ pub async fn stats(c: &Client) -> Stats {
 impl Drop for Daemon {
     fn drop(&mut self) {
         self.kill();
-        prims_supervisor::teardown::unmount_below(&self.dir);
+        crate::teardown::unmount_below(&self.dir);
         let _ = std::fs::remove_dir_all(&self.dir);
-        prims_supervisor::teardown::remove_cgroup_parent(&self.cgroup_parent);
+        crate::teardown::remove_cgroup_parent(&self.cgroup_parent);
     }
 }

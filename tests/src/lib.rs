@@ -32,7 +32,8 @@
 //! - [`held`]: [`Held`], a jail kept running while the host inspects it;
 //! - [`peer`]: talking to a socket as another uid, from a forked child;
 //! - [`host`]: host-side helpers: unique markers, process-table scans,
-//!   workspace directories, file owners, host python runs.
+//!   workspace directories, file owners, host python runs;
+//! - [`teardown`]: unmounting and removing what a killed supervisor left.
 
 pub mod checks;
 pub mod child;
@@ -44,6 +45,7 @@ pub mod outcome;
 pub mod peer;
 pub mod probes;
 pub mod python;
+pub mod teardown;
 
 pub use checks::{errno_name, Checks};
 pub use child::{run_with_timeout, RawOutput};

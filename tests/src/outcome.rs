@@ -1,7 +1,6 @@
 //! [`Run`]: a parsed `prims run --json` outcome, with the `SC`, `ERR` and
 //! `KV` lines python printed.
 
-use crate::checks::Checks;
 use crate::child::{clip, RawOutput};
 use base64::Engine as _;
 use serde_json::Value;
@@ -147,10 +146,5 @@ impl Run {
                 None
             }
         })
-    }
-
-    /// Start collecting checks against this run.
-    pub fn checks(&self) -> Checks<'_> {
-        Checks::new(self)
     }
 }

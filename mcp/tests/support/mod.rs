@@ -245,8 +245,8 @@ impl Drop for Stack {
         if std::thread::panicking() {
             eprintln!("{}", self.logs());
         }
-        prims_supervisor::teardown::unmount_below(&self.dir);
+        prims_tests::teardown::unmount_below(&self.dir);
         let _ = std::fs::remove_dir_all(&self.dir);
-        prims_supervisor::teardown::remove_cgroup_parent(&self.cgroup_parent);
+        prims_tests::teardown::remove_cgroup_parent(&self.cgroup_parent);
     }
 }

@@ -1,6 +1,7 @@
 //! The supervisor daemon: the request handler behind the socket, wiring
 //! sessions, environments, the scheduler and the jailer together.
 
+mod mount;
 mod run;
 mod scheduler;
 mod startup;
@@ -8,8 +9,8 @@ mod startup;
 pub use startup::{start, DaemonConfig, SUPERVISOR_LEAF};
 
 use crate::audit::Audit;
-use crate::cgroups::Parents;
 use crate::envs::Envs;
+use crate::job::Jails;
 use crate::server::{Ctx, Handler};
 use crate::sessions::SessionStore;
 use prims_policy::Policy;
@@ -23,8 +24,7 @@ pub struct Daemon {
     sessions: Arc<SessionStore>,
     envs: Arc<Envs>,
     scheduler: Scheduler,
-    parents: Parents,
-    jailer: PathBuf,
+    jails: Jails,
     interpreter: PathBuf,
     audit: Arc<Audit>,
     jobs: std::sync::atomic::AtomicU64,
@@ -160,7 +160,7 @@ impl Handler for Arc<Daemon> {
                 tenant,
                 path,
                 size,
-            } => run::write_mount(self, session_id, tenant, path, size, ctx).await,
+            } => mount::write_mount(self, session_id, tenant, path, size, ctx).await,
             RequestBody::Stats => Ok(Reply::Stats(self.stats())),
             // The server answers these itself; reaching here is a bug.
             RequestBody::Cancel { .. }

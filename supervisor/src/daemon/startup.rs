@@ -4,7 +4,7 @@
 use super::scheduler::Scheduler;
 use super::Daemon;
 use crate::audit::Audit;
-use crate::cgroups;
+use crate::job::{self, Jails, Parents};
 use crate::envs::{EnvConfig, Envs};
 use crate::server::{self, ConnectionLimits, ServerConfig};
 use crate::sessions::{SessionPolicy, SessionStore};
@@ -59,15 +59,15 @@ pub fn build_uid(policy: &Policy) -> u32 {
     policy.identity.uid_base + policy.identity.uid_count - 1
 }
 
-fn prepare_cgroups(policy: &Policy) -> Result<cgroups::Parents, StartError> {
+fn prepare_cgroups(policy: &Policy) -> Result<Parents, StartError> {
     if policy.cgroup.backend != prims_protocol::jail::CgroupBackend::None
         && matches!(prims_cgroup::detect(), Ok(prims_cgroup::Version::V2))
     {
         // The no-internal-processes rule: leave our own cgroup to its children.
         prims_cgroup::v2_move_self_to_leaf(SUPERVISOR_LEAF)?;
     }
-    let parents = cgroups::resolve(policy)?;
-    if let Ok(manager) = cgroups::manager(&parents) {
+    let parents = job::resolve_parents(policy)?;
+    if let Ok(manager) = job::manager(&parents) {
         // Only our own jobs: `prims run` shares the parent with its `run-*` jobs.
         let ours = manager.list_jobs().unwrap_or_default();
         for job in ours.into_iter().filter(|j| j.starts_with(JOB_PREFIX)) {
@@ -94,15 +94,17 @@ pub async fn start(cfg: DaemonConfig, shutdown: CancellationToken) -> Result<(),
         .default_interpreter()
         .map(|(v, p)| (v.to_string(), p.to_path_buf()))
         .ok_or_else(|| StartError::NoInterpreter(policy.filesystem.default_interpreter.clone()))?;
-    let parents = prepare_cgroups(&policy)?;
+    let jails = Jails {
+        jailer: cfg.jailer,
+        parents: prepare_cgroups(&policy)?,
+    };
     let sessions = SessionStore::open(&cfg.state_dir, &SessionPolicy::from(&policy))
         .map_err(|e| StartError::Sessions(e.to_string()))?;
     let audit = Arc::new(Audit::new(&cfg.state_dir));
     let envs = Envs::new(
         EnvConfig {
             state_dir: cfg.state_dir.clone(),
-            jailer: cfg.jailer.clone(),
-            cgroup: parents.clone(),
+            jails: jails.clone(),
             interpreter: interpreter.clone(),
             version,
             build_uid: build_uid(&policy),
@@ -119,8 +121,7 @@ pub async fn start(cfg: DaemonConfig, shutdown: CancellationToken) -> Result<(),
         policy: RwLock::new(Arc::new(policy)),
         sessions: Arc::new(sessions),
         envs,
-        parents,
-        jailer: cfg.jailer,
+        jails,
         interpreter,
         audit,
         jobs: Default::default(),

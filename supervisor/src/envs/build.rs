@@ -9,19 +9,16 @@
 //! each bind's path inside its filesystem, and inside the image the venv is
 //! `/`, not a path under the host's state directory.
 
-use super::cache::{self, write_meta, Meta, BUILD_PREFIX};
+use super::cache::{self, rand_hex, write_meta, Meta, BUILD_PREFIX};
 use super::install::{compile_groups, compile_spec, uv_spec};
-use super::key::Settings;
 use super::output::Collector;
-use super::pkgcache::PkgCache;
 use super::proxy::{self, Allowed};
 use super::staging::{self, BuildVolume};
 use super::EnvError;
-use crate::audit::Audit;
-use crate::cgroups::Parents;
-use crate::runner::{run_job, run_job_proxied, Cancel, RunResult};
+use super::build_job::BuildJob;
+use crate::job::{Cancel, RunResult, Sink};
 use prims_protocol::jail::{JobSpec, Status};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
@@ -30,33 +27,6 @@ pub use super::output::tail;
 /// The jailer enforces the build timeout; this watchdog is a backstop.
 const WATCHDOG_GRACE: Duration = Duration::from_secs(30);
 
-/// 16 random hex digits for temporary names.
-pub fn rand_hex() -> String {
-    let mut b = [0u8; 8];
-    if getrandom::fill(&mut b).is_err() {
-        let n = cache::now_ms() ^ u64::from(std::process::id());
-        b = n.to_le_bytes();
-    }
-    hex::encode(b)
-}
-
-/// Everything one build needs, owned so it can move to a blocking thread.
-pub struct BuildJob {
-    pub state_dir: PathBuf,
-    pub envs_dir: PathBuf,
-    pub jailer: PathBuf,
-    pub cgroup: Parents,
-    pub interpreter: PathBuf,
-    pub version: String,
-    pub build_uid: u32,
-    pub uv: PathBuf,
-    pub key: String,
-    pub requirements: Vec<String>,
-    pub packages: Vec<String>,
-    pub settings: Arc<Settings>,
-    pub pkgcache: Arc<PkgCache>,
-    pub audit: Option<Arc<Audit>>,
-}
 
 /// Build the environment and rename it into `envs_dir/<key>`. On failure
 /// nothing is left behind.
@@ -140,7 +110,7 @@ fn keep_downloads(job: &BuildJob, vol: BuildVolume) {
 }
 
 fn make_venv(job: &BuildJob, venv: &Path) -> Result<(), EnvError> {
-    crate::venv::create(&job.interpreter, &job.version, venv).map_err(|e| EnvError::Jail {
+    super::bare_venv::create(&job.interpreter, &job.version, venv).map_err(|e| EnvError::Jail {
         message: format!("creating the staging venv: {e}"),
     })
 }
@@ -241,16 +211,12 @@ fn run_step(
     let res = if proxied {
         run_proxied(job, &spec, &sink, &cancel)
     } else {
-        run_job(&job.jailer, &spec, &sink, &cancel).map_err(|e| EnvError::Jail {
+        job.jails.run(&spec, &sink, &cancel, None).map_err(|e| EnvError::Jail {
             message: format!("running the install jail: {e}"),
         })
     };
     drop(stop_tx);
     let _ = watchdog.join();
-    if job.cgroup.backend != prims_protocol::jail::CgroupBackend::None {
-        // The jailer removes its cgroup; this only matters if it crashed.
-        let _ = crate::cgroups::remove_job(&job.cgroup, &cgroup_job);
-    }
     judge(job, step, res?, collector.finish(), ok_exits)
 }
 
@@ -258,7 +224,7 @@ fn run_step(
 fn run_proxied(
     job: &BuildJob,
     spec: &JobSpec,
-    sink: &(dyn Fn(crate::runner::Stream, &[u8]) + Sync),
+    sink: Sink<'_>,
     cancel: &Cancel,
 ) -> Result<RunResult, EnvError> {
     let rt = tokio::runtime::Handle::try_current().map_err(|_| EnvError::Jail {
@@ -270,7 +236,7 @@ fn run_proxied(
     let stop = tokio_util::sync::CancellationToken::new();
     let allowed = Arc::new(Allowed::from_settings(&job.settings));
     let served = rt.spawn(proxy::serve(ours.into(), allowed, stop.clone()));
-    let res = run_job_proxied(&job.jailer, spec, sink, cancel, theirs.into());
+    let res = job.jails.run(spec, sink, cancel, Some(theirs.into()));
     stop.cancel();
     // The proxy ends with its connections; the build waits for nothing more.
     drop(served);

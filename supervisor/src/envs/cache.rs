@@ -51,6 +51,16 @@ pub struct Index {
     pub entries: HashMap<String, Entry>,
 }
 
+/// 16 random hex digits for temporary names.
+pub fn rand_hex() -> String {
+    let mut b = [0u8; 8];
+    if getrandom::fill(&mut b).is_err() {
+        let n = now_ms() ^ u64::from(std::process::id());
+        b = n.to_le_bytes();
+    }
+    hex::encode(b)
+}
+
 pub fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)

@@ -3,7 +3,8 @@
 //! sees its progress. The task is spawned, so a caller that goes away does
 //! not abandon a half-done build.
 
-use super::build::{self, BuildJob};
+use super::build;
+use super::build_job::BuildJob;
 use super::cache::Entry;
 use super::{Core, EnvError, EnvLease};
 use std::sync::atomic::Ordering;
@@ -57,8 +58,7 @@ impl Core {
                         let job = BuildJob {
                             state_dir: self.cfg.state_dir.clone(),
                             envs_dir: self.envs_dir.clone(),
-                            jailer: self.cfg.jailer.clone(),
-                            cgroup: self.cfg.cgroup.clone(),
+                            jails: self.cfg.jails.clone(),
                             interpreter: self.cfg.interpreter.clone(),
                             version: self.cfg.version.clone(),
                             build_uid: self.cfg.build_uid,

@@ -45,7 +45,7 @@ pub fn detach(index: &mut Index, envs_dir: &Path, keys: &[String]) -> Vec<PathBu
         }
         let _ = std::fs::remove_dir(&dir);
         let image = image_path(envs_dir, key);
-        let aside = envs_dir.join(format!("{TRASH_PREFIX}{key}-{}", super::build::rand_hex()));
+        let aside = envs_dir.join(format!("{TRASH_PREFIX}{key}-{}", super::cache::rand_hex()));
         match std::fs::rename(&image, &aside) {
             Ok(()) => trash.push(aside),
             Err(e) => {

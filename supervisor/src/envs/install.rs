@@ -13,7 +13,7 @@
 //! uv copies files out of its cache (`UV_LINK_MODE=copy`): the venv must
 //! never share an inode with anything a later build could reach.
 
-use super::build::BuildJob;
+use super::build_job::BuildJob;
 use super::staging::BuildVolume;
 use prims_protocol::jail::{Bind, JobLimits, JobSpec, NetworkMode};
 use std::path::{Path, PathBuf};
@@ -59,7 +59,7 @@ fn base_spec(job: &BuildJob, vol: &BuildVolume, cgroup_job: &str) -> JobSpec {
         seccomp_extra_deny: s.seccomp_extra_deny.clone(),
         socket_families: vec![libc::AF_UNIX],
         landlock_required: s.landlock_required,
-        cgroup: job.cgroup.spec_for(cgroup_job),
+        cgroup: job.jails.cgroup(cgroup_job),
         host_uid: job.build_uid,
         host_gid: job.build_uid,
         argv: Vec::new(),

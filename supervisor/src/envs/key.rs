@@ -54,7 +54,7 @@ impl Settings {
             build_timeout: py.build_timeout.0,
             build_memory: py.build_memory.bytes(),
             build_disk: py.build_disk.bytes(),
-            ro_binds: crate::spec::ro_binds(policy, interpreter),
+            ro_binds: crate::job::ro_binds(policy, interpreter),
             seccomp_extra_deny: policy.seccomp.extra_deny.clone(),
             landlock_required: policy.landlock.required,
         })

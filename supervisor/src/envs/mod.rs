@@ -9,7 +9,9 @@
 //! as its only reachable host (`proxy`), and sees uv's shared package cache
 //! only through an overlay (`pkgcache`); see `install` for the two jails.
 
+pub(crate) mod bare_venv;
 mod build;
+mod build_job;
 mod cache;
 mod error;
 mod flight;
@@ -42,9 +44,8 @@ pub const MAX_CONCURRENT_BUILDS: usize = 2;
 pub struct EnvConfig {
     /// Holds `envs/`, `uv-cache/` and `tools/`.
     pub state_dir: PathBuf,
-    /// The prims-jailer binary.
-    pub jailer: PathBuf,
-    pub cgroup: crate::cgroups::Parents,
+    /// The jailer and cgroup parents install jails run with.
+    pub jails: crate::job::Jails,
     /// Absolute path of the interpreter every environment is made for.
     pub interpreter: PathBuf,
     /// Its version, `X.Y`.

@@ -1,7 +1,7 @@
 //! uv's output during a build: split into lines, streamed as throttled
 //! progress, and the tail kept for the error message.
 
-use crate::runner::Stream;
+use crate::job::Stream;
 use std::collections::VecDeque;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};

@@ -459,7 +459,7 @@ fn merge(
 /// it over `to`: a reader never sees half a file.
 fn copy_in(from: &Path, to: &Path, m: &fs::Metadata, owner: u32) -> Result<(), EnvError> {
     let parent = to.parent().unwrap_or(Path::new("/"));
-    let tmp = parent.join(format!(".prims-tmp-{}", super::build::rand_hex()));
+    let tmp = parent.join(format!(".prims-tmp-{}", super::cache::rand_hex()));
     if m.file_type().is_symlink() {
         let target = fs::read_link(from).map_err(io("reading", from))?;
         std::os::unix::fs::symlink(&target, &tmp).map_err(io("creating", &tmp))?;

@@ -46,7 +46,7 @@ impl BuildVolume {
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
             Err(e) => return Err(EnvError::io("creating", &parent)(e)),
         }
-        let id = super::build::rand_hex();
+        let id = super::cache::rand_hex();
         let image = parent.join(format!("{id}.img"));
         let dir = parent.join(&id);
         volume::create(&image, size, uid)

@@ -80,7 +80,7 @@ impl UvTool {
 /// settings of the policy. Installs into a fresh directory and renames it in.
 async fn install(state_dir: &Path, interpreter: &Path, s: &Settings) -> Result<(), EnvError> {
     let final_dir = state_dir.join("tools");
-    let staging = state_dir.join(format!(".tools-{}", super::build::rand_hex()));
+    let staging = state_dir.join(format!(".tools-{}", super::cache::rand_hex()));
     let mut candidates = vec![interpreter.to_path_buf()];
     let system = PathBuf::from("/usr/bin/python3");
     if system != interpreter && system.is_file() {

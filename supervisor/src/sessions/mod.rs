@@ -23,6 +23,7 @@ mod meta;
 mod migrate;
 mod recover;
 mod session;
+mod shared;
 mod store;
 mod uids;
 

@@ -2,7 +2,8 @@
 
 use super::key::SessionKey;
 use super::meta::{self, is_valid_id};
-use super::store::{lock, Inner, Session, SessionStore, Shared};
+use super::session::{lock, Session};
+use super::shared::{Inner, Shared};
 use super::uids::UidPool;
 use super::{layout, SessionError, SessionPolicy};
 use std::collections::{BTreeSet, HashMap};
@@ -12,7 +13,8 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
-pub fn open(state_dir: &Path, policy: &SessionPolicy) -> Result<SessionStore, SessionError> {
+/// The loaded state of `state_dir/sessions`; see [`super::SessionStore::open`].
+pub(super) fn open(state_dir: &Path, policy: &SessionPolicy) -> Result<Arc<Shared>, SessionError> {
     let dir = state_dir.join("sessions");
     fs::create_dir_all(&dir).map_err(SessionError::io("creating the sessions directory"))?;
     let m = fs::symlink_metadata(&dir).map_err(SessionError::io("the sessions directory"))?;
@@ -39,11 +41,7 @@ pub fn open(state_dir: &Path, policy: &SessionPolicy) -> Result<SessionStore, Se
         }),
     };
     load(&shared)?;
-    let store = SessionStore {
-        shared: Arc::new(shared),
-    };
-    tracing::info!(sessions = store.len(), "sessions loaded");
-    Ok(store)
+    Ok(Arc::new(shared))
 }
 
 #[derive(Default)]
@@ -173,7 +171,7 @@ fn finish_closing(sh: &Shared, inner: &mut Inner, s: Arc<Session>) {
     }
 }
 
-pub fn sweep(sh: &Arc<Shared>, now: SystemTime) -> Vec<String> {
+pub(super) fn sweep(sh: &Arc<Shared>, now: SystemTime) -> Vec<String> {
     let (pending, idle): (Vec<_>, Vec<_>) = {
         let inner = lock(&sh.inner);
         let ttl = inner.policy.idle_ttl;

@@ -1,15 +1,13 @@
 //! The session store: live sessions in memory, each backed by its files.
 
-use super::key::SessionKey;
 use super::meta::{self, check_id, unix_secs};
-pub(super) use super::session::{lock, Session};
+use super::session::{lock, Session};
+use super::shared::Shared;
 use super::uids::UidPool;
-use super::{layout, SessionError, SessionPolicy};
+use super::{layout, recover, SessionError, SessionPolicy};
 use prims_protocol::wire::SessionInfo;
-use std::collections::HashMap;
-use std::path::{Path, PathBuf};
-use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex};
+use std::path::Path;
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 /// `touch` writes last_used to disk at most this often per session.
@@ -18,27 +16,7 @@ const PERSIST_EVERY: Duration = Duration::from_secs(5);
 /// Sessions and their workspaces. Send + Sync; share it in an `Arc`.
 #[derive(Debug)]
 pub struct SessionStore {
-    pub(super) shared: Arc<Shared>,
-}
-
-#[derive(Debug)]
-pub(super) struct Shared {
-    /// `state_dir/sessions`.
-    pub dir: PathBuf,
-    pub key: SessionKey,
-    pub inner: Mutex<Inner>,
-}
-
-#[derive(Debug)]
-pub(super) struct Inner {
-    pub policy: SessionPolicy,
-    /// By name.
-    pub live: HashMap<String, Arc<Session>>,
-    /// Closed, but their files are not all gone yet (a run still held the
-    /// lock, or removal failed): their uids stay taken.
-    pub closing: HashMap<String, Arc<Session>>,
-    pub creating: usize,
-    pub uids: UidPool,
+    shared: Arc<Shared>,
 }
 
 impl SessionStore {
@@ -47,7 +25,11 @@ impl SessionStore {
     /// a run that was in flight is marked `last_run_lost`, half-created
     /// sessions are removed, and sessions whose image vanished are dropped.
     pub fn open(state_dir: &Path, policy: &SessionPolicy) -> Result<Self, SessionError> {
-        super::recover::open(state_dir, policy)
+        let store = SessionStore {
+            shared: recover::open(state_dir, policy)?,
+        };
+        tracing::info!(sessions = store.len(), "sessions loaded");
+        Ok(store)
     }
 
     /// A new session with its own workspace and host uid.
@@ -214,7 +196,7 @@ impl SessionStore {
     /// those whose `run_lock` is held, and retries unfinished closes.
     /// Returns the names of those it closed.
     pub fn sweep(&self, now: SystemTime) -> Vec<String> {
-        super::recover::sweep(&self.shared, now)
+        recover::sweep(&self.shared, now)
     }
 
     /// Live sessions.
@@ -273,44 +255,4 @@ fn room_for(dir: &Path, policy: &SessionPolicy, creating: usize) -> Result<(), S
         });
     }
     Ok(())
-}
-
-impl Shared {
-    /// Marks a session being closed, on disk first, so a crash part-way
-    /// through its removal is finished on the next start.
-    pub(super) fn begin_close(&self, s: &Session) {
-        s.closed.store(true, Ordering::Release);
-        if let Err(e) = s.update(&self.dir, meta::Durability::Durable, |m| m.closing = true) {
-            tracing::warn!(session = %s.name, error = %e, "could not mark a session closing");
-        }
-    }
-
-    /// Removes a closing session's files while holding its run lock, then
-    /// frees its uid. Does nothing if another caller finished it already.
-    pub(super) fn finish_close(
-        &self,
-        s: &Session,
-        _guard: tokio::sync::MutexGuard<'_, ()>,
-    ) -> Result<(), SessionError> {
-        if !lock(&self.inner).closing.contains_key(&s.name) {
-            return Ok(());
-        }
-        // Keeps `get` from mounting the image again while it goes away.
-        let st = lock(&s.state);
-        let removed = layout::teardown(&self.dir, &s.name);
-        drop(st);
-        match removed {
-            Ok(()) => {
-                let mut inner = lock(&self.inner);
-                inner.closing.remove(&s.name);
-                inner.uids.release(s.host_uid);
-                tracing::info!(session = %s.name, "session closed");
-                Ok(())
-            }
-            Err(e) => {
-                tracing::error!(session = %s.name, error = %e, "removing a closed session failed; will retry");
-                Err(SessionError::Workspace(e))
-            }
-        }
-    }
 }

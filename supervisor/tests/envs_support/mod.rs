@@ -3,8 +3,7 @@
 #![allow(dead_code)]
 
 use prims_policy::Policy;
-use prims_protocol::jail::CgroupBackend;
-use prims_supervisor::cgroups::Parents;
+use prims_supervisor::job::{Jails, Parents, RunResult};
 use prims_supervisor::envs::{EnvConfig, Envs};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
@@ -80,7 +79,7 @@ pub struct Fixture {
 /// directory goes, or the test leaves loop devices behind.
 impl Drop for Fixture {
     fn drop(&mut self) {
-        prims_supervisor::teardown::unmount_below(self.state.path());
+        prims_tests::teardown::unmount_below(self.state.path());
     }
 }
 
@@ -110,14 +109,18 @@ pub fn fixture(policy: &Policy, seed_uv: bool) -> Fixture {
     }
 }
 
+/// The jailer, with no cgroups.
+pub fn jails() -> Jails {
+    Jails {
+        jailer: jailer(),
+        parents: Parents::none(),
+    }
+}
+
 pub fn config(state: &Path) -> EnvConfig {
     EnvConfig {
         state_dir: state.to_path_buf(),
-        jailer: jailer(),
-        cgroup: Parents {
-            backend: CgroupBackend::None,
-            dirs: Default::default(),
-        },
+        jails: jails(),
         interpreter: INTERPRETER.into(),
         version: "3.11".into(),
         build_uid: BUILD_UID,
@@ -148,7 +151,7 @@ pub fn size_of(state: &Path, key: &str) -> u64 {
 }
 
 /// Runs `code` in a run jail (no network, no package cache) on `venv`.
-pub async fn run_in(venv: &Path, code: &str) -> prims_supervisor::RunResult {
+pub async fn run_in(venv: &Path, code: &str) -> RunResult {
     use prims_protocol::jail::{JobSpec, LimitRequest, NetworkMode};
     let ws = tempfile::tempdir().unwrap();
     std::os::unix::fs::chown(ws.path(), Some(RUN_UID), Some(RUN_UID)).unwrap();
@@ -167,11 +170,7 @@ pub async fn run_in(venv: &Path, code: &str) -> prims_supervisor::RunResult {
         seccomp_extra_deny: vec![],
         socket_families: vec![libc::AF_UNIX],
         landlock_required: false,
-        cgroup: Parents {
-            backend: CgroupBackend::None,
-            dirs: Default::default(),
-        }
-        .spec_for("envs-test-run"),
+        cgroup: jails().cgroup("envs-test-run"),
         host_uid: RUN_UID,
         host_gid: RUN_UID,
         argv: vec![],
@@ -181,7 +180,9 @@ pub async fn run_in(venv: &Path, code: &str) -> prims_supervisor::RunResult {
         proxy_port: 0,
     };
     let res = tokio::task::spawn_blocking(move || {
-        prims_supervisor::run_job(&jailer(), &spec, &|_, _| {}, &Default::default()).unwrap()
+        jails()
+            .run(&spec, &|_, _| {}, &Default::default(), None)
+            .unwrap()
     })
     .await
     .unwrap();

@@ -118,7 +118,10 @@ pub fn run_as(uid: u32, cwd: &Path, argv: &[&str]) -> Output {
 pub fn plain_workspace(t: &TestDir, uid: u32) -> PathBuf {
     let ws = t.path.join("ws");
     std::fs::create_dir(&ws).unwrap();
-    prims_supervisor::workspace::prepare(&ws, uid, uid).unwrap();
+    for dir in [ws.clone(), ws.join("output"), ws.join("mounts")] {
+        std::fs::create_dir_all(&dir).unwrap();
+        std::os::unix::fs::chown(&dir, Some(uid), Some(uid)).unwrap();
+    }
     std::fs::write(t.path.join("secret.txt"), "TOPSECRET").unwrap();
     ws
 }

@@ -1,5 +1,6 @@
 //! Tearing down a whole state directory and its cgroup parent, as tests and
-//! benchmarks do after a supervisor they started has been killed.
+//! benchmarks do after a supervisor they started has been killed. Never
+//! part of the product: the supervisor cleans up after itself.
 
 use std::path::Path;
 

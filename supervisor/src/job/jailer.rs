@@ -161,30 +161,10 @@ fn pump(
     (kept, truncated)
 }
 
-/// Run `spec` with the jailer at `jailer`. `sink` sees output as it arrives.
-pub fn run_job(
-    jailer: &Path,
-    spec: &JobSpec,
-    sink: &(dyn Fn(Stream, &[u8]) + Sync),
-    cancel: &Cancel,
-) -> Result<RunResult, RunError> {
-    run(jailer, spec, sink, cancel, None)
-}
-
-/// `run_job` for a spec in `NetworkMode::Proxy`: the jail's listener is
-/// sent on the other end of `proxy` (a Unix socket pair) once the jail's
-/// network is up.
-pub fn run_job_proxied(
-    jailer: &Path,
-    spec: &JobSpec,
-    sink: &(dyn Fn(Stream, &[u8]) + Sync),
-    cancel: &Cancel,
-    proxy: std::os::fd::OwnedFd,
-) -> Result<RunResult, RunError> {
-    run(jailer, spec, sink, cancel, Some(proxy))
-}
-
-fn run(
+/// Runs `spec` with the jailer at `jailer`; `sink` sees output as it
+/// arrives. In `NetworkMode::Proxy`, `proxy` is one end of a Unix socket
+/// pair: the jail's listener is sent on it once the jail's network is up.
+pub(super) fn run(
     jailer: &Path,
     spec: &JobSpec,
     sink: &(dyn Fn(Stream, &[u8]) + Sync),

@@ -15,6 +15,14 @@ pub struct Parents {
 }
 
 impl Parents {
+    /// No cgroups: the `none` backend.
+    pub fn none() -> Parents {
+        Parents {
+            backend: CgroupBackend::None,
+            dirs: BTreeMap::new(),
+        }
+    }
+
     pub fn spec_for(&self, job: &str) -> CgroupSpec {
         CgroupSpec {
             backend: self.backend,
@@ -26,12 +34,7 @@ impl Parents {
 
 pub fn resolve(policy: &Policy) -> Result<Parents, CgroupError> {
     let version = match policy.cgroup.backend {
-        CgroupBackend::None => {
-            return Ok(Parents {
-                backend: CgroupBackend::None,
-                dirs: BTreeMap::new(),
-            })
-        }
+        CgroupBackend::None => return Ok(Parents::none()),
         CgroupBackend::V1 => Version::V1,
         CgroupBackend::V2 => Version::V2,
         CgroupBackend::Auto => prims_cgroup::detect()?,
@@ -90,7 +93,7 @@ pub fn manager(parents: &Parents) -> Result<Box<dyn prims_cgroup::Manager>, Cgro
 }
 
 /// Remove a job cgroup a jailer left behind (it crashed or was killed).
-pub fn remove_job(parents: &Parents, job: &str) -> Result<(), CgroupError> {
+pub(super) fn remove_job(parents: &Parents, job: &str) -> Result<(), CgroupError> {
     if parents.backend == CgroupBackend::None {
         return Ok(());
     }

@@ -4,13 +4,15 @@ use prims_policy::Policy;
 use prims_protocol::jail::{CgroupSpec, JobSpec, LimitRequest};
 use std::path::{Path, PathBuf};
 
-/// Where on the host a job runs.
-pub struct Placement {
+/// Python code to run, and where on the host it runs.
+#[derive(Debug, Clone)]
+pub struct PythonJob {
+    pub code: String,
+    pub limits: LimitRequest,
     pub interpreter: PathBuf,
     pub venv: PathBuf,
     pub workspace: PathBuf,
     pub host_uid: u32,
-    pub cgroup: CgroupSpec,
 }
 
 /// The read-only binds a job needs: the policy's, plus the interpreter's
@@ -28,21 +30,22 @@ pub fn ro_binds(policy: &Policy, interpreter: &Path) -> Vec<PathBuf> {
     binds
 }
 
-pub fn build(policy: &Policy, code: String, req: &LimitRequest, place: Placement) -> JobSpec {
+/// The spec of `job` under `policy`, in `cgroup`.
+pub(super) fn build(policy: &Policy, job: PythonJob, cgroup: CgroupSpec) -> JobSpec {
     JobSpec {
-        ro_binds: ro_binds(policy, &place.interpreter),
-        interpreter: place.interpreter,
-        venv: place.venv,
-        workspace: place.workspace,
-        code,
-        limits: policy.job_limits(req),
+        ro_binds: ro_binds(policy, &job.interpreter),
+        limits: policy.job_limits(&job.limits),
+        interpreter: job.interpreter,
+        venv: job.venv,
+        workspace: job.workspace,
+        code: job.code,
         network: policy.network.mode.into(),
         seccomp_extra_deny: policy.seccomp.extra_deny.clone(),
         socket_families: policy.socket_family_numbers(),
         landlock_required: policy.landlock.required,
-        cgroup: place.cgroup,
-        host_uid: place.host_uid,
-        host_gid: place.host_uid,
+        cgroup,
+        host_uid: job.host_uid,
+        host_gid: job.host_uid,
         argv: Vec::new(),
         env: Vec::new(),
         binds: Vec::new(),
