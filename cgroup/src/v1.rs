@@ -3,8 +3,8 @@
 
 use crate::error::CgroupError;
 use crate::fs;
-use crate::limits::{v1_files, Limits, Need, Usage, V1Ctl};
 use crate::job::{validate_name, JobCgroup, Manager, Version};
+use crate::limits::{v1_files, Limits, Need, Usage, V1Ctl};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 use std::os::fd::BorrowedFd;

@@ -2,8 +2,8 @@
 
 use crate::error::CgroupError;
 use crate::fs;
-use crate::limits::{v2_files, Limits, Need, Usage};
 use crate::job::{validate_name, JobCgroup, Manager, Version};
+use crate::limits::{v2_files, Limits, Need, Usage};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};

@@ -46,4 +46,3 @@ pub fn drop_to(name: &str) -> Result<()> {
     );
     Ok(())
 }
-

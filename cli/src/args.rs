@@ -49,7 +49,12 @@ pub struct SocketArg {
 #[derive(Args)]
 pub struct JailerArg {
     /// Path of prims-jailer (default: next to this binary).
-    #[arg(id = "jailer", long = "jailer", value_name = "PATH", env = "PRIMS_JAILER")]
+    #[arg(
+        id = "jailer",
+        long = "jailer",
+        value_name = "PATH",
+        env = "PRIMS_JAILER"
+    )]
     pub path: Option<PathBuf>,
 }
 

@@ -18,7 +18,7 @@ pub struct Audit {
 }
 
 #[derive(Serialize)]
-pub struct RunRecord<'a> {
+pub(crate) struct RunRecord<'a> {
     pub time: u64,
     /// The session's name (see `sessions::SessionKey`).
     pub session: &'a str,
@@ -30,14 +30,14 @@ pub struct RunRecord<'a> {
     pub cancelled: bool,
 }
 
-pub fn now_secs() -> u64 {
+pub(crate) fn now_secs() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or(0)
 }
 
-pub fn sha256_hex(text: &str) -> String {
+pub(crate) fn sha256_hex(text: &str) -> String {
     hex::encode(Sha256::digest(text.as_bytes()))
 }
 
@@ -62,13 +62,13 @@ impl Audit {
     }
 
     /// Append one run record. A failure is logged, never fatal to the run.
-    pub fn record(&self, rec: &RunRecord<'_>) {
+    pub(crate) fn record(&self, rec: &RunRecord<'_>) {
         self.append(rec);
     }
 
     /// A package-cache entry failed verification, was removed, and will be
     /// fetched again by the build that found it.
-    pub fn cache_refetch(&self, entry: &str, why: &str) {
+    pub(crate) fn cache_refetch(&self, entry: &str, why: &str) {
         #[derive(Serialize)]
         struct Refetch<'a> {
             time: u64,

@@ -33,7 +33,7 @@ fn io_err(path: &Path) -> impl FnOnce(io::Error) -> WorkspaceError + '_ {
 }
 
 /// Make `dir` (which must exist) a workspace the jail user can write.
-pub fn prepare(dir: &Path, uid: u32, gid: u32) -> Result<(), WorkspaceError> {
+pub(crate) fn prepare(dir: &Path, uid: u32, gid: u32) -> Result<(), WorkspaceError> {
     let meta = std::fs::symlink_metadata(dir).map_err(io_err(dir))?;
     if !meta.is_dir() {
         return Err(WorkspaceError::NotADirectory(dir.to_path_buf()));

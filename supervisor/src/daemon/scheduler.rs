@@ -7,7 +7,7 @@ use std::sync::Arc;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 
-pub struct Scheduler {
+pub(super) struct Scheduler {
     slots: Arc<Semaphore>,
     max_queue: usize,
     queued: AtomicUsize,
@@ -16,7 +16,7 @@ pub struct Scheduler {
 }
 
 /// A run slot; the run ends when this drops.
-pub struct Slot {
+pub(super) struct Slot {
     _permit: OwnedSemaphorePermit,
     active: Arc<AtomicUsize>,
 }
@@ -28,7 +28,7 @@ impl Drop for Slot {
 }
 
 impl Scheduler {
-    pub fn new(max_concurrent: usize, max_queue: usize) -> Self {
+    pub(super) fn new(max_concurrent: usize, max_queue: usize) -> Self {
         Scheduler {
             slots: Arc::new(Semaphore::new(max_concurrent.max(1))),
             max_queue,
@@ -40,7 +40,7 @@ impl Scheduler {
 
     /// Wait for a slot. `on_queued` hears the queue position once, if the
     /// run has to wait at all.
-    pub async fn admit(
+    pub(super) async fn admit(
         &self,
         cancel: &CancellationToken,
         on_queued: impl FnOnce(u32),
@@ -77,15 +77,15 @@ impl Scheduler {
         })
     }
 
-    pub fn active(&self) -> u64 {
+    pub(super) fn active(&self) -> u64 {
         self.active.load(Ordering::Relaxed) as u64
     }
 
-    pub fn queued(&self) -> u64 {
+    pub(super) fn queued(&self) -> u64 {
         self.queued.load(Ordering::Relaxed) as u64
     }
 
-    pub fn total(&self) -> u64 {
+    pub(super) fn total(&self) -> u64 {
         self.total.load(Ordering::Relaxed)
     }
 }
@@ -98,7 +98,7 @@ impl Drop for QueueGuard<'_> {
     }
 }
 
-pub fn cancelled() -> ErrorReply {
+pub(super) fn cancelled() -> ErrorReply {
     ErrorReply {
         code: ErrorCode::Cancelled,
         message: "the run was cancelled".into(),

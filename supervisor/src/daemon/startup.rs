@@ -4,8 +4,8 @@
 use super::scheduler::Scheduler;
 use super::Daemon;
 use crate::audit::Audit;
-use crate::job::{self, Jails, Parents};
 use crate::envs::{EnvConfig, Envs};
+use crate::job::{self, Jails, Parents};
 use crate::server::{self, ConnectionLimits, ServerConfig};
 use crate::sessions::{SessionPolicy, SessionStore};
 use prims_policy::Policy;
@@ -20,7 +20,7 @@ use tokio_util::sync::CancellationToken;
 pub const SUPERVISOR_LEAF: &str = "supervisor";
 
 /// Names of the daemon's job cgroups start with this.
-pub const JOB_PREFIX: &str = "job-";
+pub(super) const JOB_PREFIX: &str = "job-";
 
 pub struct DaemonConfig {
     pub policy: Policy,
@@ -55,7 +55,7 @@ pub enum StartError {
 
 /// The uid that environment builds run as: the last of the identity range,
 /// which sessions never get.
-pub fn build_uid(policy: &Policy) -> u32 {
+pub(super) fn build_uid(policy: &Policy) -> u32 {
     policy.identity.uid_base + policy.identity.uid_count - 1
 }
 

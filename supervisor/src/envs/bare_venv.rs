@@ -43,7 +43,7 @@ fn check_version(version: &str) -> Result<(), VenvError> {
 
 /// Write an empty venv for `interpreter` (Python `version`, `X.Y`) into `dir`,
 /// which must not exist yet.
-pub fn create(interpreter: &Path, version: &str, dir: &Path) -> Result<(), VenvError> {
+pub(crate) fn create(interpreter: &Path, version: &str, dir: &Path) -> Result<(), VenvError> {
     check_version(version)?;
     let home = interpreter
         .parent()
@@ -69,7 +69,7 @@ pub fn create(interpreter: &Path, version: &str, dir: &Path) -> Result<(), VenvE
 /// The empty venv for `interpreter` under `root`, created once and then
 /// reused. Creation goes through a temporary name and an atomic rename, so a
 /// reader never sees half a venv.
-pub fn empty(root: &Path, interpreter: &Path, version: &str) -> Result<PathBuf, VenvError> {
+pub(crate) fn empty(root: &Path, interpreter: &Path, version: &str) -> Result<PathBuf, VenvError> {
     check_version(version)?;
     let key = format!("{:016x}", fnv1a(interpreter.as_os_str().as_encoded_bytes()));
     let dir = root.join(format!("empty-{version}-{key}"));

@@ -9,28 +9,27 @@
 //! each bind's path inside its filesystem, and inside the image the venv is
 //! `/`, not a path under the host's state directory.
 
+use super::build_job::BuildJob;
 use super::cache::{self, rand_hex, write_meta, Meta, BUILD_PREFIX};
 use super::install::{compile_groups, compile_spec, uv_spec};
 use super::output::Collector;
 use super::proxy::{self, Allowed};
 use super::staging::{self, BuildVolume};
 use super::EnvError;
-use super::build_job::BuildJob;
 use crate::job::{Cancel, RunResult, Sink};
 use prims_protocol::jail::{JobSpec, Status};
 use std::path::Path;
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
-pub use super::output::tail;
+pub(super) use super::output::tail;
 
 /// The jailer enforces the build timeout; this watchdog is a backstop.
 const WATCHDOG_GRACE: Duration = Duration::from_secs(30);
 
-
 /// Build the environment and rename it into `envs_dir/<key>`. On failure
 /// nothing is left behind.
-pub fn run(job: &BuildJob, progress: &(dyn Fn(String) + Sync)) -> Result<Meta, EnvError> {
+pub(super) fn run(job: &BuildJob, progress: &(dyn Fn(String) + Sync)) -> Result<Meta, EnvError> {
     let staging = job
         .envs_dir
         .join(format!("{BUILD_PREFIX}{}-{}", job.key, rand_hex()));
@@ -211,9 +210,11 @@ fn run_step(
     let res = if proxied {
         run_proxied(job, &spec, &sink, &cancel)
     } else {
-        job.jails.run(&spec, &sink, &cancel, None).map_err(|e| EnvError::Jail {
-            message: format!("running the install jail: {e}"),
-        })
+        job.jails
+            .run(&spec, &sink, &cancel, None)
+            .map_err(|e| EnvError::Jail {
+                message: format!("running the install jail: {e}"),
+            })
     };
     drop(stop_tx);
     let _ = watchdog.join();

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 /// Everything one build needs, owned so it can move to a blocking thread.
-pub struct BuildJob {
+pub(super) struct BuildJob {
     pub state_dir: PathBuf,
     pub envs_dir: PathBuf,
     pub jails: Jails,

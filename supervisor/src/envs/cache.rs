@@ -18,11 +18,11 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 /// How often a cache hit may rewrite the metadata file to record its use.
 const TOUCH_WRITE_INTERVAL: Duration = Duration::from_secs(60);
 
-pub const BUILD_PREFIX: &str = ".build-";
-pub const TRASH_PREFIX: &str = ".trash-";
+pub(super) const BUILD_PREFIX: &str = ".build-";
+pub(super) const TRASH_PREFIX: &str = ".trash-";
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct Meta {
+pub(super) struct Meta {
     pub key: String,
     /// What the caller asked for, normalized.
     pub requirements: Vec<String>,
@@ -38,7 +38,7 @@ pub struct Meta {
 }
 
 #[derive(Debug)]
-pub struct Entry {
+pub(super) struct Entry {
     pub meta: Meta,
     /// Live `EnvLease`s; an entry with any is never collected.
     pub leases: usize,
@@ -47,12 +47,12 @@ pub struct Entry {
 }
 
 #[derive(Debug, Default)]
-pub struct Index {
+pub(super) struct Index {
     pub entries: HashMap<String, Entry>,
 }
 
 /// 16 random hex digits for temporary names.
-pub fn rand_hex() -> String {
+pub(super) fn rand_hex() -> String {
     let mut b = [0u8; 8];
     if getrandom::fill(&mut b).is_err() {
         let n = now_ms() ^ u64::from(std::process::id());
@@ -61,23 +61,23 @@ pub fn rand_hex() -> String {
     hex::encode(b)
 }
 
-pub fn now_ms() -> u64 {
+pub(super) fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
-pub fn meta_path(envs_dir: &Path, key: &str) -> PathBuf {
+pub(super) fn meta_path(envs_dir: &Path, key: &str) -> PathBuf {
     envs_dir.join(format!("{key}.json"))
 }
 
-pub fn image_path(envs_dir: &Path, key: &str) -> PathBuf {
+pub(super) fn image_path(envs_dir: &Path, key: &str) -> PathBuf {
     envs_dir.join(format!("{key}.img"))
 }
 
 /// Renames a finished image into place and mounts it, read-only, on
 /// `envs_dir/<key>/`.
-pub fn install_image(envs_dir: &Path, key: &str, image: &Path) -> Result<(), EnvError> {
+pub(super) fn install_image(envs_dir: &Path, key: &str, image: &Path) -> Result<(), EnvError> {
     let dest = image_path(envs_dir, key);
     std::fs::rename(image, &dest).map_err(EnvError::io("renaming into place", &dest))?;
     if let Err(e) = mount(envs_dir, key) {
@@ -106,7 +106,7 @@ fn mount(envs_dir: &Path, key: &str) -> Result<(), EnvError> {
 }
 
 /// Unmounts and removes everything of `key`.
-pub fn remove_env(envs_dir: &Path, key: &str) {
+pub(super) fn remove_env(envs_dir: &Path, key: &str) {
     let dir = envs_dir.join(key);
     if let Err(e) = crate::volume::unmount(&dir) {
         tracing::warn!(key, error = %e, "unmounting an environment");
@@ -117,7 +117,7 @@ pub fn remove_env(envs_dir: &Path, key: &str) {
 }
 
 /// Write metadata through a temporary file and a rename.
-pub fn write_meta(envs_dir: &Path, meta: &Meta) -> Result<(), EnvError> {
+pub(super) fn write_meta(envs_dir: &Path, meta: &Meta) -> Result<(), EnvError> {
     let path = meta_path(envs_dir, &meta.key);
     let tmp = envs_dir.join(format!("{BUILD_PREFIX}{}.json.tmp", meta.key));
     let json = serde_json::to_vec_pretty(meta).map_err(|e| EnvError::Jail {
@@ -128,7 +128,7 @@ pub fn write_meta(envs_dir: &Path, meta: &Meta) -> Result<(), EnvError> {
 }
 
 /// Remove a file or a directory tree; a missing path is fine.
-pub fn remove_any(path: &Path) {
+pub(super) fn remove_any(path: &Path) {
     let res = match std::fs::symlink_metadata(path) {
         Ok(m) if m.is_dir() => std::fs::remove_dir_all(path),
         Ok(_) => std::fs::remove_file(path),
@@ -142,7 +142,7 @@ pub fn remove_any(path: &Path) {
 impl Index {
     /// Scan `envs_dir`: remove build and trash leftovers and orphans, and
     /// index every complete environment.
-    pub fn load(envs_dir: &Path) -> Result<Index, EnvError> {
+    pub(super) fn load(envs_dir: &Path) -> Result<Index, EnvError> {
         let mut index = Index::default();
         let mut dirs = Vec::new();
         let mut metas = Vec::new();
@@ -204,7 +204,7 @@ impl Index {
     }
 
     /// Record a use of `key`; rewrite its metadata at most once a minute.
-    pub fn touch(&mut self, envs_dir: &Path, key: &str) {
+    pub(super) fn touch(&mut self, envs_dir: &Path, key: &str) {
         if let Some(e) = self.entries.get_mut(key) {
             e.meta.last_used_ms = now_ms().max(e.meta.last_used_ms);
             if e.written.elapsed() >= TOUCH_WRITE_INTERVAL {
@@ -216,7 +216,7 @@ impl Index {
         }
     }
 
-    pub fn bytes(&self) -> u64 {
+    pub(super) fn bytes(&self) -> u64 {
         self.entries.values().map(|e| e.meta.size_bytes).sum()
     }
 }
@@ -224,7 +224,7 @@ impl Index {
 /// Freeze a finished environment: owned by root, not writable by group or
 /// others, readable by everyone (run jails map other uids). Returns the
 /// disk usage in bytes. Symlinks are never followed.
-pub fn freeze(dir: &Path) -> Result<u64, EnvError> {
+pub(super) fn freeze(dir: &Path) -> Result<u64, EnvError> {
     let mut total = 0u64;
     let mut stack = vec![dir.to_path_buf()];
     while let Some(path) = stack.pop() {

@@ -19,7 +19,7 @@ const MAX_ATTEMPTS: usize = 3;
 type Done = Option<Result<(), EnvError>>;
 
 /// A build in progress.
-pub struct Flight {
+pub(super) struct Flight {
     progress: broadcast::Sender<String>,
     done: watch::Receiver<Done>,
 }

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 /// The keys to delete, oldest use first, until the total fits `cap`. An
 /// environment with a live lease, or in `keep`, is never chosen.
-pub fn plan(index: &Index, cap: u64, keep: &[&str]) -> Vec<String> {
+pub(super) fn plan(index: &Index, cap: u64, keep: &[&str]) -> Vec<String> {
     let mut total = index.bytes();
     if total <= cap {
         return Vec::new();
@@ -31,7 +31,7 @@ pub fn plan(index: &Index, cap: u64, keep: &[&str]) -> Vec<String> {
 /// Take `keys` out of the index, unmount them and move their images aside,
 /// so a new build of the same key can never collide with the deletion. Call
 /// with the index locked; returns the paths to delete once it is released.
-pub fn detach(index: &mut Index, envs_dir: &Path, keys: &[String]) -> Vec<PathBuf> {
+pub(super) fn detach(index: &mut Index, envs_dir: &Path, keys: &[String]) -> Vec<PathBuf> {
     let mut trash = Vec::new();
     for key in keys {
         if index.entries.remove(key).is_none() {
@@ -58,7 +58,7 @@ pub fn detach(index: &mut Index, envs_dir: &Path, keys: &[String]) -> Vec<PathBu
     trash
 }
 
-pub fn delete(paths: &[PathBuf]) {
+pub(super) fn delete(paths: &[PathBuf]) {
     for p in paths {
         remove_any(p);
     }

@@ -71,7 +71,7 @@ fn base_spec(job: &BuildJob, vol: &BuildVolume, cgroup_job: &str) -> JobSpec {
 }
 
 /// Step 1: `uv pip install` through the proxy.
-pub fn uv_spec(job: &BuildJob, vol: &BuildVolume, cgroup_job: &str) -> JobSpec {
+pub(super) fn uv_spec(job: &BuildJob, vol: &BuildVolume, cgroup_job: &str) -> JobSpec {
     let s = &job.settings;
     let uv_dir = job.uv.parent().unwrap_or(Path::new("/")).to_path_buf();
     let uv_name = job
@@ -167,7 +167,7 @@ pub fn uv_spec(job: &BuildJob, vol: &BuildVolume, cgroup_job: &str) -> JobSpec {
 /// site-packages, by name), offline, with site disabled. `unchecked-hash`
 /// .pyc files stay valid however the files are copied afterwards, and the
 /// environment never changes once built.
-pub fn compile_spec(
+pub(super) fn compile_spec(
     job: &BuildJob,
     vol: &BuildVolume,
     cgroup_job: &str,
@@ -199,7 +199,7 @@ pub fn compile_spec(
 /// at once: compileall's own workers need POSIX semaphores, which a jail (no
 /// /dev/shm) has not. A directory much bigger than a fair share (pandas) is
 /// split into its entries, so the groups come out even.
-pub fn compile_groups(site: &Path, n: usize) -> Vec<Vec<String>> {
+pub(super) fn compile_groups(site: &Path, n: usize) -> Vec<Vec<String>> {
     fn count(p: &Path) -> usize {
         match std::fs::symlink_metadata(p) {
             Ok(m) if m.is_dir() => std::fs::read_dir(p)

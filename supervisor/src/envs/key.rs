@@ -15,7 +15,7 @@ const LAYOUT: &str = "prims-env-v2";
 
 /// The policy's `python` settings, checked once when the policy arrives.
 #[derive(Debug, Clone)]
-pub struct Settings {
+pub(super) struct Settings {
     /// Normalized like user requirements.
     pub default_packages: Vec<String>,
     pub index_url: String,
@@ -37,7 +37,7 @@ pub struct Settings {
 }
 
 impl Settings {
-    pub fn from_policy(policy: &Policy, interpreter: &Path) -> Result<Settings, EnvError> {
+    pub(super) fn from_policy(policy: &Policy, interpreter: &Path) -> Result<Settings, EnvError> {
         let py = &policy.python;
         let default_packages =
             validate_requirements(&py.default_packages).map_err(|e| EnvError::Policy {
@@ -62,7 +62,7 @@ impl Settings {
 
     /// The full package list of an environment: the defaults plus `reqs`
     /// (already normalized), sorted and deduplicated.
-    pub fn packages(&self, reqs: &[String]) -> Vec<String> {
+    pub(super) fn packages(&self, reqs: &[String]) -> Vec<String> {
         let mut all: Vec<String> = self.default_packages.iter().chain(reqs).cloned().collect();
         all.sort();
         all.dedup();
@@ -83,7 +83,12 @@ struct KeyInput<'a> {
 }
 
 /// sha256 (hex) over everything that decides what uv would install.
-pub fn env_key(interpreter: &Path, version: &str, packages: &[String], s: &Settings) -> String {
+pub(super) fn env_key(
+    interpreter: &Path,
+    version: &str,
+    packages: &[String],
+    s: &Settings,
+) -> String {
     let input = KeyInput {
         layout: LAYOUT,
         interpreter,
@@ -101,7 +106,7 @@ pub fn env_key(interpreter: &Path, version: &str, packages: &[String], s: &Setti
 }
 
 /// True for a directory name that is a key.
-pub fn is_key(name: &str) -> bool {
+pub(super) fn is_key(name: &str) -> bool {
     name.len() == 64
         && name
             .bytes()

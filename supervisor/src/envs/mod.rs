@@ -26,9 +26,7 @@ mod staging;
 mod uv;
 
 pub use error::EnvError;
-pub use requirements::{
-    normalize_name, validate_requirements, MAX_REQUIREMENTS, MAX_REQUIREMENT_LEN,
-};
+pub(crate) use requirements::validate_requirements;
 
 use cache::Index;
 use key::{env_key, Settings};

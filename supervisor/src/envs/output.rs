@@ -7,16 +7,16 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// Lines of uv output kept for an error message.
-pub const TAIL_LINES: usize = 40;
+pub(super) const TAIL_LINES: usize = 40;
 /// Bytes of uv output kept for an error message.
-pub const TAIL_BYTES: usize = 4096;
+pub(super) const TAIL_BYTES: usize = 4096;
 /// At most this many progress messages per second.
 const PROGRESS_INTERVAL: Duration = Duration::from_millis(200);
 /// Longest single line kept or reported.
 const LINE_MAX: usize = 1024;
 
 /// Strip ANSI escape sequences and control characters (tabs stay).
-pub fn clean_line(raw: &[u8]) -> String {
+pub(super) fn clean_line(raw: &[u8]) -> String {
     let text = String::from_utf8_lossy(raw);
     let mut out = String::with_capacity(text.len());
     let mut chars = text.chars().peekable();
@@ -45,7 +45,7 @@ pub fn clean_line(raw: &[u8]) -> String {
 
 /// The last lines of `bytes`, cleaned, at most [`TAIL_LINES`] lines and
 /// [`TAIL_BYTES`] bytes.
-pub fn tail(bytes: &[u8]) -> String {
+pub(super) fn tail(bytes: &[u8]) -> String {
     let mut t = Tail::default();
     for line in bytes.split(|b| *b == b'\n') {
         t.push(clean_line(line));
@@ -92,20 +92,20 @@ struct State {
 }
 
 /// Collects a build's stdout and stderr, fed from the runner's threads.
-pub struct Collector<'a> {
+pub(super) struct Collector<'a> {
     state: Mutex<State>,
     progress: &'a (dyn Fn(String) + Sync),
 }
 
 impl<'a> Collector<'a> {
-    pub fn new(progress: &'a (dyn Fn(String) + Sync)) -> Self {
+    pub(super) fn new(progress: &'a (dyn Fn(String) + Sync)) -> Self {
         Collector {
             state: Mutex::new(State::default()),
             progress,
         }
     }
 
-    pub fn feed(&self, stream: Stream, chunk: &[u8]) {
+    pub(super) fn feed(&self, stream: Stream, chunk: &[u8]) {
         let i = usize::from(stream == Stream::Stderr);
         let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
         st.partial[i].extend_from_slice(chunk);
@@ -140,7 +140,7 @@ impl<'a> Collector<'a> {
     }
 
     /// Everything kept, once the streams have ended.
-    pub fn finish(&self) -> String {
+    pub(super) fn finish(&self) -> String {
         let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
         for i in 0..2 {
             let raw = std::mem::take(&mut st.partial[i]);

@@ -50,13 +50,13 @@ struct Manifest {
 
 /// An entry that failed verification and was removed.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Evicted {
+pub(super) struct Evicted {
     /// Relative to the cache, e.g. `archive-v0/Ab12…`.
     pub entry: String,
     pub why: String,
 }
 
-pub struct PkgCache {
+pub(super) struct PkgCache {
     dir: PathBuf,
     manifest_path: PathBuf,
     /// Owns the cache's files: the overlay shows them to the jail as its
@@ -68,7 +68,7 @@ pub struct PkgCache {
 
 /// Held while an overlay of the cache is mounted: the lower layer of a
 /// mounted overlay must not change.
-pub struct CacheLease<'a> {
+pub(super) struct CacheLease<'a> {
     _guard: RwLockReadGuard<'a, Manifest>,
     pub dir: &'a Path,
 }
@@ -80,7 +80,7 @@ fn io(what: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> EnvErro
 impl PkgCache {
     /// Opens `state_dir/uv-cache`. Without a manifest it was written by an
     /// earlier version (or by hand) and is removed.
-    pub fn open(state_dir: &Path, owner: u32) -> Result<PkgCache, EnvError> {
+    pub(super) fn open(state_dir: &Path, owner: u32) -> Result<PkgCache, EnvError> {
         let dir = state_dir.join("uv-cache");
         let manifest_path = state_dir.join("uv-cache.manifest.json");
         let manifest = match fs::read(&manifest_path) {
@@ -121,7 +121,7 @@ impl PkgCache {
     /// A lease on a cache whose every file matches the manifest: entries
     /// that fail are removed first (and returned), so uv fetches them again.
     /// Other builds may hold leases meanwhile; removing needs them gone.
-    pub fn checked_lease(&self) -> Result<(CacheLease<'_>, Vec<Evicted>), EnvError> {
+    pub(super) fn checked_lease(&self) -> Result<(CacheLease<'_>, Vec<Evicted>), EnvError> {
         let mut evicted = Vec::new();
         for _ in 0..3 {
             let guard = self.manifest.read().unwrap_or_else(|p| p.into_inner());
@@ -176,7 +176,7 @@ impl PkgCache {
 
     /// Checks every file against the manifest and removes the entries that
     /// fail.
-    pub fn verify(&self) -> Result<Vec<Evicted>, EnvError> {
+    pub(super) fn verify(&self) -> Result<Vec<Evicted>, EnvError> {
         let mut m = self.write();
         let Failures { bad, moved } = self.failures(&m.files)?;
         let mut changed = !moved.is_empty();
@@ -203,7 +203,7 @@ impl PkgCache {
 
     /// Copies what a build added (the overlay's upper layer, unmounted) into
     /// the cache, hashing each file, then trims the cache to `cap` bytes.
-    pub fn promote(&self, upper: &Path, cap: u64) -> Result<(), EnvError> {
+    pub(super) fn promote(&self, upper: &Path, cap: u64) -> Result<(), EnvError> {
         let mut m = self.write();
         merge(upper, &self.dir, "", self.owner, &mut m.files)?;
         trim(&self.dir, cap, &mut m.files);

@@ -20,7 +20,7 @@ use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
 /// The port uv is told the proxy listens on, inside the jail.
-pub const PORT: u16 = 3128;
+pub(super) const PORT: u16 = 3128;
 const MAX_HEAD: usize = 16 * 1024;
 const HEAD_TIMEOUT: Duration = Duration::from_secs(15);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
@@ -31,13 +31,13 @@ const LISTENER_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// The `host:port` pairs builds may reach.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Allowed(BTreeSet<(String, u16)>);
+pub(super) struct Allowed(BTreeSet<(String, u16)>);
 
 impl Allowed {
     /// The hosts of the index URLs and of `find_links` URLs (local
     /// directories are bound into the jail instead). uv's default index is
     /// PyPI, whose files live on files.pythonhosted.org.
-    pub fn from_settings(s: &Settings) -> Allowed {
+    pub(super) fn from_settings(s: &Settings) -> Allowed {
         let mut set = BTreeSet::new();
         let index = if s.index_url.is_empty() {
             "https://pypi.org/simple"
@@ -79,7 +79,7 @@ impl Allowed {
 /// Receives the jail's listener on `channel` and serves it until `stop`.
 /// Returns when the build is over; a jail that never sends a listener (it
 /// failed to start) just ends the wait.
-pub async fn serve(channel: OwnedFd, allowed: Arc<Allowed>, stop: CancellationToken) {
+pub(super) async fn serve(channel: OwnedFd, allowed: Arc<Allowed>, stop: CancellationToken) {
     let listener = tokio::select! {
         l = receive_listener(channel) => l,
         _ = stop.cancelled() => return,

@@ -12,16 +12,16 @@
 use super::EnvError;
 
 /// Most requirements one call may ask for.
-pub const MAX_REQUIREMENTS: usize = 50;
+pub(crate) const MAX_REQUIREMENTS: usize = 50;
 /// Longest single requirement string.
-pub const MAX_REQUIREMENT_LEN: usize = 200;
+pub(crate) const MAX_REQUIREMENT_LEN: usize = 200;
 
 const OPERATORS: [&str; 8] = ["===", "==", "!=", "~=", "<=", ">=", "<", ">"];
 
 /// Validate and normalize requirements: names lowercased with runs of
 /// `-`, `_`, `.` turned into one `-`, extras and version clauses sorted,
 /// then the whole list sorted and deduplicated.
-pub fn validate_requirements(reqs: &[String]) -> Result<Vec<String>, EnvError> {
+pub(crate) fn validate_requirements(reqs: &[String]) -> Result<Vec<String>, EnvError> {
     if reqs.len() > MAX_REQUIREMENTS {
         return Err(EnvError::TooManyRequirements {
             count: reqs.len(),
@@ -43,7 +43,7 @@ pub fn validate_requirements(reqs: &[String]) -> Result<Vec<String>, EnvError> {
 }
 
 /// The PEP 503 normal form of a project or extra name.
-pub fn normalize_name(name: &str) -> String {
+pub(crate) fn normalize_name(name: &str) -> String {
     let mut out = String::with_capacity(name.len());
     let mut sep = false;
     for c in name.chars() {

@@ -11,7 +11,7 @@ use std::fs;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
-pub struct BuildVolume {
+pub(super) struct BuildVolume {
     image: PathBuf,
     dir: PathBuf,
     cache_mounted: bool,
@@ -22,7 +22,7 @@ fn builds_dir(state_dir: &Path) -> PathBuf {
 }
 
 /// Removes the volumes of builds a crash interrupted.
-pub fn clean_leftovers(state_dir: &Path) {
+pub(super) fn clean_leftovers(state_dir: &Path) {
     let dir = builds_dir(state_dir);
     let Ok(rd) = fs::read_dir(&dir) else { return };
     for ent in rd.flatten() {
@@ -39,7 +39,7 @@ pub fn clean_leftovers(state_dir: &Path) {
 impl BuildVolume {
     /// Makes and mounts a volume of `size` bytes whose root, and the
     /// directories in it, belong to `uid`.
-    pub fn create(state_dir: &Path, size: u64, uid: u32) -> Result<BuildVolume, EnvError> {
+    pub(super) fn create(state_dir: &Path, size: u64, uid: u32) -> Result<BuildVolume, EnvError> {
         let parent = builds_dir(state_dir);
         match fs::DirBuilder::new().mode(0o711).create(&parent) {
             Ok(()) => {}
@@ -75,27 +75,27 @@ impl BuildVolume {
         Ok(vol)
     }
 
-    pub fn venv(&self) -> PathBuf {
+    pub(super) fn venv(&self) -> PathBuf {
         self.dir.join("venv")
     }
 
-    pub fn work(&self) -> PathBuf {
+    pub(super) fn work(&self) -> PathBuf {
         self.dir.join("work")
     }
 
     /// The package cache as the install jail sees it (the overlay).
-    pub fn cache(&self) -> PathBuf {
+    pub(super) fn cache(&self) -> PathBuf {
         self.dir.join("cache")
     }
 
     /// What the build added to the package cache.
-    pub fn cache_upper(&self) -> PathBuf {
+    pub(super) fn cache_upper(&self) -> PathBuf {
         self.dir.join("cache-upper")
     }
 
     /// Mounts the overlay of `lower` (the shared package cache, which the
     /// build never writes) on `cache()`.
-    pub fn mount_cache(&mut self, lower: &Path) -> Result<(), EnvError> {
+    pub(super) fn mount_cache(&mut self, lower: &Path) -> Result<(), EnvError> {
         let opts = format!(
             "lowerdir={},upperdir={},workdir={},redirect_dir=off,index=off,metacopy=off,xino=off",
             option_path(lower)?,
@@ -117,7 +117,7 @@ impl BuildVolume {
         Ok(())
     }
 
-    pub fn unmount_cache(&mut self) {
+    pub(super) fn unmount_cache(&mut self) {
         if self.cache_mounted {
             if let Err(e) = volume::unmount(&self.cache()) {
                 tracing::warn!(error = %e, "unmounting the package cache overlay");
@@ -153,11 +153,11 @@ fn option_path(p: &Path) -> Result<String, EnvError> {
     Ok(s.to_string())
 }
 
-pub fn chown(path: &Path, uid: u32) -> Result<(), EnvError> {
+pub(super) fn chown(path: &Path, uid: u32) -> Result<(), EnvError> {
     std::os::unix::fs::lchown(path, Some(uid), Some(uid)).map_err(EnvError::io("chowning", path))
 }
 
-pub fn chown_tree(dir: &Path, uid: u32) -> Result<(), EnvError> {
+pub(super) fn chown_tree(dir: &Path, uid: u32) -> Result<(), EnvError> {
     chown(dir, uid)?;
     let rd = fs::read_dir(dir).map_err(EnvError::io("reading", dir))?;
     for ent in rd {

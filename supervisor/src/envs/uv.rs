@@ -13,7 +13,7 @@ const CA_BUNDLE: &str = "/etc/ssl/certs/ca-certificates.crt";
 
 /// The located uv binary, resolved once; later calls are a lock and a clone.
 #[derive(Debug, Default)]
-pub struct UvTool {
+pub(super) struct UvTool {
     found: tokio::sync::Mutex<Option<PathBuf>>,
 }
 
@@ -37,13 +37,13 @@ fn on_path() -> Option<PathBuf> {
         .find(|p| is_elf(p))
 }
 
-pub fn tools_uv(state_dir: &Path) -> PathBuf {
+pub(super) fn tools_uv(state_dir: &Path) -> PathBuf {
     state_dir.join("tools/bin/uv")
 }
 
 impl UvTool {
     /// The uv binary to bind into install jails.
-    pub async fn get(
+    pub(super) async fn get(
         &self,
         state_dir: &Path,
         interpreter: &Path,

@@ -18,9 +18,8 @@ mod usage;
 
 pub use dir::{list_dir, MAX_DIR_ENTRIES};
 pub use mount::{write_mount, write_mount_up_to};
-pub use path::{RelPath, MAX_PATH_BYTES};
 pub use read::read_file;
-pub use snapshot::{diff, snapshot_output, Snapshot, MAX_OUTPUT_DEPTH, MAX_OUTPUT_FILES};
+pub use snapshot::{diff, snapshot_output, Snapshot};
 pub use usage::disk_used;
 pub(crate) use usage::is_mount_point;
 

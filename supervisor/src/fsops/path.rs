@@ -4,13 +4,13 @@ use super::FsError;
 use std::ffi::CString;
 
 /// Longest path accepted (PATH_MAX).
-pub const MAX_PATH_BYTES: usize = 4096;
+pub(crate) const MAX_PATH_BYTES: usize = 4096;
 
 /// A checked path relative to some directory: no `..`, not absolute, no NUL,
 /// no empty component; `.` components are dropped and trailing slashes
 /// ignored. An empty result names the directory itself.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RelPath {
+pub(crate) struct RelPath {
     parts: Vec<String>,
 }
 
@@ -63,7 +63,7 @@ impl RelPath {
     }
 
     /// The normalized form: `a/b/c`, or `.` for the directory itself.
-    pub fn as_string(&self) -> String {
+    pub(crate) fn as_string(&self) -> String {
         if self.parts.is_empty() {
             ".".to_string()
         } else {
@@ -72,7 +72,7 @@ impl RelPath {
     }
 
     /// The normalized form for openat2.
-    pub fn to_cstring(&self) -> Result<CString, FsError> {
+    pub(crate) fn to_cstring(&self) -> Result<CString, FsError> {
         CString::new(self.as_string()).map_err(|_| FsError::BadPath {
             path: self.as_string(),
             reason: "contains a NUL byte",
@@ -90,7 +90,7 @@ impl RelPath {
 }
 
 /// A path as quoted in an error: at most 200 characters.
-pub fn shorten(raw: &str) -> String {
+pub(super) fn shorten(raw: &str) -> String {
     if raw.len() <= 200 {
         return raw.to_string();
     }

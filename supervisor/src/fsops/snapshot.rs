@@ -12,9 +12,9 @@ use std::os::fd::{AsFd, BorrowedFd};
 use std::path::Path;
 
 /// Directories below `output/` deeper than this are not walked.
-pub const MAX_OUTPUT_DEPTH: usize = 32;
+pub(crate) const MAX_OUTPUT_DEPTH: usize = 32;
 /// Files recorded at most; the walk stops there.
-pub const MAX_OUTPUT_FILES: usize = 10_000;
+pub(crate) const MAX_OUTPUT_FILES: usize = 10_000;
 /// Directory entries looked at in total (so empty-directory mazes end too).
 const MAX_VISITED: usize = 100_000;
 

@@ -8,10 +8,10 @@ use std::os::unix::ffi::OsStrExt;
 
 /// Stay beneath the starting directory (absolute symlinks and `..` above it
 /// fail with EXDEV), never through /proc magic links, never across a mount.
-pub const BENEATH: u64 =
+pub(super) const BENEATH: u64 =
     libc::RESOLVE_BENEATH | libc::RESOLVE_NO_MAGICLINKS | libc::RESOLVE_NO_XDEV;
 /// `BENEATH`, and no symlink at all (ELOOP): for writes and for walks.
-pub const NO_LINKS: u64 = BENEATH | libc::RESOLVE_NO_SYMLINKS;
+pub(super) const NO_LINKS: u64 = BENEATH | libc::RESOLVE_NO_SYMLINKS;
 
 /// `struct open_how` of linux/openat2.h (libc's is non-exhaustive).
 #[repr(C)]
@@ -23,7 +23,7 @@ struct OpenHow {
 
 /// openat2(2) relative to `dir`; O_CLOEXEC is always added. EAGAIN (a
 /// concurrent rename seen during a `..` walk) and EINTR are retried.
-pub fn openat2(
+pub(super) fn openat2(
     dir: BorrowedFd<'_>,
     path: &CStr,
     flags: i32,
@@ -63,13 +63,13 @@ pub fn openat2(
 }
 
 /// A NUL-free string as a C string (callers have rejected NUL already).
-pub fn cstr(s: &str) -> Result<CString, Errno> {
+pub(super) fn cstr(s: &str) -> Result<CString, Errno> {
     CString::new(s).map_err(|_| Errno::EINVAL)
 }
 
 /// The entries of an open directory, without `.` and `..`; at most `max`
 /// of them, then `true` when more were left unread.
-pub fn read_dir(dir: BorrowedFd<'_>, max: usize) -> Result<(Vec<CString>, bool), Errno> {
+pub(super) fn read_dir(dir: BorrowedFd<'_>, max: usize) -> Result<(Vec<CString>, bool), Errno> {
     // A duplicate for the DIR* to own (closedir closes it). It shares the
     // directory offset with `dir`, hence the rewind below.
     let dup = dir.try_clone_to_owned().map_err(|_| Errno::last())?;
@@ -111,13 +111,13 @@ pub fn read_dir(dir: BorrowedFd<'_>, max: usize) -> Result<(Vec<CString>, bool),
 }
 
 /// A directory entry name for people (lossy for names that are not UTF-8).
-pub fn display(name: &CStr) -> String {
+pub(super) fn display(name: &CStr) -> String {
     OsStr::from_bytes(name.to_bytes())
         .to_string_lossy()
         .into_owned()
 }
 
 /// Nanoseconds since the epoch from a stat's seconds and nanoseconds.
-pub fn ns(sec: i64, nsec: i64) -> i128 {
+pub(super) fn ns(sec: i64, nsec: i64) -> i128 {
     i128::from(sec) * 1_000_000_000 + i128::from(nsec)
 }

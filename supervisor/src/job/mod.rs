@@ -13,8 +13,7 @@ mod spec;
 pub use cgroup_parents::{manager, resolve as resolve_parents, Parents};
 pub use jailer::{Cancel, RunError, RunResult, Stream};
 pub use script::{run_script, Script, ScriptError, ScriptRun};
-pub use spec::PythonJob;
-pub(crate) use spec::ro_binds;
+pub(crate) use spec::{ro_binds, PythonJob};
 
 use prims_policy::Policy;
 use prims_protocol::jail::{CgroupSpec, JobSpec, Status};
@@ -63,7 +62,7 @@ impl Jails {
     }
 
     /// Runs python `job` as job `name` under `policy`.
-    pub fn run_python(
+    pub(crate) fn run_python(
         &self,
         policy: &Policy,
         name: &str,

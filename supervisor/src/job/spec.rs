@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 /// Python code to run, and where on the host it runs.
 #[derive(Debug, Clone)]
-pub struct PythonJob {
+pub(crate) struct PythonJob {
     pub code: String,
     pub limits: LimitRequest,
     pub interpreter: PathBuf,
@@ -17,7 +17,7 @@ pub struct PythonJob {
 
 /// The read-only binds a job needs: the policy's, plus the interpreter's
 /// prefix when no bind covers it (pyenv builds must sit at their own path).
-pub fn ro_binds(policy: &Policy, interpreter: &Path) -> Vec<PathBuf> {
+pub(crate) fn ro_binds(policy: &Policy, interpreter: &Path) -> Vec<PathBuf> {
     let mut binds = policy.filesystem.ro_binds.clone();
     let covered = binds.iter().any(|b| interpreter.starts_with(b));
     if !covered {

@@ -10,18 +10,18 @@ use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 /// Smallest image mke2fs makes with room to spare.
-pub const MIN_IMAGE_BYTES: u64 = 1 << 20;
+pub(super) const MIN_IMAGE_BYTES: u64 = 1 << 20;
 
-pub fn workspace(dir: &Path, name: &str) -> PathBuf {
+pub(super) fn workspace(dir: &Path, name: &str) -> PathBuf {
     dir.join(name)
 }
 
-pub fn image_path(dir: &Path, name: &str) -> PathBuf {
+pub(super) fn image_path(dir: &Path, name: &str) -> PathBuf {
     dir.join(format!("{name}.img"))
 }
 
 /// Creates the directory of a new session (0700); fails if it exists.
-pub fn create_dir(dir: &Path, name: &str) -> Result<(), SessionError> {
+pub(super) fn create_dir(dir: &Path, name: &str) -> Result<(), SessionError> {
     fs::DirBuilder::new()
         .mode(0o700)
         .create(workspace(dir, name))
@@ -33,7 +33,7 @@ pub fn create_dir(dir: &Path, name: &str) -> Result<(), SessionError> {
 /// owned by `uid`, the root 0700. Returns the quota in bytes (0 when not
 /// enforced). `keep` is `sessions.min_free_disk`, for the error when the
 /// disk cannot hold the image. The caller removes the leftovers of a failure.
-pub fn build(
+pub(super) fn build(
     dir: &Path,
     name: &str,
     uid: u32,
@@ -77,7 +77,7 @@ pub fn build(
 }
 
 /// Bytes an unprivileged writer could still put on `dir`'s filesystem.
-pub fn free_bytes(dir: &Path) -> u64 {
+pub(super) fn free_bytes(dir: &Path) -> u64 {
     nix::sys::statvfs::statvfs(dir)
         .map(|s| s.blocks_available().saturating_mul(s.fragment_size()))
         .unwrap_or(0)
@@ -85,7 +85,7 @@ pub fn free_bytes(dir: &Path) -> u64 {
 
 /// Mounts the image of a session loaded from disk again if it is not
 /// mounted (after a reboot, or in a new mount namespace), checking it first.
-pub fn ensure_mounted(dir: &Path, name: &str) -> Result<bool, String> {
+pub(super) fn ensure_mounted(dir: &Path, name: &str) -> Result<bool, String> {
     let ws = workspace(dir, name);
     if crate::fsops::is_mount_point(&ws) {
         return Ok(false);
@@ -108,7 +108,7 @@ pub fn ensure_mounted(dir: &Path, name: &str) -> Result<bool, String> {
 /// its image, then its metadata (last, so a crash part-way leaves a
 /// session that the next start closes again). Idempotent. On success no
 /// file of the session is left, so its uid may be reused.
-pub fn teardown(dir: &Path, name: &str) -> Result<(), String> {
+pub(super) fn teardown(dir: &Path, name: &str) -> Result<(), String> {
     if !meta::is_valid_id(name) {
         return Err(format!("{name:?} is not a session name"));
     }
@@ -148,7 +148,7 @@ pub fn teardown(dir: &Path, name: &str) -> Result<(), String> {
 
 /// The owner of a leftover workspace directory, to keep its uid out of use
 /// when the directory cannot be removed.
-pub fn owner(dir: &Path, name: &str) -> Option<u32> {
+pub(super) fn owner(dir: &Path, name: &str) -> Option<u32> {
     fs::symlink_metadata(workspace(dir, name))
         .ok()
         .map(|m| m.uid())

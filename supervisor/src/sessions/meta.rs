@@ -13,7 +13,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 /// What survives a restart of the supervisor.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Meta {
+pub(super) struct Meta {
     /// The session's name. Files of format 1 held the id itself here.
     #[serde(alias = "id")]
     pub name: String,
@@ -39,14 +39,14 @@ pub struct Meta {
 }
 
 /// The metadata format this version writes.
-pub const FORMAT: u32 = 2;
+pub(super) const FORMAT: u32 = 2;
 
 fn legacy_format() -> u32 {
     1
 }
 
 /// A new session id: 128 bits from the OS generator as 32 lowercase hex.
-pub fn new_id() -> Result<String, SessionError> {
+pub(super) fn new_id() -> Result<String, SessionError> {
     let mut bytes = [0u8; 16];
     getrandom::fill(&mut bytes).map_err(|e| SessionError::Io {
         what: "generating a session id".into(),
@@ -61,7 +61,7 @@ pub fn is_valid_id(id: &str) -> bool {
 }
 
 /// `id` if it is a well-formed session id, else BadId (quoted, shortened).
-pub fn check_id(id: &str) -> Result<&str, SessionError> {
+pub(super) fn check_id(id: &str) -> Result<&str, SessionError> {
     if is_valid_id(id) {
         Ok(id)
     } else {
@@ -70,23 +70,23 @@ pub fn check_id(id: &str) -> Result<&str, SessionError> {
     }
 }
 
-pub fn unix_secs(t: SystemTime) -> u64 {
+pub(super) fn unix_secs(t: SystemTime) -> u64 {
     t.duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or(0)
 }
 
-pub fn meta_path(dir: &Path, name: &str) -> PathBuf {
+pub(super) fn meta_path(dir: &Path, name: &str) -> PathBuf {
     dir.join(format!("{name}.json"))
 }
 
-pub fn tmp_path(dir: &Path, name: &str) -> PathBuf {
+pub(super) fn tmp_path(dir: &Path, name: &str) -> PathBuf {
     dir.join(format!(".{name}.json.tmp"))
 }
 
 /// How hard a metadata write must hold.
 #[derive(Clone, Copy, PartialEq, Eq)]
-pub enum Durability {
+pub(super) enum Durability {
     /// fsync file and directory: survives a power cut (creation, closing).
     Durable,
     /// Rename only: survives a crash of the daemon, which is all a run
@@ -96,7 +96,7 @@ pub enum Durability {
 
 /// Writes the metadata atomically: a temporary file, rename over the old
 /// one, with fsyncs when `durability` asks. Callers serialize writes per session.
-pub fn write(dir: &Path, meta: &Meta, durability: Durability) -> Result<(), SessionError> {
+pub(super) fn write(dir: &Path, meta: &Meta, durability: Durability) -> Result<(), SessionError> {
     let what = || format!("writing the metadata of session {}", meta.name);
     let text = serde_json::to_vec_pretty(meta).map_err(|e| SessionError::Io {
         what: what(),
@@ -129,7 +129,7 @@ pub fn write(dir: &Path, meta: &Meta, durability: Durability) -> Result<(), Sess
 
 /// Reads `<name>.json`; a file whose name field differs from its file name
 /// is an error.
-pub fn read(dir: &Path, name: &str) -> Result<Meta, String> {
+pub(super) fn read(dir: &Path, name: &str) -> Result<Meta, String> {
     let path = meta_path(dir, name);
     let text = fs::read(&path).map_err(|e| e.to_string())?;
     let meta: Meta = serde_json::from_slice(&text).map_err(|e| e.to_string())?;
@@ -140,7 +140,7 @@ pub fn read(dir: &Path, name: &str) -> Result<Meta, String> {
 }
 
 /// fsync of a directory, so renames and unlinks in it are durable.
-pub fn sync_dir(dir: &Path) -> std::io::Result<()> {
+pub(super) fn sync_dir(dir: &Path) -> std::io::Result<()> {
     File::open(dir)?.sync_all()
 }
 

@@ -14,7 +14,7 @@ use std::fs;
 use std::io::ErrorKind;
 use std::path::Path;
 
-pub fn rename_legacy(dir: &Path, key: &SessionKey) {
+pub(super) fn rename_legacy(dir: &Path, key: &SessionKey) {
     let Ok(entries) = fs::read_dir(dir) else {
         return;
     };

@@ -64,7 +64,7 @@ impl Session {
     }
 
     /// Only the tenant that opened a session may use it.
-    pub fn belongs_to(&self, tenant: Option<&str>) -> bool {
+    pub(crate) fn belongs_to(&self, tenant: Option<&str>) -> bool {
         self.tenant.as_deref() == tenant
     }
 

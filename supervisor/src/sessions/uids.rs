@@ -4,7 +4,7 @@
 use std::collections::BTreeSet;
 
 #[derive(Debug, Default)]
-pub struct UidPool {
+pub(super) struct UidPool {
     /// Held by a live, creating or closing session, or quarantined because
     /// files of a closed session may remain.
     taken: BTreeSet<u32>,
@@ -12,12 +12,12 @@ pub struct UidPool {
 
 impl UidPool {
     /// How many uids sessions may use out of `count`.
-    pub fn capacity(count: u32) -> u32 {
+    pub(super) fn capacity(count: u32) -> u32 {
         count.saturating_sub(1)
     }
 
     /// The lowest free uid of `[base, base + count - 1)`, now taken.
-    pub fn allocate(&mut self, base: u32, count: u32) -> Option<u32> {
+    pub(super) fn allocate(&mut self, base: u32, count: u32) -> Option<u32> {
         let end = base.checked_add(Self::capacity(count))?;
         let uid = (base..end).find(|u| !self.taken.contains(u))?;
         self.taken.insert(uid);
@@ -26,12 +26,12 @@ impl UidPool {
 
     /// Marks `uid` taken (a session loaded from disk, or a quarantine);
     /// false if it already was.
-    pub fn reserve(&mut self, uid: u32) -> bool {
+    pub(super) fn reserve(&mut self, uid: u32) -> bool {
         self.taken.insert(uid)
     }
 
     /// Only once nothing of the session that held it is left on disk.
-    pub fn release(&mut self, uid: u32) {
+    pub(super) fn release(&mut self, uid: u32) {
         self.taken.remove(&uid);
     }
 }

@@ -49,7 +49,7 @@ struct LoopConfig {
 
 /// A configured loop device. Keep it until the filesystem on it is mounted:
 /// dropping it closes our fd, and with autoclear an unused device detaches.
-pub struct LoopDevice {
+pub(super) struct LoopDevice {
     pub path: PathBuf,
     _dev: File,
 }
@@ -85,7 +85,7 @@ fn open_rw(path: &Path) -> std::io::Result<File> {
 }
 
 /// Attaches `image` to a free loop device, read-only if asked.
-pub fn attach(image: &Path, read_only: bool) -> std::io::Result<LoopDevice> {
+pub(super) fn attach(image: &Path, read_only: bool) -> std::io::Result<LoopDevice> {
     let backing = if read_only {
         OpenOptions::new()
             .read(true)

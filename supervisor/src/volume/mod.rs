@@ -27,7 +27,7 @@ use std::process::{Command, Stdio};
 
 /// What went wrong making a volume.
 #[derive(Debug, thiserror::Error)]
-pub enum VolumeError {
+pub(crate) enum VolumeError {
     /// The disk cannot hold the whole image: nothing was left behind.
     #[error("the disk has no room for {size} more bytes")]
     NoSpace { size: u64 },
@@ -39,7 +39,7 @@ pub enum VolumeError {
 /// holding an ext4 filesystem with no journal (volumes are scratch space;
 /// a restart runs e2fsck instead), no reserved blocks, no resize inode, and
 /// its root directory owned by `uid`. On failure the file is removed.
-pub fn create(image: &Path, size: u64, uid: u32) -> Result<(), VolumeError> {
+pub(crate) fn create(image: &Path, size: u64, uid: u32) -> Result<(), VolumeError> {
     reserved_file(image, size)?;
     let made = mkfs(image, uid).map_err(VolumeError::Other);
     if made.is_err() {
@@ -103,7 +103,7 @@ fn mkfs(image: &Path, uid: u32) -> Result<(), String> {
 /// fit with some room, allocated in full, never written again. Returns the
 /// image's size. Ownership and modes are copied as they are; symlinks stay
 /// symlinks.
-pub fn create_from_dir(image: &Path, src: &Path) -> Result<u64, VolumeError> {
+pub(crate) fn create_from_dir(image: &Path, src: &Path) -> Result<u64, VolumeError> {
     let (bytes, inodes) = tree_size(src)
         .map_err(|e| VolumeError::Other(format!("measuring {}: {e}", src.display())))?;
     let mut size = (bytes + bytes / 5 + inodes * 512 + (8 << 20)).next_multiple_of(1 << 20);
@@ -156,19 +156,19 @@ fn tree_size(dir: &Path) -> std::io::Result<(u64, u64)> {
 /// Checks an image before mounting it again after a restart: e2fsck -p
 /// returns at once for a cleanly unmounted filesystem and repairs what it
 /// safely can otherwise (exit 1: errors fixed). 4 and up is unusable.
-pub fn check(image: &Path) -> Result<(), String> {
+pub(crate) fn check(image: &Path) -> Result<(), String> {
     let mut cmd = Command::new(tool("e2fsck"));
     cmd.arg("-p").arg(image);
     run(cmd, "e2fsck").map(|_| ())
 }
 
 /// Mounts `image` on the directory `dir` through a loop device.
-pub fn mount_on(image: &Path, dir: &Path) -> Result<(), String> {
+pub(crate) fn mount_on(image: &Path, dir: &Path) -> Result<(), String> {
     mount_image(image, dir, false)
 }
 
 /// Mounts `image` read-only (device and filesystem) on `dir`.
-pub fn mount_read_only(image: &Path, dir: &Path) -> Result<(), String> {
+pub(crate) fn mount_read_only(image: &Path, dir: &Path) -> Result<(), String> {
     mount_image(image, dir, true)
 }
 
@@ -201,7 +201,7 @@ fn refuse_discards(dev: &Path) {
 /// Unmounts everything stacked on `dir`. A busy filesystem is detached
 /// lazily: gone from here at once, freed (with its loop device) when its
 /// last user closes it.
-pub fn unmount(dir: &Path) -> Result<(), String> {
+pub(crate) fn unmount(dir: &Path) -> Result<(), String> {
     for _ in 0..8 {
         if !crate::fsops::is_mount_point(dir) {
             return Ok(());

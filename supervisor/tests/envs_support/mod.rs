@@ -3,8 +3,8 @@
 #![allow(dead_code)]
 
 use prims_policy::Policy;
-use prims_supervisor::job::{Jails, Parents, RunResult};
 use prims_supervisor::envs::{EnvConfig, Envs};
+use prims_supervisor::job::{Jails, Parents, RunResult};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
