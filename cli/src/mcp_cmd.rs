@@ -3,14 +3,13 @@
 
 use crate::account::{drop_to, frontend_account, user_name};
 use crate::args::{PolicyArg, SocketArg};
-use crate::signals::stop_on_signals;
+use crate::signals::run_until_stopped;
 use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
 use prims_mcp::{FrontendConfig, FrontendOptions};
 use prims_supervisor::frontend_user::{self, FRONTEND_USER};
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use tokio_util::sync::CancellationToken;
 
 #[derive(Args)]
 pub struct McpArgs {
@@ -68,13 +67,7 @@ fn run(args: McpArgs) -> Result<()> {
     if !listen.ip().is_loopback() && config.tokens.is_empty() {
         tracing::warn!(%listen, "listening beyond loopback with no bearer tokens configured");
     }
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("starting the async runtime")?;
-    rt.block_on(async move {
-        let shutdown = CancellationToken::new();
-        stop_on_signals(&shutdown);
+    run_until_stopped(|shutdown| async move {
         let listener = tokio::net::TcpListener::from_std(listener)?;
         eprintln!("prims mcp: serving MCP at http://{listen}/mcp");
         // Type=notify: the port is bound and privileges are dropped.

@@ -5,7 +5,7 @@
 
 use crate::account::frontend_account;
 use crate::args::{PolicyArg, StateDirArg};
-use crate::signals::stop_on_signals;
+use crate::signals::run_until_stopped;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use prims_supervisor::frontend_user::{self, Account, FRONTEND_USER};
@@ -128,15 +128,8 @@ fn run(args: ServeArgs) -> Result<i32> {
             "prims serve must run as root: the supervisor builds namespaces and cgroups (try sudo)"
         );
     }
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    rt.block_on(async {
-        // Handlers first: a Ctrl-C during start-up must still stop the children.
-        let stop = CancellationToken::new();
-        stop_on_signals(&stop);
-        serve(args, stop).await
-    })
+    // Handlers first: a Ctrl-C during start-up must still stop the children.
+    run_until_stopped(|stop| serve(args, stop))
 }
 
 async fn serve(args: ServeArgs, stop: CancellationToken) -> Result<i32> {

@@ -1,10 +1,29 @@
 //! Stopping a long-running subcommand on SIGINT or SIGTERM.
 
+use anyhow::{Context, Result};
+use std::future::Future;
 use tokio_util::sync::CancellationToken;
+
+/// Runs `main` to its end on a multi-threaded runtime, with a token that
+/// SIGINT or SIGTERM cancels; the handlers are in place before `main` starts.
+pub fn run_until_stopped<T, F>(main: impl FnOnce(CancellationToken) -> F) -> Result<T>
+where
+    F: Future<Output = Result<T>>,
+{
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    rt.block_on(async move {
+        let shutdown = CancellationToken::new();
+        stop_on_signals(&shutdown);
+        main(shutdown).await
+    })
+}
 
 /// Cancel `token` on SIGINT or SIGTERM. The handlers are in place when this
 /// returns (it must be called inside a runtime).
-pub fn stop_on_signals(token: &CancellationToken) {
+fn stop_on_signals(token: &CancellationToken) {
     use tokio::signal::unix::{signal, SignalKind};
     for kind in [SignalKind::interrupt(), SignalKind::terminate()] {
         match signal(kind) {

@@ -1,11 +1,10 @@
 //! `prims supervisor`: the privileged daemon on a Unix socket.
 
 use crate::args::{JailerArg, PolicyArg, SocketArg, StateDirArg};
-use anyhow::{anyhow, Context, Result};
+use anyhow::{anyhow, Result};
 use clap::Args;
 use prims_supervisor::daemon::{self, DaemonConfig};
 use prims_supervisor::server::NOBODY_UID;
-use tokio_util::sync::CancellationToken;
 
 #[derive(Args)]
 pub struct SupervisorArgs {
@@ -46,13 +45,7 @@ fn run(args: SupervisorArgs) -> Result<()> {
         .map(|u| resolve_uid(u))
         .collect::<Result<Vec<_>>>()?;
     let socket_group = args.socket_group.as_deref().map(resolve_gid).transpose()?;
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("starting the async runtime")?;
-    rt.block_on(async move {
-        let shutdown = CancellationToken::new();
-        crate::signals::stop_on_signals(&shutdown);
+    crate::signals::run_until_stopped(|shutdown| async move {
         daemon::start(
             DaemonConfig {
                 policy,

@@ -7,6 +7,7 @@ mod socket_support;
 
 use prims_protocol::frame;
 use prims_protocol::wire::{Reply, Request, RequestBody, ResponseBody};
+use prims_tests::peer::wait_until_peer_read_all;
 use socket_support::*;
 use std::time::{Duration, Instant};
 use tokio::io::AsyncWriteExt;

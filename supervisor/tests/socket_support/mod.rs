@@ -248,24 +248,3 @@ pub async fn assert_closed(s: &mut UnixStream) {
         }
     }
 }
-
-/// Wait until the server has read every byte written to `s` (the socket's
-/// send queue, `SIOCOUTQ`, is empty), so that a test knows what it holds.
-pub async fn wait_until_peer_read_all(s: &UnixStream) {
-    use std::os::fd::AsRawFd;
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    loop {
-        let mut queued: libc::c_int = 0;
-        // SAFETY: TIOCOUTQ writes one int through a pointer to a live local.
-        let rc = unsafe { libc::ioctl(s.as_raw_fd(), libc::TIOCOUTQ, &mut queued) };
-        assert_eq!(rc, 0, "SIOCOUTQ: {}", std::io::Error::last_os_error());
-        if queued == 0 {
-            return;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the server left {queued} bytes unread for 30 s"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-}
