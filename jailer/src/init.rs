@@ -14,6 +14,7 @@ use nix::errno::Errno;
 use nix::sys::wait::{waitpid, WaitStatus};
 use nix::unistd::{fork, ForkResult, Pid};
 use prims_protocol::jail::{JobSpec, NetworkMode};
+use std::ffi::CString;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::PathBuf;
 
@@ -204,24 +205,23 @@ fn exec_python(filters: &Filters, program: &Program, fds: &InitFds) -> ! {
     if let Err(e) = filters.apply() {
         fail(e);
     }
-    let argv_ptrs: Vec<*const libc::c_char> = program
-        .argv
-        .iter()
-        .map(|a| a.as_ptr())
-        .chain(std::iter::once(std::ptr::null()))
-        .collect();
-    let env_ptrs: Vec<*const libc::c_char> = program
-        .envp
-        .iter()
-        .map(|a| a.as_ptr())
-        .chain(std::iter::once(std::ptr::null()))
-        .collect();
+    let argv_ptrs = null_terminated(&program.argv);
+    let env_ptrs = null_terminated(&program.envp);
     // SAFETY: both arrays are NULL-terminated and point at live CStrings.
     unsafe { libc::execve(argv_ptrs[0], argv_ptrs.as_ptr(), env_ptrs.as_ptr()) };
     fail(JailError::Exec {
         path: PYTHON.into(),
         errno: Errno::last(),
     })
+}
+
+/// The array of pointers `execve` takes; valid while `strings` lives.
+fn null_terminated(strings: &[CString]) -> Vec<*const libc::c_char> {
+    strings
+        .iter()
+        .map(|s| s.as_ptr())
+        .chain(std::iter::once(std::ptr::null()))
+        .collect()
 }
 
 /// Reap everything; return when python (pid 2) has ended, after reporting how.
