@@ -3,7 +3,9 @@
 //! the kernel kills whatever is left in the pid namespace.
 
 use crate::error::JailError;
-use crate::landlock_rules::{self, Paths};
+use crate::landlock_rules;
+use crate::plan::landlock_access::landlock_access;
+use crate::plan::program::{program, Program, PYTHON};
 use crate::report::{self, Report};
 use crate::rootfs::{self, JAIL_UID};
 use crate::seccomp::Filters;
@@ -140,89 +142,21 @@ fn setup_and_supervise(
     privs::drop_capabilities(p.cap_last_cap)?;
     // A credential change clears the parent-death signal: set it again.
     set_pdeathsig()?;
-    let (enforcement, abi) = landlock_rules::apply(
-        &landlock_paths(spec),
-        spec.network,
-        spec.proxy_port,
-        spec.landlock_required,
-    )?;
+    let (enforcement, abi) = landlock_rules::apply(&landlock_access(spec), spec.landlock_required)?;
     report::send(fds.report.as_fd(), &Report::Landlock { enforcement, abi });
     // SAFETY: prctl with integer arguments only; keeps python from reading our memory.
     unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) };
 
-    let argv = python_argv(spec)?;
-    let envp = python_env(spec);
+    let program = program(spec)?;
     // SAFETY: this process is single-threaded, so fork is sound.
     match unsafe { fork() }.map_err(JailError::Fork)? {
-        ForkResult::Child => exec_python(&p.filters, &argv, &envp, fds),
+        ForkResult::Child => exec_python(&p.filters, &program, fds),
         ForkResult::Parent { child } => {
             // Only python may hold the output pipes, so they close when it ends.
             redirect_stdio_to_null();
             Ok(reap_until(child, fds))
         }
     }
-}
-
-fn landlock_paths(spec: &JobSpec) -> Paths {
-    let mut read_exec: Vec<PathBuf> = spec.ro_binds.clone();
-    read_exec.extend(["/venv", "/etc", "/proc", "/dev"].map(PathBuf::from));
-    read_exec.push(spec.interpreter.clone());
-    let mut read_write: Vec<PathBuf> =
-        ["/workspace", "/tmp", "/dev/null", "/dev/zero", "/dev/full"]
-            .map(PathBuf::from)
-            .to_vec();
-    for b in &spec.binds {
-        if b.writable {
-            read_write.push(b.target.clone());
-        } else {
-            read_exec.push(b.target.clone());
-        }
-    }
-    if spec.venv_writable {
-        read_write.push(PathBuf::from("/venv"));
-    }
-    Paths {
-        read_exec,
-        read_write,
-    }
-}
-
-fn python_argv(spec: &JobSpec) -> Result<Vec<CString>, JailError> {
-    if !spec.argv.is_empty() {
-        return spec
-            .argv
-            .iter()
-            .map(|a| CString::new(a.as_bytes()))
-            .collect::<Result<_, _>>()
-            .map_err(|_| JailError::Spec("argv contains a NUL byte".into()));
-    }
-    let code = CString::new(spec.code.as_bytes())
-        .map_err(|_| JailError::Spec("code contains a NUL byte".into()))?;
-    let mut argv: Vec<CString> = ["/venv/bin/python", "-I", "-u", "-c"]
-        .iter()
-        .filter_map(|s| CString::new(*s).ok())
-        .collect();
-    argv.push(code);
-    Ok(argv)
-}
-
-fn python_env(spec: &JobSpec) -> Vec<CString> {
-    let base = [
-        "PATH=/venv/bin:/usr/local/bin:/usr/bin:/bin",
-        "HOME=/tmp",
-        "LANG=C.UTF-8",
-        "TMPDIR=/tmp",
-        "VIRTUAL_ENV=/venv",
-        "PYTHONUNBUFFERED=1",
-    ];
-    // A spec entry replaces the base entry of the same key.
-    let key = |e: &str| e.split('=').next().unwrap_or("").to_string();
-    let extra: Vec<&str> = spec.env.iter().map(String::as_str).collect();
-    base.iter()
-        .filter(|b| !extra.iter().any(|e| key(e) == key(b)))
-        .chain(extra.iter())
-        .filter_map(|s| CString::new(*s).ok())
-        .collect()
 }
 
 fn redirect_stdio_to_null() {
@@ -238,7 +172,7 @@ fn redirect_stdio_to_null() {
     }
 }
 
-fn exec_python(filters: &Filters, argv: &[CString], envp: &[CString], fds: &InitFds) -> ! {
+fn exec_python(filters: &Filters, program: &Program, fds: &InitFds) -> ! {
     let fail = |e: JailError| -> ! {
         report::send(fds.report.as_fd(), &Report::SetupFailed(e.to_setup_error()));
         // SAFETY: leaving a forked child without running destructors.
@@ -271,22 +205,23 @@ fn exec_python(filters: &Filters, argv: &[CString], envp: &[CString], fds: &Init
     if let Err(e) = filters.apply() {
         fail(e);
     }
-    let argv_ptrs: Vec<*const libc::c_char> = argv
-        .iter()
-        .map(|a| a.as_ptr())
-        .chain(std::iter::once(std::ptr::null()))
-        .collect();
-    let env_ptrs: Vec<*const libc::c_char> = envp
-        .iter()
-        .map(|a| a.as_ptr())
-        .chain(std::iter::once(std::ptr::null()))
-        .collect();
+    let argv_ptrs = null_terminated(&program.argv);
+    let env_ptrs = null_terminated(&program.envp);
     // SAFETY: both arrays are NULL-terminated and point at live CStrings.
     unsafe { libc::execve(argv_ptrs[0], argv_ptrs.as_ptr(), env_ptrs.as_ptr()) };
     fail(JailError::Exec {
-        path: "/venv/bin/python".into(),
+        path: PYTHON.into(),
         errno: Errno::last(),
     })
+}
+
+/// The array of pointers `execve` takes; valid while `strings` lives.
+fn null_terminated(strings: &[CString]) -> Vec<*const libc::c_char> {
+    strings
+        .iter()
+        .map(|s| s.as_ptr())
+        .chain(std::iter::once(std::ptr::null()))
+        .collect()
 }
 
 /// Reap everything; return when python (pid 2) has ended, after reporting how.

@@ -1,14 +1,16 @@
-//! Landlock: read and execute on the read-only binds, read and write on the
-//! workspace, `/tmp` and the writable device nodes, no TCP without a network
-//! (in proxy mode: connect to the proxy's port only), and scoped abstract
-//! sockets and signals. Applied after all mount work.
+//! Landlock: the ruleset for the access set of `plan::landlock_access`
+//! (read and execute on the read-only binds, read and write on the
+//! workspace, `/tmp` and the writable device nodes, no TCP without a network,
+//! in proxy mode connect to the proxy's port only), with abstract sockets
+//! and signals scoped. Applied after all mount work.
 
 use crate::error::JailError;
+use crate::plan::landlock_access::{LandlockAccess, TcpAccess};
 use landlock::{
     path_beneath_rules, Access, AccessFs, AccessNet, CompatLevel, Compatible, NetPort, Ruleset,
     RulesetAttr, RulesetCreatedAttr, RulesetStatus, Scope, ABI,
 };
-use prims_protocol::jail::{Enforcement, NetworkMode};
+use prims_protocol::jail::Enforcement;
 use std::path::{Path, PathBuf};
 
 /// The newest ABI this build asks for; older kernels get what they support.
@@ -32,18 +34,10 @@ pub fn kernel_abi() -> u32 {
     }
 }
 
-/// Paths, inside the new root, that get each kind of access.
-pub struct Paths {
-    pub read_exec: Vec<PathBuf>,
-    pub read_write: Vec<PathBuf>,
-}
-
-pub fn apply(
-    paths: &Paths,
-    network: NetworkMode,
-    proxy_port: u16,
-    required: bool,
-) -> Result<(Enforcement, u32), JailError> {
+/// Restrict the calling process to `access`. Paths absent from the new root
+/// are left out. Without Landlock, or when the kernel enforces none of it,
+/// this fails only when `required`.
+pub fn apply(access: &LandlockAccess, required: bool) -> Result<(Enforcement, u32), JailError> {
     let abi = kernel_abi();
     if abi == 0 {
         if required {
@@ -62,7 +56,7 @@ pub fn apply(
         .set_compatibility(CompatLevel::BestEffort)
         .handle_access(AccessFs::from_all(WANT))
         .map_err(err)?;
-    if network != NetworkMode::Loopback {
+    if access.tcp != TcpAccess::Unrestricted {
         ruleset = ruleset
             .handle_access(AccessNet::from_all(WANT))
             .map_err(err)?;
@@ -72,19 +66,19 @@ pub fn apply(
         .map_err(err)?
         .create()
         .map_err(err)?;
-    if network == NetworkMode::Proxy {
+    if let TcpAccess::ConnectOnly(port) = access.tcp {
         created = created
-            .add_rule(NetPort::new(proxy_port, AccessNet::ConnectTcp))
+            .add_rule(NetPort::new(port, AccessNet::ConnectTcp))
             .map_err(err)?;
     }
     let status = created
         .add_rules(path_beneath_rules(
-            existing(&paths.read_exec),
+            existing(&access.read_exec),
             AccessFs::from_read(WANT),
         ))
         .map_err(err)?
         .add_rules(path_beneath_rules(
-            existing(&paths.read_write),
+            existing(&access.read_write),
             AccessFs::from_all(WANT),
         ))
         .map_err(err)?

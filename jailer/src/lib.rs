@@ -2,14 +2,21 @@
 //!
 //! It must stay single-threaded: it forks, changes credentials and installs
 //! seccomp filters, none of which is sound in a multi-threaded process.
+//!
+//! What it decides from the spec (which specs it refuses, the Landlock
+//! access set, python's argv and environment, the seccomp rules) is plain
+//! data computed in `plan`, unit-tested without root; the other modules
+//! apply it.
 
 mod error;
 mod idmap;
 mod init;
 mod landlock_rules;
 mod monitor;
+mod mounts;
 mod net;
 mod owner;
+mod plan;
 mod privs;
 mod proc_mask;
 mod report;
@@ -20,13 +27,12 @@ mod userns_limits;
 
 pub use error::JailError;
 pub use landlock_rules::kernel_abi as landlock_abi;
+pub use plan::spec::read as read_spec;
 
 use init::{InitFds, Prepared};
 use nix::errno::Errno;
-use prims_cgroup::{JobCgroup, Limits, Version};
-use prims_protocol::jail::{
-    CgroupBackend, Enforced, Enforcement, JobSpec, NetworkMode, Outcome, Status,
-};
+use prims_cgroup::{JobCgroup, Limits};
+use prims_protocol::jail::{CgroupBackend, Enforced, JobSpec, Outcome, Status};
 use std::os::fd::{AsFd, OwnedFd};
 use std::time::Instant;
 
@@ -63,84 +69,9 @@ pub fn setup_failure(e: &JailError, start: Instant) -> Outcome {
     }
 }
 
-fn validate(spec: &JobSpec) -> Result<(), JailError> {
-    if spec.host_uid == 0 || spec.host_gid == 0 {
-        return Err(JailError::Spec(
-            "host_uid and host_gid must not be 0: the jail never maps host root".into(),
-        ));
-    }
-    let l = &spec.limits;
-    for (name, v) in [
-        ("wall_time_ms", l.wall_time_ms),
-        ("cpu_time_ms", l.cpu_time_ms),
-        ("memory_bytes", l.memory_bytes),
-        ("pids", l.pids),
-        ("open_files", l.open_files),
-        ("output_bytes", l.output_bytes),
-        ("tmp_size_bytes", l.tmp_size_bytes),
-        ("cpu_millis", l.cpu_millis),
-    ] {
-        if v == 0 {
-            return Err(JailError::Spec(format!(
-                "limits.{name} must be greater than 0"
-            )));
-        }
-    }
-    if !spec.interpreter.is_absolute() {
-        return Err(JailError::Spec(format!(
-            "interpreter {} must be an absolute path",
-            spec.interpreter.display()
-        )));
-    }
-    let exists =
-        |what: &'static str, path: &std::path::Path, dir: bool| match std::fs::metadata(path) {
-            Ok(m) if m.is_dir() == dir => Ok(()),
-            Ok(_) => Err(JailError::Input {
-                what,
-                path: path.to_path_buf(),
-                errno: if dir { Errno::ENOTDIR } else { Errno::EISDIR },
-            }),
-            Err(e) => Err(JailError::Input {
-                what,
-                path: path.to_path_buf(),
-                errno: Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)),
-            }),
-        };
-    exists("interpreter", &spec.interpreter, false)?;
-    exists("venv", &spec.venv, true)?;
-    exists("venv python", &spec.venv.join("bin/python"), false)?;
-    exists("workspace", &spec.workspace, true)?;
-    for b in &spec.binds {
-        let t = &b.target;
-        let reserved = ["/proc", "/dev", "/workspace", "/venv", "/tmp"]
-            .iter()
-            .any(|r| t.starts_with(r));
-        let clean = t.components().all(|c| {
-            matches!(
-                c,
-                std::path::Component::RootDir | std::path::Component::Normal(_)
-            )
-        });
-        if !t.is_absolute() || !clean || reserved || t == std::path::Path::new("/") {
-            return Err(JailError::Spec(format!(
-                "bind target {} must be absolute, normalized and outside /proc, /dev, /tmp, /venv and /workspace",
-                t.display()
-            )));
-        }
-    }
-    if spec.network == NetworkMode::Proxy && spec.proxy_port == 0 {
-        return Err(JailError::Spec(
-            "network mode proxy needs a proxy_port other than 0".into(),
-        ));
-    }
-    if spec.argv.first().is_some_and(|a| !a.starts_with('/')) {
-        return Err(JailError::Spec(
-            "argv[0] must be an absolute path inside the jail".into(),
-        ));
-    }
-    if spec.code.contains('\0') {
-        return Err(JailError::Spec("code contains a NUL byte".into()));
-    }
+/// python inherits our stdout and stderr: a terminal there would put the
+/// caller's tty within its reach.
+fn check_not_terminal() -> Result<(), JailError> {
     for fd in [1, 2] {
         // SAFETY: isatty only inspects the fd.
         if unsafe { libc::isatty(fd) } == 1 {
@@ -158,15 +89,8 @@ fn cap_last_cap() -> u32 {
 }
 
 fn job_cgroup(spec: &JobSpec) -> Result<Option<Box<dyn JobCgroup>>, JailError> {
-    let version = match spec.cgroup.backend {
-        CgroupBackend::None => return Ok(None),
-        CgroupBackend::V1 => Version::V1,
-        CgroupBackend::V2 => Version::V2,
-        CgroupBackend::Auto => {
-            return Err(JailError::Spec(
-                "cgroup.backend must be resolved to v1, v2 or none before the jailer runs".into(),
-            ))
-        }
+    let Some(version) = plan::spec::cgroup_version(spec.cgroup.backend)? else {
+        return Ok(None);
     };
     let manager = prims_cgroup::manager(version, &spec.cgroup.parents)?;
     let limits = Limits {
@@ -183,13 +107,10 @@ fn pipe() -> Result<(OwnedFd, OwnedFd), JailError> {
 }
 
 fn run_jail(spec: &JobSpec, start: Instant, proxy: Option<OwnedFd>) -> Result<Outcome, JailError> {
-    validate(spec)?;
-    if (spec.network == NetworkMode::Proxy) != proxy.is_some() {
-        return Err(JailError::Spec(
-            "a proxy channel (--proxy-fd) goes with network mode proxy, and only with it".into(),
-        ));
-    }
-    let filters = seccomp::build(&spec.seccomp_extra_deny, &spec.socket_families)?;
+    plan::spec::validate(spec)?;
+    check_not_terminal()?;
+    plan::spec::check_proxy_channel(spec.network, proxy.is_some())?;
+    let filters = seccomp::build(&plan::seccomp_rules::seccomp_rules(spec)?)?;
     let cgroup = job_cgroup(spec)?;
     let result = run_in_cgroup(spec, filters, cgroup.as_deref(), start, proxy);
     if let Some(cg) = cgroup {
@@ -301,27 +222,4 @@ fn v1_tasks_files(
                 })
         })
         .collect()
-}
-
-/// What this host enforces each limit with, before any job runs.
-pub(crate) fn enforced_base(spec: &JobSpec, cgroup: Option<&dyn JobCgroup>) -> Enforced {
-    let by_cgroup = if cgroup.is_some() {
-        Enforcement::Cgroup
-    } else {
-        Enforcement::Rlimit
-    };
-    Enforced {
-        memory: by_cgroup,
-        pids: by_cgroup,
-        cpu_time: by_cgroup,
-        wall_time: Enforcement::Timer,
-        landlock: Enforcement::None,
-        landlock_abi: 0,
-        seccomp: Enforcement::Full,
-        cgroup: match (cgroup.is_some(), spec.cgroup.backend) {
-            (true, CgroupBackend::V1) => "v1".into(),
-            (true, CgroupBackend::V2) => "v2".into(),
-            _ => "none".into(),
-        },
-    }
 }

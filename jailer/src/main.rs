@@ -8,9 +8,9 @@
 //! built (the outcome says why), 2 on bad arguments, 3 when the outcome
 //! could not be written.
 
-use prims_protocol::jail::{decode_spec, Outcome};
+use prims_protocol::jail::Outcome;
 use std::fs::File;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 use std::time::Instant;
 
@@ -71,22 +71,11 @@ fn main() {
     let mut spec_file = unsafe { File::from_raw_fd(spec_fd) };
     // SAFETY: as above.
     let mut out_file = unsafe { File::from_raw_fd(outcome_fd) };
-    let mut bytes = Vec::new();
-    let read = (&mut spec_file)
-        .take(prims_protocol::jail::MAX_SPEC_BYTES as u64 + 1)
-        .read_to_end(&mut bytes);
+    let spec = prims_jailer::read_spec(&mut spec_file);
     drop(spec_file);
-    let outcome: Outcome = match read {
-        Err(e) => prims_jailer::setup_failure(
-            &prims_jailer::JailError::Spec(format!("reading the job spec: {e}")),
-            start,
-        ),
-        Ok(_) => match decode_spec(&bytes) {
-            Err(e) => {
-                prims_jailer::setup_failure(&prims_jailer::JailError::Spec(e.to_string()), start)
-            }
-            Ok(spec) => prims_jailer::run(&spec, proxy),
-        },
+    let outcome: Outcome = match spec {
+        Err(e) => prims_jailer::setup_failure(&e, start),
+        Ok(spec) => prims_jailer::run(&spec, proxy),
     };
     let json = serde_json::to_vec(&outcome).unwrap_or_else(|_| b"{}".to_vec());
     if out_file

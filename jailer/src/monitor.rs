@@ -7,7 +7,7 @@ use crate::sys;
 use nix::errno::Errno;
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use prims_cgroup::JobCgroup;
-use prims_protocol::jail::{JobSpec, Outcome, Status};
+use prims_protocol::jail::{CgroupBackend, Enforced, Enforcement, JobSpec, Outcome, Status};
 use std::os::fd::BorrowedFd;
 use std::time::{Duration, Instant};
 
@@ -91,6 +91,29 @@ fn children_rusage() -> (u64, u64) {
     )
 }
 
+/// What this host enforces each limit with, before any job runs.
+fn enforced_base(spec: &JobSpec, cgroup: Option<&dyn JobCgroup>) -> Enforced {
+    let by_cgroup = if cgroup.is_some() {
+        Enforcement::Cgroup
+    } else {
+        Enforcement::Rlimit
+    };
+    Enforced {
+        memory: by_cgroup,
+        pids: by_cgroup,
+        cpu_time: by_cgroup,
+        wall_time: Enforcement::Timer,
+        landlock: Enforcement::None,
+        landlock_abi: 0,
+        seccomp: Enforcement::Full,
+        cgroup: match (cgroup.is_some(), spec.cgroup.backend) {
+            (true, CgroupBackend::V1) => "v1".into(),
+            (true, CgroupBackend::V2) => "v2".into(),
+            _ => "none".into(),
+        },
+    }
+}
+
 pub fn outcome(
     spec: &JobSpec,
     cgroup: Option<&dyn JobCgroup>,
@@ -100,7 +123,7 @@ pub fn outcome(
 ) -> Outcome {
     let mut out = Outcome {
         wall_ms: start.elapsed().as_millis() as u64,
-        enforced: crate::enforced_base(spec, cgroup),
+        enforced: enforced_base(spec, cgroup),
         ..Default::default()
     };
     let usage = cgroup.and_then(|c| c.usage().ok());

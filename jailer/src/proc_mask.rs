@@ -4,7 +4,7 @@
 //! bound over it: an empty command line and a random boot id.
 
 use crate::error::JailError;
-use crate::rootfs::{bind, set_attr, write_file, RO};
+use crate::mounts::{bind, set_attr, write_file, RO};
 use crate::sys::MOUNT_ATTR_NOEXEC;
 use nix::errno::Errno;
 use std::path::Path;

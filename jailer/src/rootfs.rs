@@ -6,7 +6,8 @@
 //! that jailed code could have planted is ever followed.
 
 use crate::error::JailError;
-use crate::sys::{self, MOUNT_ATTR_NODEV, MOUNT_ATTR_NOEXEC, MOUNT_ATTR_NOSUID, MOUNT_ATTR_RDONLY};
+use crate::mounts::{bind, mkdir_p, set_attr, symlink, tmpfs, touch, write_file, RO};
+use crate::sys::{MOUNT_ATTR_NODEV, MOUNT_ATTR_NOEXEC, MOUNT_ATTR_NOSUID, MOUNT_ATTR_RDONLY};
 use crate::{proc_mask, userns_limits};
 use nix::errno::Errno;
 use nix::mount::{mount, umount2, MntFlags, MsFlags};
@@ -37,11 +38,6 @@ pub struct Sources {
     workspace: OwnedFd,
     mounts_dir: Option<OwnedFd>,
     devs: Vec<(&'static str, OwnedFd)>,
-}
-
-fn cpath(p: &Path) -> Result<CString, JailError> {
-    CString::new(p.as_os_str().as_bytes())
-        .map_err(|_| JailError::Spec(format!("path {} contains a NUL byte", p.display())))
 }
 
 fn open_path(path: &Path, extra: i32) -> Result<OwnedFd, Errno> {
@@ -163,65 +159,6 @@ fn fd_path(fd: &OwnedFd) -> String {
 fn in_root(p: &Path) -> PathBuf {
     Path::new(NEW_ROOT).join(p.strip_prefix("/").unwrap_or(p))
 }
-
-fn mkdir_p(p: &Path) -> Result<(), JailError> {
-    std::fs::create_dir_all(p).map_err(|e| JailError::Mkdir {
-        path: p.display().to_string(),
-        errno: Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)),
-    })
-}
-
-fn touch(p: &Path) -> Result<(), JailError> {
-    if let Some(parent) = p.parent() {
-        mkdir_p(parent)?;
-    }
-    write_file(p, b"")
-}
-
-pub(crate) fn write_file(p: &Path, data: &[u8]) -> Result<(), JailError> {
-    std::fs::write(p, data).map_err(|e| JailError::WriteFile {
-        path: p.display().to_string(),
-        errno: Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)),
-    })
-}
-
-pub(crate) fn bind(src: &str, target: &Path, recursive: bool) -> Result<(), JailError> {
-    let mut flags = MsFlags::MS_BIND;
-    if recursive {
-        flags |= MsFlags::MS_REC;
-    }
-    mount(Some(src), target, None::<&str>, flags, None::<&str>).map_err(|errno| JailError::Bind {
-        src: src.to_string(),
-        target: target.display().to_string(),
-        errno,
-    })
-}
-
-pub(crate) fn set_attr(target: &Path, attrs: u64, recursive: bool) -> Result<(), JailError> {
-    let c = cpath(target)?;
-    sys::mount_setattr(&c, attrs, recursive).map_err(|errno| JailError::Remount {
-        target: target.display().to_string(),
-        errno,
-    })
-}
-
-fn tmpfs(target: &Path, flags: MsFlags, options: &str) -> Result<(), JailError> {
-    mount(Some("tmpfs"), target, Some("tmpfs"), flags, Some(options)).map_err(|errno| {
-        JailError::MountTmpfs {
-            target: target.display().to_string(),
-            errno,
-        }
-    })
-}
-
-fn symlink(target: &Path, link: &Path) -> Result<(), JailError> {
-    std::os::unix::fs::symlink(target, link).map_err(|e| JailError::Symlink {
-        path: link.display().to_string(),
-        errno: Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)),
-    })
-}
-
-pub(crate) const RO: u64 = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
 
 /// Assemble the new root and pivot into it. Runs as the jail's fs identity.
 pub fn build(spec: &JobSpec, src: Sources) -> Result<(), JailError> {

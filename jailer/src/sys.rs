@@ -68,20 +68,11 @@ pub fn clone_fork(flags: u64, cgroup: Option<BorrowedFd<'_>>) -> Result<Forked, 
             std::mem::size_of::<CloneArgs>(),
         )
     };
-    let pid = match check(ret) {
-        Ok(p) => p,
-        Err(Errno::ENOSYS) if cgroup.is_none() => return clone_legacy(flags),
-        Err(e) => return Err(e),
-    };
-    if pid == 0 {
-        return Ok(Forked::Child);
+    match check(ret) {
+        Ok(pid) => Ok(forked(pid, pidfd)),
+        Err(Errno::ENOSYS) if cgroup.is_none() => clone_legacy(flags),
+        Err(e) => Err(e),
     }
-    // SAFETY: the kernel returned a new pidfd that nothing else owns.
-    let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd) };
-    Ok(Forked::Parent {
-        pid: pid as libc::pid_t,
-        pidfd,
-    })
 }
 
 fn clone_legacy(flags: u64) -> Result<Forked, Errno> {
@@ -99,16 +90,21 @@ fn clone_legacy(flags: u64) -> Result<Forked, Errno> {
             0usize,
         )
     };
-    let pid = check(ret)?;
+    check(ret).map(|pid| forked(pid, pidfd))
+}
+
+/// Which side of a successful fork-like clone this is: the child sees pid 0,
+/// the parent the child's pid and the pidfd the kernel stored for it.
+fn forked(pid: libc::c_long, pidfd: RawFd) -> Forked {
     if pid == 0 {
-        return Ok(Forked::Child);
+        return Forked::Child;
     }
-    // SAFETY: a fresh pidfd owned by nobody else.
+    // SAFETY: the kernel returned a new pidfd that nothing else owns.
     let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd) };
-    Ok(Forked::Parent {
+    Forked::Parent {
         pid: pid as libc::pid_t,
         pidfd,
-    })
+    }
 }
 
 #[repr(C)]

@@ -8,7 +8,6 @@ mod errors;
 mod merge;
 mod schema;
 mod spans;
-pub mod syscalls;
 mod units;
 mod validate;
 

@@ -3,54 +3,21 @@
 
 use crate::schema::{Policy, SessionQuota};
 use crate::spans::KeyPath;
-use crate::syscalls;
-use crate::units::{ByteSize, HumanDuration};
+use crate::units::ByteSize;
 use std::path::Path;
 use std::time::Duration;
 
+mod bounds;
 mod egress;
+mod findings;
+pub use bounds::{
+    MAX_OPEN_FILES, MAX_RUN_TIME, MAX_UID_END, MIN_BUILD_DISK, MIN_BUILD_MEMORY, MIN_CPUS,
+    MIN_DISK_QUOTA, MIN_MEMORY, MIN_OPEN_FILES, MIN_OUTPUT_BYTES, MIN_PIDS, MIN_TMP_SIZE,
+    MIN_UID_BASE, OVERFLOW_UID,
+};
 pub use egress::{parse_egress_rule, EgressRule};
-
-pub const MIN_MEMORY: ByteSize = ByteSize::mib(16);
-pub const MIN_PIDS: u64 = 4;
-pub const MIN_OPEN_FILES: u64 = 16;
-pub const MAX_OPEN_FILES: u64 = 1_048_576;
-pub const MIN_TMP_SIZE: ByteSize = ByteSize::mib(1);
-pub const MIN_OUTPUT_BYTES: ByteSize = ByteSize::kib(1);
-pub const MAX_RUN_TIME: HumanDuration = HumanDuration::secs(24 * 3600);
-/// cpu_millis must not round to 0.
-pub const MIN_CPUS: f64 = 0.001;
-pub const MIN_UID_BASE: u32 = 1000;
-/// The kernel reserves (uid_t)-1; the top usable uid is one below it.
-pub const MAX_UID_END: u64 = 4_294_967_294;
-/// `nobody` (the overflow uid) must never be a jail identity.
-pub const OVERFLOW_UID: u64 = 65_534;
-/// uv resolving and unpacking a large set needs a few hundred MiB.
-pub const MIN_BUILD_MEMORY: ByteSize = ByteSize::mib(256);
-
-/// An ext4 image smaller than this has no room left for files.
-pub const MIN_DISK_QUOTA: ByteSize = ByteSize::mib(1);
-/// Smallest build volume: an empty venv and uv's bookkeeping.
-pub const MIN_BUILD_DISK: ByteSize = ByteSize::mib(64);
-
-/// A rule violation: the first path names it, the rest are fallbacks for
-/// locating it when the first key is not in the file.
-pub struct Finding {
-    pub paths: Vec<KeyPath>,
-    pub message: String,
-}
-
-#[derive(Default)]
-struct Findings(Vec<Finding>);
-
-impl Findings {
-    fn add(&mut self, path: KeyPath, message: String) {
-        self.0.push(Finding {
-            paths: vec![path],
-            message,
-        });
-    }
-}
+pub use findings::Finding;
+use findings::Findings;
 
 pub fn check(p: &Policy) -> Vec<Finding> {
     let mut f = Findings::default();
@@ -209,7 +176,7 @@ fn filesystem(p: &Policy, f: &mut Findings) {
 
 fn seccomp(p: &Policy, f: &mut Findings) {
     for (i, name) in p.seccomp.extra_deny.iter().enumerate() {
-        if syscalls::number(name).is_none() {
+        if !prims_syscalls::is_known(name) {
             f.add(
                 KeyPath::new(&["seccomp", "extra_deny"]).index(i),
                 format!("{name:?} is not an x86_64 syscall name (such as \"ptrace\" or \"mount\")"),

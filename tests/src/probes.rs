@@ -2,6 +2,27 @@
 //! Each one only makes calls that are harmless when run as root on the host
 //! (garbage arguments that the kernel rejects before acting), so the control
 //! test can show the jail, not the arguments, produces the EPERM.
+//!
+//! A probe names its call and gives the number as the kernel's table has
+//! it, independently of `prims-syscalls`; the unit tests below hold the two
+//! against each other, and check that the probes cover the jail's
+//! always-denied list.
+
+/// The names of the `sc(...)` probes in `body`, in order: what each prints
+/// on its `SC` line.
+pub fn sc_names(body: &str) -> Vec<&str> {
+    body.lines()
+        .filter_map(|l| sc_call(l).map(|(name, _)| name))
+        .collect()
+}
+
+/// `(name, number as written)` of a line `sc("name", number, ...)`.
+fn sc_call(line: &str) -> Option<(&str, &str)> {
+    let rest = line.trim_start().strip_prefix("sc(\"")?;
+    let (name, rest) = rest.split_once('"')?;
+    let nr = rest.strip_prefix(',')?.split(',').next()?.trim();
+    Some((name, nr.trim_end_matches(')')))
+}
 
 /// Nested namespaces. Every `clone` also sets `CLONE_SIGHAND` without
 /// `CLONE_VM`, which the kernel rejects with EINVAL before it looks at
@@ -31,19 +52,6 @@ sc("fsmount", 432, -1, 0, 0)
 sc("fspick", 433, -1, W, 0)
 sc("mount_setattr", 442, -1, W, 0, W, 0)
 "#;
-pub const MOUNT_NAMES: &[&str] = &[
-    "mount",
-    "umount2",
-    "pivot_root",
-    "chroot",
-    "open_tree",
-    "move_mount",
-    "fsopen",
-    "fsconfig",
-    "fsmount",
-    "fspick",
-    "mount_setattr",
-];
 
 /// The kernel-surface row of the catalogue.
 pub const KERNEL_SURFACE: &str = r#"
@@ -65,25 +73,6 @@ sc("reboot", 169, 0, 0, 0, 0)
 sc("open_by_handle_at", 304, -1, W, 0)
 sc("name_to_handle_at", 303, -1, W, W, W, 0)
 "#;
-pub const KERNEL_SURFACE_NAMES: &[&str] = &[
-    "io_uring_setup",
-    "io_uring_enter",
-    "io_uring_register",
-    "userfaultfd",
-    "perf_event_open",
-    "bpf",
-    "keyctl",
-    "add_key",
-    "request_key",
-    "kexec_load",
-    "kexec_file_load",
-    "init_module",
-    "finit_module",
-    "delete_module",
-    "reboot",
-    "open_by_handle_at",
-    "name_to_handle_at",
-];
 
 /// The rest of the deny list in jail-hardening.md (host-safe arguments;
 /// `vhangup` is jail-only, see [`DENY_REST_JAIL_ONLY`]).
@@ -115,34 +104,6 @@ sc("set_mempolicy", 238, 0xff, 0, 0)
 sc("migrate_pages", 256, -1, 0, 0, 0)
 sc("move_pages", 279, -1, 0, 0, 0, 0, 0)
 "#;
-pub const DENY_REST_NAMES: &[&str] = &[
-    "process_vm_writev",
-    "pidfd_getfd",
-    "swapon",
-    "swapoff",
-    "syslog",
-    "acct",
-    "quotactl",
-    "quotactl_fd",
-    "settimeofday",
-    "clock_settime",
-    "clock_adjtime",
-    "adjtimex",
-    "sethostname",
-    "setdomainname",
-    "iopl",
-    "ioperm",
-    "modify_ldt",
-    "lookup_dcookie",
-    "uselib",
-    "ustat",
-    "sysfs",
-    "fanotify_init",
-    "mbind",
-    "set_mempolicy",
-    "migrate_pages",
-    "move_pages",
-];
 /// Denied calls that must never run on the host as root.
 pub const DENY_REST_JAIL_ONLY: &str = r#"
 sc("vhangup", 153)
@@ -164,17 +125,6 @@ sc("memfd_secret", 447, 0xffffffff)
 sc("prlimit64_init", 302, 1, 0xffff, 0, 0)
 sc("prlimit64_init_hi32", 302, (1 << 32) | 1, 0xffff, 0, 0)
 "#;
-pub const AIO_SECRETMEM_PRLIMIT_NAMES: &[&str] = &[
-    "io_setup",
-    "io_destroy",
-    "io_submit",
-    "io_cancel",
-    "io_getevents",
-    "io_pgetevents",
-    "memfd_secret",
-    "prlimit64_init",
-    "prlimit64_init_hi32",
-];
 
 /// ioctl TIOCSTI/TIOCLINUX, including bubblewrap's CVE-2019-10063 form
 /// with garbage in the upper 32 bits, on fd -1 so the host sees EBADF.
@@ -215,3 +165,79 @@ else:
     _f = ctypes.CFUNCTYPE(ctypes.c_int)(_addr)
     print("returned", _f(), os.getpid(), flush=True)
 "#;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeSet;
+
+    const BODIES: [&str; 9] = [
+        NESTED_NS,
+        MOUNT,
+        KERNEL_SURFACE,
+        DENY_REST,
+        DENY_REST_JAIL_ONLY,
+        AIO_SECRETMEM_PRLIMIT,
+        TIOCSTI_HOST,
+        SOCKETS,
+        X32,
+    ];
+
+    /// Always-denied calls probed in `escape_syscalls.rs` itself (the
+    /// ptrace row), not through a body here.
+    const PROBED_ELSEWHERE: [&str; 2] = ["ptrace", "process_vm_readv"];
+
+    /// `(name, number)` of every probe whose number is written in decimal.
+    fn decimal_probes() -> Vec<(&'static str, i64)> {
+        BODIES
+            .iter()
+            .flat_map(|b| b.lines())
+            .filter_map(sc_call)
+            .filter_map(|(name, nr)| Some((name, nr.parse().ok()?)))
+            .collect()
+    }
+
+    #[test]
+    fn sc_names_lists_each_probe_in_order() {
+        let body = "sc(\"a\", 1, W)\n    sc(\"b_c\", 2)\nsc(\"d_\" + n, 3)\nkv(\"e\", 4)\n";
+        assert_eq!(sc_names(body), ["a", "b_c"]);
+        assert_eq!(sc_names(DENY_REST_JAIL_ONLY), ["vhangup"]);
+        assert_eq!(sc_names(X32), ["x32_getpid"]);
+        // The clone probes build their names in a loop.
+        assert_eq!(
+            sc_names(NESTED_NS),
+            ["setns_newuser", "clone3", "unshare_newuser"]
+        );
+        let mount = sc_names(MOUNT);
+        assert_eq!(mount.len(), MOUNT.matches("sc(").count());
+        assert!(mount.iter().all(|n| prims_syscalls::is_always_denied(n)));
+    }
+
+    #[test]
+    fn probe_numbers_agree_with_the_syscall_table() {
+        let probes = decimal_probes();
+        assert!(probes.len() > 70, "only {} probes parsed", probes.len());
+        for (name, nr) in probes {
+            let called = prims_syscalls::name(nr);
+            assert!(called.is_some(), "probe {name} calls {nr}, no syscall");
+            if let Some(table_nr) = prims_syscalls::number(name) {
+                assert_eq!(nr, table_nr, "probe {name} calls {called:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn the_probes_cover_the_always_denied_list() {
+        let probed: BTreeSet<i64> = decimal_probes().into_iter().map(|(_, nr)| nr).collect();
+        for name in prims_syscalls::ALWAYS_DENIED {
+            let nr = prims_syscalls::number(name).unwrap();
+            assert!(
+                probed.contains(&nr) || PROBED_ELSEWHERE.contains(name),
+                "no escape probe calls {name} ({nr})"
+            );
+        }
+        for name in PROBED_ELSEWHERE {
+            assert!(prims_syscalls::is_always_denied(name), "{name}");
+        }
+    }
+}

@@ -1,7 +1,8 @@
 //! `[egress]` rules: the allow-list grammar (shared with the front-end, which
 //! matches against the parsed form) and the limits' ranges.
 
-use super::{Findings, MAX_RUN_TIME};
+use super::bounds::MAX_RUN_TIME;
+use super::findings::Findings;
 use crate::schema::Policy;
 use crate::spans::KeyPath;
 use std::net::IpAddr;

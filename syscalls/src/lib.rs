@@ -1,0 +1,17 @@
+//! x86_64 syscalls by name, for the two crates that speak of them: policy
+//! validation (is `seccomp.extra_deny` naming real calls?) and the jailer's
+//! seccomp filters (which numbers to refuse). Kept apart from both so the
+//! jailer does not link the policy parser.
+//!
+//! - [`number`], [`name`], [`is_known`], [`all`]: the syscall table;
+//! - [`ALWAYS_DENIED`], [`is_always_denied`]: the calls the jail refuses for
+//!   every job.
+//!
+//! Only x86_64 Linux is supported; elsewhere the table is empty and every
+//! lookup fails.
+
+mod always_denied;
+mod table;
+
+pub use always_denied::{is_always_denied, ALWAYS_DENIED};
+pub use table::{all, is_known, name, number};
