@@ -5,7 +5,8 @@ use anyhow::{anyhow, Context, Result};
 use base64::Engine;
 use clap::Args;
 use prims_protocol::jail::{Outcome, Status};
-use prims_supervisor::job::{run_script, Script, ScriptRun, Stream};
+use prims_supervisor::job::Stream;
+use prims_supervisor::script::{run_script, Script, ScriptRun};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 

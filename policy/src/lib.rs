@@ -4,14 +4,14 @@
 //! key path, line and column, because a policy typo that is silently ignored
 //! is a limit that is silently not enforced.
 
-mod errors;
+mod error;
 mod merge;
 mod schema;
 mod spans;
 mod units;
 mod validate;
 
-pub use errors::{Issue, PolicyError};
+pub use error::{Issue, PolicyError};
 pub use merge::{
     FLOOR_CPU_TIME_MS, FLOOR_MEMORY_BYTES, FLOOR_OUTPUT_BYTES, FLOOR_PIDS, FLOOR_WALL_TIME_MS,
 };
@@ -32,15 +32,15 @@ impl Policy {
     pub fn from_toml_str(text: &str) -> Result<Policy, PolicyError> {
         let doc = DeTable::parse(text).map_err(|e| PolicyError::Invalid {
             file: None,
-            issues: vec![errors::syntax_issue(text, &e)],
+            issues: vec![error::syntax_issue(text, &e)],
         })?;
         let policy: Policy = toml::from_str(text).map_err(|e| PolicyError::Invalid {
             file: None,
-            issues: vec![errors::schema_issue(text, doc.get_ref(), &e)],
+            issues: vec![error::schema_issue(text, doc.get_ref(), &e)],
         })?;
         let issues: Vec<Issue> = validate::check(&policy)
             .into_iter()
-            .map(|f| errors::semantic_issue(Some(text), Some(doc.get_ref()), &f.paths, f.message))
+            .map(|f| error::semantic_issue(Some(text), Some(doc.get_ref()), &f.paths, f.message))
             .collect();
         if issues.is_empty() {
             Ok(policy)
@@ -62,7 +62,7 @@ impl Policy {
     pub fn validate(&self) -> Result<(), PolicyError> {
         let issues: Vec<Issue> = validate::check(self)
             .into_iter()
-            .map(|f| errors::semantic_issue(None, None, &f.paths, f.message))
+            .map(|f| error::semantic_issue(None, None, &f.paths, f.message))
             .collect();
         if issues.is_empty() {
             Ok(())

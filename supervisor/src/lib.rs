@@ -11,6 +11,7 @@ pub mod envs;
 pub mod frontend_user;
 pub mod fsops;
 pub mod job;
+pub mod script;
 pub mod server;
 pub mod sessions;
 pub(crate) mod volume;

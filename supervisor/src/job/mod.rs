@@ -1,18 +1,17 @@
 //! One jailed job, from a request to an outcome. Every jail the supervisor
 //! starts goes through [`Jails`]: runs of the daemon, the install and
-//! compile steps of environment builds, and `prims run` ([`run_script`]).
+//! compile steps of environment builds, and `prims run`
+//! ([`crate::script`]).
 //! It places the job in a cgroup under the resolved parents, hands the spec
 //! to a prims-jailer process, and removes the job cgroup that a jailer
 //! killed mid-setup or by a cancel leaves behind.
 
 mod cgroup_parents;
 mod jailer;
-mod script;
 mod spec;
 
 pub use cgroup_parents::{manager, resolve as resolve_parents, Parents};
 pub use jailer::{Cancel, RunError, RunResult, Stream};
-pub use script::{run_script, Script, ScriptError, ScriptRun};
 pub(crate) use spec::{ro_binds, PythonJob};
 
 use prims_policy::Policy;

@@ -2,8 +2,8 @@
 //! default interpreter on an empty venv, a workspace of the caller's or a
 //! temporary one, and a job cgroup of its own.
 
-use super::{resolve_parents, Cancel, Jails, PythonJob, RunError, RunResult, Sink};
 use crate::envs::bare_venv::{self, VenvError};
+use crate::job::{resolve_parents, Cancel, Jails, PythonJob, RunError, RunResult, Sink};
 use crate::workspace::{self, WorkspaceError};
 use prims_cgroup::CgroupError;
 use prims_policy::Policy;
