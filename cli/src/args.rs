@@ -10,6 +10,17 @@ use std::path::PathBuf;
 pub const STATE_DIR: &str = "/var/lib/prims";
 pub const SOCKET: &str = "/run/prims/supervisor.sock";
 
+/// The host a supervisor runs on: its policy, state directory and socket.
+#[derive(Args)]
+pub struct HostArgs {
+    #[command(flatten)]
+    pub policy: PolicyArg,
+    #[command(flatten)]
+    pub state: StateDirArg,
+    #[command(flatten)]
+    pub socket: SocketArg,
+}
+
 #[derive(Args)]
 pub struct PolicyArg {
     /// Policy TOML (default: the built-in defaults).

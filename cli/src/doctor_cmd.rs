@@ -1,7 +1,7 @@
 //! `prims doctor`: checks this host for what the jail and the daemon need,
 //! and prints each check with a fix.
 
-use crate::args::{PolicyArg, SocketArg, StateDirArg};
+use crate::args::HostArgs;
 use clap::Args;
 use prims_policy::Policy;
 use std::path::{Path, PathBuf};
@@ -9,11 +9,7 @@ use std::path::{Path, PathBuf};
 #[derive(Args)]
 pub struct DoctorArgs {
     #[command(flatten)]
-    policy: PolicyArg,
-    #[command(flatten)]
-    state: StateDirArg,
-    #[command(flatten)]
-    socket: SocketArg,
+    host: HostArgs,
 }
 
 enum Verdict {
@@ -247,7 +243,7 @@ fn socket(path: &Path) -> Verdict {
 }
 
 pub fn main(args: DoctorArgs) -> i32 {
-    let policy = match args.policy.load() {
+    let policy = match args.host.policy.load() {
         Ok(p) => p,
         Err(e) => {
             println!("FAIL policy: {e}");
@@ -258,13 +254,13 @@ pub fn main(args: DoctorArgs) -> i32 {
         kernel(),
         user_namespaces(),
         landlock(&policy),
-        cgroups(&policy, &args.socket.path),
+        cgroups(&policy, &args.host.socket.path),
         seccomp(),
         interpreter(&policy),
-        uv(&args.state.dir),
-        state_dir(&args.state.dir),
-        disk(&policy, &args.state.dir),
-        socket(&args.socket.path),
+        uv(&args.host.state.dir),
+        state_dir(&args.host.state.dir),
+        disk(&policy, &args.host.state.dir),
+        socket(&args.host.socket.path),
     ];
     let mut failed = 0;
     for c in checks {

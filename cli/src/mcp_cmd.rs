@@ -18,7 +18,7 @@ pub struct McpArgs {
     pub listen: SocketAddr,
     #[command(flatten)]
     pub socket: SocketArg,
-    /// The policy is read for its egress and session settings.
+    // The policy is read for its egress and session settings.
     #[command(flatten)]
     pub policy: PolicyArg,
     /// Front-end config TOML: bearer tokens and tenants, extra allowed origins and hosts.

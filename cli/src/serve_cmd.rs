@@ -24,7 +24,7 @@ const STOP_GRACE: Duration = Duration::from_secs(15);
 pub struct ServeArgs {
     #[command(flatten)]
     policy: PolicyArg,
-    /// The state directory is created if missing, and holds the socket.
+    // The state directory is created if missing, and holds the socket.
     #[command(flatten)]
     state: StateDirArg,
     /// Address of the MCP endpoint.

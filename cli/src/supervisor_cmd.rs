@@ -1,6 +1,6 @@
 //! `prims supervisor`: the privileged daemon on a Unix socket.
 
-use crate::args::{JailerArg, PolicyArg, SocketArg, StateDirArg};
+use crate::args::{HostArgs, JailerArg};
 use anyhow::{anyhow, Result};
 use clap::Args;
 use prims_supervisor::daemon::{self, DaemonConfig};
@@ -8,13 +8,9 @@ use prims_supervisor::server::NOBODY_UID;
 
 #[derive(Args)]
 pub struct SupervisorArgs {
+    // The socket is created with mode 0660.
     #[command(flatten)]
-    policy: PolicyArg,
-    #[command(flatten)]
-    state: StateDirArg,
-    /// The socket is created with mode 0660.
-    #[command(flatten)]
-    socket: SocketArg,
+    host: HostArgs,
     /// A user besides root that may connect (the MCP front-end's), by uid or
     /// name; repeatable. Never nobody (65534): it is refused even if listed.
     #[arg(long = "allow-uid", value_name = "UID|NAME")]
@@ -37,7 +33,7 @@ fn run(args: SupervisorArgs) -> Result<()> {
             "the supervisor must run as root: it creates namespaces, cgroups and id maps"
         ));
     }
-    let policy = args.policy.load_or_fail()?;
+    let policy = args.host.policy.load_or_fail()?;
     let jailer = args.jailer.path()?;
     let allowed_uids = args
         .allow_uids
@@ -49,9 +45,9 @@ fn run(args: SupervisorArgs) -> Result<()> {
         daemon::start(
             DaemonConfig {
                 policy,
-                policy_path: args.policy.file.clone(),
-                state_dir: args.state.dir,
-                socket: args.socket.path,
+                policy_path: args.host.policy.file.clone(),
+                state_dir: args.host.state.dir,
+                socket: args.host.socket.path,
                 jailer,
                 allowed_uids,
                 socket_group,
