@@ -53,6 +53,8 @@ stage() {
     exit 1
   fi
 }
+echo "== the jailer's and the syscall table's unit tests as nobody (they need no privilege)"
+stage scripts/unprivileged-units.sh
 echo "== the README's quick start: scripts/serve.sh, driven by the Python MCP SDK"
 stage tests/quickstart.sh
 echo "== the container entry point: refuses without privilege, serves with it"
