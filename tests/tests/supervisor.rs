@@ -2,7 +2,7 @@
 //! concurrency, the queue, sessions (persistence, isolation, restart, quota,
 //! expiry), cancellation, and file operations under symlink attacks.
 
-use prims_protocol::client::{Client, ClientError};
+use prims_protocol::client::{Call, Client, ClientError};
 use prims_protocol::jail::Status;
 use prims_protocol::wire::{ErrorCode, Event, OutputStream, Reply, RequestBody, RunReply};
 use prims_tests::daemon::{run_req, Daemon};
@@ -13,6 +13,21 @@ async fn run(c: &Client, session_id: &str, code: &str) -> RunReply {
     c.run(run_req(session_id, code), |_| {})
         .await
         .unwrap_or_else(|e| panic!("run failed: {e}"))
+}
+
+/// Start a run of `code` and wait until its jail has started.
+async fn started(c: &Client, session_id: &str, code: &str) -> Call {
+    let mut call = c
+        .call(RequestBody::Run(run_req(session_id, code)))
+        .await
+        .unwrap();
+    loop {
+        match call.next_event().await.unwrap() {
+            Some(Event::Started) => return call,
+            Some(_) => {}
+            None => panic!("the run ended before its jail started"),
+        }
+    }
 }
 
 /// Wait until a process whose command line holds `marker` runs on the host.
@@ -112,17 +127,8 @@ async fn supervisor_queue_overflow_is_busy() {
         c.open_session(None).await.unwrap(),
     );
     let slow = "import time\ntime.sleep(3)";
-    let first = c
-        .call(RequestBody::Run(run_req(&a.session_id, slow)))
-        .await
-        .unwrap();
-    let mut first = first;
-    // Wait until the first run holds the only slot.
-    while let Some(ev) = first.next_event().await.unwrap() {
-        if ev == Event::Started {
-            break;
-        }
-    }
+    // The first run holds the only slot.
+    let first = started(&c, &a.session_id, slow).await;
     let mut second = c
         .call(RequestBody::Run(run_req(&b.session_id, slow)))
         .await
@@ -201,14 +207,8 @@ async fn supervisor_restart_keeps_sessions_and_reports_lost_runs() {
     .await;
     // A run in flight when the daemon dies.
     let marker = unique("lost");
-    let mut call = c
-        .call(RequestBody::Run(run_req(
-            &s.session_id,
-            &format!("import time\ntime.sleep(30)  # {marker}"),
-        )))
-        .await
-        .unwrap();
-    while call.next_event().await.unwrap() != Some(Event::Started) {}
+    let sleep = format!("import time\ntime.sleep(30)  # {marker}");
+    let call = started(&c, &s.session_id, &sleep).await;
     d.crash_and_restart();
     assert!(
         matches!(call.finish().await, Err(ClientError::Disconnected)),
@@ -232,16 +232,9 @@ async fn supervisor_cancel_kills_the_jail_within_a_second() {
     let c = d.client().await;
     let s = c.open_session(None).await.unwrap();
     let marker = unique("cancel");
-    let mut call = c
-        .call(RequestBody::Run(run_req(
-            &s.session_id,
-            &format!(
-                "import os, time\nif os.fork() == 0:\n    os.setsid()\ntime.sleep(60)  # {marker}"
-            ),
-        )))
-        .await
-        .unwrap();
-    while call.next_event().await.unwrap() != Some(Event::Started) {}
+    let code =
+        format!("import os, time\nif os.fork() == 0:\n    os.setsid()\ntime.sleep(60)  # {marker}");
+    let call = started(&c, &s.session_id, &code).await;
     wait_for_marker(&marker);
     let t = Instant::now();
     c.cancel(call.id()).await.unwrap();
@@ -268,14 +261,8 @@ async fn supervisor_client_disconnect_cancels_its_runs() {
     {
         let c = d.client().await;
         let s = c.open_session(None).await.unwrap();
-        let mut call = c
-            .call(RequestBody::Run(run_req(
-                &s.session_id,
-                &format!("import time\ntime.sleep(60)  # {marker}"),
-            )))
-            .await
-            .unwrap();
-        while call.next_event().await.unwrap() != Some(Event::Started) {}
+        let sleep = format!("import time\ntime.sleep(60)  # {marker}");
+        let _call = started(&c, &s.session_id, &sleep).await;
         wait_for_marker(&marker);
     }
     let deadline = Instant::now() + Duration::from_secs(3);
