@@ -6,7 +6,7 @@ use crate::stats::{stats, Stats};
 use anyhow::{anyhow, bail, Context, Result};
 use prims_protocol::client::Client;
 use prims_protocol::jail::LimitRequest;
-use prims_protocol::wire::{Reply, RequestBody, RunRequest};
+use prims_protocol::wire::RunRequest;
 use rmcp::model::CallToolRequestParams;
 use rmcp::service::RunningService;
 use rmcp::transport::StreamableHttpClientTransport;
@@ -138,13 +138,7 @@ async fn measure(dir: &Path, port: u16, runs: usize) -> Result<()> {
     eprintln!("warming up (the first run waits for the base environment)...");
     let (_, sid) = run_code(&mcp, None).await?;
     let sock = Client::connect(&dir.join("state/supervisor.sock"), "prims-bench").await?;
-    let ssid = match sock
-        .request(RequestBody::OpenSession { tenant: None })
-        .await?
-    {
-        Reply::Session(s) => s.session_id,
-        other => bail!("unexpected {other:?}"),
-    };
+    let ssid = sock.open_session(None).await?.session_id;
     socket_run(&sock, &ssid).await?;
     let (mut via_mcp, mut via_socket) = (Vec::new(), Vec::new());
     for _ in 0..runs {

@@ -3,10 +3,10 @@
 //! and the throughput of 8 concurrent sessions against one at a time.
 
 use crate::stats::stats;
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{bail, Context, Result};
 use prims_protocol::client::Client;
 use prims_protocol::jail::LimitRequest;
-use prims_protocol::wire::{Event, Reply, RequestBody, RunRequest};
+use prims_protocol::wire::{Event, RunRequest};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -68,13 +68,6 @@ fn req(session: &str, code: &str, requirements: &[&str]) -> RunRequest {
     }
 }
 
-async fn open(c: &Client) -> Result<String> {
-    match c.request(RequestBody::OpenSession { tenant: None }).await? {
-        Reply::Session(s) => Ok(s.session_id),
-        other => Err(anyhow!("unexpected {other:?}")),
-    }
-}
-
 async fn timed_run(c: &Client, r: RunRequest) -> Result<f64> {
     let t = Instant::now();
     let reply = c
@@ -111,7 +104,7 @@ pub fn main(runs: usize, prims: PathBuf, policy: Option<PathBuf>) -> Result<()> 
 
 async fn measure(dir: &Path, runs: usize) -> Result<()> {
     let c = Client::connect(&dir.join("sock"), "prims-bench").await?;
-    let s = open(&c).await?;
+    let s = c.open_session(None).await?.session_id;
     eprintln!("warming up (the first run waits for the base environment)...");
     let base_ms = timed_run(&c, req(&s, "print(1)", &[])).await?;
     let six_ms = timed_run(&c, req(&s, "print(1)", &["six"])).await?;
@@ -137,7 +130,7 @@ async fn measure(dir: &Path, runs: usize) -> Result<()> {
     let seq_rate = runs as f64 / seq_start.elapsed().as_secs_f64();
     let mut sessions = Vec::new();
     for _ in 0..8 {
-        sessions.push(open(&c).await?);
+        sessions.push(c.open_session(None).await?.session_id);
     }
     let par_start = Instant::now();
     let mut tasks = Vec::new();

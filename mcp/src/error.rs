@@ -2,6 +2,7 @@
 //! `isError` tool result rather than a protocol error.
 
 use prims_protocol::client::ClientError;
+use prims_protocol::wire::ErrorCode;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
@@ -15,6 +16,29 @@ impl ToolError {
 
 impl From<ClientError> for ToolError {
     fn from(e: ClientError) -> ToolError {
-        ToolError(crate::supervisor::describe(&e))
+        ToolError(describe(&e))
+    }
+}
+
+/// A sentence a model (or a person) can act on.
+fn describe(e: &ClientError) -> String {
+    match e {
+        ClientError::Server(r) => match r.code {
+            ErrorCode::Busy => format!(
+                "The sandbox is busy ({}). Retry in a few seconds.",
+                r.message
+            ),
+            ErrorCode::Internal => format!("The sandbox failed internally: {}", r.message),
+            _ => r.message.clone(),
+        },
+        e if e.is_unavailable() => {
+            tracing::warn!(error = %e, "supervisor unavailable");
+            "The sandbox service is unavailable right now; retry in a few seconds.".into()
+        }
+        other => {
+            tracing::error!(error = %other, "supervisor protocol error");
+            "The sandbox service answered unexpectedly; retry, and report this if it persists."
+                .into()
+        }
     }
 }

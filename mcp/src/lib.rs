@@ -2,9 +2,9 @@
 //! HTTP (rmcp in axum), plus `/artifacts`, `/health` and `/metrics`.
 //!
 //! It is unprivileged and never touches a workspace itself: every file
-//! operation and every run goes through the supervisor socket
-//! ([`supervisor::Supervisor`]). Outbound HTTP for `mount_file`, `files[]`
-//! and `persist_artifact` goes through [`egress`].
+//! operation and every run goes through the supervisor socket, on
+//! connections from [`pool::SupervisorPool`]. Outbound HTTP for
+//! `mount_file`, `files[]` and `persist_artifact` goes through [`egress`].
 
 pub mod auth;
 pub mod config;
@@ -12,11 +12,11 @@ pub mod egress;
 pub mod error;
 pub mod http;
 pub mod metrics;
+pub mod pool;
 pub mod prompt;
 pub mod server;
 pub mod sessions;
 pub mod streaming;
-pub mod supervisor;
 pub mod tools;
 
 pub use config::{FrontendConfig, TokenEntry};

@@ -5,8 +5,8 @@
 use crate::egress::Egress;
 use crate::error::ToolError;
 use crate::metrics::Metrics;
+use crate::pool::SupervisorPool;
 use crate::sessions::Sessions;
-use crate::supervisor::Supervisor;
 use prims_policy::Policy;
 use rmcp::handler::server::router::prompt::PromptRouter;
 use rmcp::handler::server::router::tool::ToolRouter;
@@ -25,7 +25,7 @@ around, persist_artifact to upload a result to a presigned URL.";
 
 /// What every handler shares.
 pub struct AppState {
-    pub sup: Arc<Supervisor>,
+    pub sup: Arc<SupervisorPool>,
     pub sessions: Sessions,
     pub policy: Policy,
     pub metrics: Metrics,
@@ -34,7 +34,7 @@ pub struct AppState {
 
 impl AppState {
     pub fn new(socket: std::path::PathBuf, policy: Policy) -> AppState {
-        let sup = Arc::new(Supervisor::new(socket));
+        let sup = Arc::new(SupervisorPool::new(socket));
         let egress = Egress::new(&policy.egress).map_err(|e| e.to_string());
         if let Err(e) = &egress {
             tracing::error!(error = %e, "outbound HTTP is unavailable");

@@ -10,7 +10,8 @@
 
 use crate::auth::Tenant;
 use crate::error::ToolError;
-use crate::supervisor::{error_code, Supervisor};
+use crate::pool::SupervisorPool;
+use prims_protocol::client::ClientError;
 use prims_protocol::wire::ErrorCode;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -73,7 +74,7 @@ struct Binding {
 type MountKey = (String, String, String);
 
 pub struct Sessions {
-    sup: Arc<Supervisor>,
+    sup: Arc<SupervisorPool>,
     bound: tokio::sync::Mutex<HashMap<String, Binding>>,
     mounts: Mutex<HashMap<MountKey, u64>>,
 }
@@ -85,7 +86,7 @@ fn gone(id: &str) -> ToolError {
 }
 
 impl Sessions {
-    pub fn new(sup: Arc<Supervisor>) -> Sessions {
+    pub fn new(sup: Arc<SupervisorPool>) -> Sessions {
         Sessions {
             sup,
             bound: Default::default(),
@@ -110,9 +111,9 @@ impl Sessions {
             return Ok(s);
         }
         let Some(mcp) = caller.mcp_session.as_deref() else {
-            let s = self.sup.open_session(caller.tenant.clone()).await?;
-            tracing::debug!(session = %log_tag(&s.session_id), "opened a session for a stateless call");
-            return Ok(session(s.session_id));
+            let s = self.open(caller).await?;
+            tracing::debug!(session = %log_tag(&s), "opened a session for a stateless call");
+            return Ok(session(s));
         };
         let existing = self.bound.lock().await.get(mcp).cloned();
         if let Some(b) = &existing {
@@ -121,9 +122,9 @@ impl Sessions {
                     "This MCP session belongs to another client; initialize a new one.",
                 ));
             }
-            match self.sup.session_info(&session(b.session.clone())).await {
-                Ok(_) => return Ok(session(b.session.clone())),
-                Err(e) if error_code(&e) == Some(ErrorCode::NotFound) => {
+            match self.info(&session(b.session.clone())).await {
+                Ok(()) => return Ok(session(b.session.clone())),
+                Err(e) if e.code() == Some(ErrorCode::NotFound) => {
                     tracing::info!(session = %log_tag(&b.session), "bound session expired; opening a new one");
                 }
                 Err(e) => return Err(e.into()),
@@ -136,25 +137,42 @@ impl Sessions {
                 return Ok(session(now.session.clone()));
             }
         }
-        let s = self.sup.open_session(caller.tenant.clone()).await?;
-        tracing::debug!(session = %log_tag(&s.session_id), "opened a session for an MCP session");
+        let s = self.open(caller).await?;
+        tracing::debug!(session = %log_tag(&s), "opened a session for an MCP session");
         bound.insert(
             mcp.to_owned(),
             Binding {
-                session: s.session_id.clone(),
+                session: s.clone(),
                 tenant: caller.tenant.clone(),
             },
         );
-        Ok(session(s.session_id))
+        Ok(session(s))
+    }
+
+    /// A new session for the caller's tenant: its id.
+    async fn open(&self, caller: &Caller) -> Result<String, ClientError> {
+        let c = self.sup.client().await?;
+        Ok(c.open_session(caller.tenant.as_deref()).await?.session_id)
+    }
+
+    /// Whether `s` exists for its tenant, as the supervisor answers it.
+    async fn info(&self, s: &SessionRef) -> Result<(), ClientError> {
+        let c = self.sup.client().await?;
+        c.session_info(&s.id, s.tenant.as_deref()).await.map(drop)
+    }
+
+    async fn close(&self, s: &SessionRef) -> Result<(), ClientError> {
+        let c = self.sup.client().await?;
+        c.close_session(&s.id, s.tenant.as_deref()).await
     }
 
     /// Fails unless the session exists and belongs to its tenant. The
     /// supervisor checks the tenant and answers another tenant's session
     /// exactly as a missing one.
     pub async fn check(&self, s: &SessionRef) -> Result<(), ToolError> {
-        match self.sup.session_info(s).await {
-            Ok(_) => Ok(()),
-            Err(e) if matches!(error_code(&e), Some(ErrorCode::NotFound)) => {
+        match self.info(s).await {
+            Ok(()) => Ok(()),
+            Err(e) if e.code() == Some(ErrorCode::NotFound) => {
                 tracing::debug!(session = %s.tag(), tenant = ?s.tenant, "no such session for this tenant");
                 Err(gone(&s.id))
             }
@@ -189,7 +207,7 @@ impl Sessions {
             id: b.session,
             tenant: b.tenant,
         };
-        match self.sup.close_session(&s).await {
+        match self.close(&s).await {
             Ok(()) => {
                 tracing::info!(session = %s.tag(), "closed the workspace of a deleted MCP session")
             }

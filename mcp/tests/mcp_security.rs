@@ -4,7 +4,7 @@
 mod support;
 
 use prims_protocol::client::ClientError;
-use prims_protocol::wire::{ErrorCode, RequestBody};
+use prims_protocol::wire::ErrorCode;
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 use support::client::{call, connect, err, ok, run};
@@ -279,14 +279,9 @@ async fn tokens_authenticate_and_tenants_stay_apart() {
     // The supervisor recorded the tenant, and checks it on every request
     // itself: asked for another tenant, or for none, the session does not exist.
     let sup = stack.supervisor().await;
-    let info = |tenant: Option<&str>| {
-        sup.request(RequestBody::SessionInfo {
-            session_id: sa.clone(),
-            tenant: tenant.map(str::to_owned),
-        })
-    };
+    let info = |tenant: Option<&'static str>| sup.session_info(&sa, tenant);
     let own = info(Some("a")).await.unwrap();
-    assert!(format!("{own:?}").contains("Some(\"a\")"), "{own:?}");
+    assert_eq!(own.tenant.as_deref(), Some("a"), "{own:?}");
     for other in [Some("b"), None] {
         match info(other).await {
             Err(ClientError::Server(e)) => assert_eq!(e.code, ErrorCode::NotFound, "{other:?}"),
@@ -351,12 +346,7 @@ async fn deleting_a_legacy_session_closes_its_workspace() {
         .unwrap()
         .to_owned();
     let sup = stack.supervisor().await;
-    sup.request(RequestBody::SessionInfo {
-        session_id: sid.clone(),
-        tenant: None,
-    })
-    .await
-    .expect("session exists");
+    sup.session_info(&sid, None).await.expect("session exists");
     let del = http
         .delete(stack.url())
         .header("mcp-session-id", &mcp)
@@ -369,13 +359,7 @@ async fn deleting_a_legacy_session_closes_its_workspace() {
         "DELETE answered {}",
         del.status()
     );
-    match sup
-        .request(RequestBody::SessionInfo {
-            session_id: sid,
-            tenant: None,
-        })
-        .await
-    {
+    match sup.session_info(&sid, None).await {
         Err(ClientError::Server(e)) => assert_eq!(e.code, ErrorCode::NotFound),
         other => panic!("the workspace survived the DELETE: {other:?}"),
     }

@@ -2,7 +2,8 @@
 //! [`jail`], what the supervisor and a jailer exchange over its inherited
 //! file descriptors (the job spec in, the outcome out); and [`wire`] with
 //! [`frame`] and [`client`], the supervisor socket's messages, framing and
-//! client. Plain data with serde; the only I/O is the optional client.
+//! client. Plain data with serde; the only I/O is the optional async frame
+//! reader and writer (feature `io`) and the client (feature `client`).
 
 pub mod b64;
 #[cfg(feature = "client")]

@@ -5,7 +5,6 @@
 use crate::harness::{prims_bin, require_root};
 use crate::host::unique;
 use prims_protocol::client::Client;
-use prims_protocol::wire::{Reply, RequestBody, SessionInfo, Stats};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -174,20 +173,6 @@ pub fn run_req(session_id: &str, code: &str) -> prims_protocol::wire::RunRequest
         code: code.to_string(),
         requirements: vec![],
         limits: prims_protocol::jail::LimitRequest::default(),
-    }
-}
-
-pub async fn open_session(c: &Client) -> SessionInfo {
-    match c.request(RequestBody::OpenSession { tenant: None }).await {
-        Ok(Reply::Session(s)) => s,
-        other => panic!("open_session: {other:?}"),
-    }
-}
-
-pub async fn stats(c: &Client) -> Stats {
-    match c.request(RequestBody::Stats).await {
-        Ok(Reply::Stats(s)) => s,
-        other => panic!("stats: {other:?}"),
     }
 }
 

@@ -4,6 +4,7 @@
 //! The kernel's `SO_PEERCRED` then names that uid to the server, as it would
 //! for any other process on the host.
 
+use prims_protocol::frame::split_frame;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::time::Duration;
@@ -208,29 +209,21 @@ unsafe fn child(
 }
 
 /// How many whole frames `bytes` starts with. No allocation: the child uses it.
-fn complete_frames(bytes: &[u8]) -> usize {
-    let (mut off, mut n) = (0, 0);
-    while off + 4 <= bytes.len() {
-        let len = u32::from_be_bytes([bytes[off], bytes[off + 1], bytes[off + 2], bytes[off + 3]])
-            as usize;
-        if off + 4 + len > bytes.len() {
-            break;
-        }
-        off += 4 + len;
+fn complete_frames(mut bytes: &[u8]) -> usize {
+    let mut n = 0;
+    while let Some((_, rest)) = split_frame(bytes) {
+        bytes = rest;
         n += 1;
     }
     n
 }
 
+/// The bodies of the whole frames `bytes` starts with.
 fn split_frames(mut bytes: &[u8]) -> Vec<Vec<u8>> {
     let mut frames = Vec::new();
-    while bytes.len() >= 4 {
-        let len = u32::from_be_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]) as usize;
-        if bytes.len() < 4 + len {
-            break;
-        }
-        frames.push(bytes[4..4 + len].to_vec());
-        bytes = &bytes[4 + len..];
+    while let Some((body, rest)) = split_frame(bytes) {
+        frames.push(body.to_vec());
+        bytes = rest;
     }
     frames
 }

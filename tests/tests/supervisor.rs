@@ -2,10 +2,10 @@
 //! concurrency, the queue, sessions (persistence, isolation, restart, quota,
 //! expiry), cancellation, and file operations under symlink attacks.
 
-use prims_protocol::client::{Client, ClientError};
+use prims_protocol::client::{Call, Client, ClientError};
 use prims_protocol::jail::Status;
 use prims_protocol::wire::{ErrorCode, Event, OutputStream, Reply, RequestBody, RunReply};
-use prims_tests::daemon::{open_session, run_req, Daemon};
+use prims_tests::daemon::{run_req, Daemon};
 use prims_tests::{processes_with_marker, unique};
 use std::time::{Duration, Instant};
 
@@ -13,6 +13,21 @@ async fn run(c: &Client, session_id: &str, code: &str) -> RunReply {
     c.run(run_req(session_id, code), |_| {})
         .await
         .unwrap_or_else(|e| panic!("run failed: {e}"))
+}
+
+/// Start a run of `code` and wait until its jail has started.
+async fn started(c: &Client, session_id: &str, code: &str) -> Call {
+    let mut call = c
+        .call(RequestBody::Run(run_req(session_id, code)))
+        .await
+        .unwrap();
+    loop {
+        match call.next_event().await.unwrap() {
+            Some(Event::Started) => return call,
+            Some(_) => {}
+            None => panic!("the run ended before its jail started"),
+        }
+    }
 }
 
 /// Wait until a process whose command line holds `marker` runs on the host.
@@ -31,7 +46,7 @@ fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 
-fn server_error(r: Result<Reply, ClientError>) -> prims_protocol::wire::ErrorReply {
+fn server_error<T: std::fmt::Debug>(r: Result<T, ClientError>) -> prims_protocol::wire::ErrorReply {
     match r {
         Err(ClientError::Server(e)) => e,
         other => panic!("expected a server error, got {other:?}"),
@@ -42,7 +57,7 @@ fn server_error(r: Result<Reply, ClientError>) -> prims_protocol::wire::ErrorRep
 async fn supervisor_runs_code_and_streams_output() {
     let d = Daemon::start("");
     let c = d.client().await;
-    let s = open_session(&c).await;
+    let s = c.open_session(None).await.unwrap();
     let mut streamed = Vec::new();
     let mut started = false;
     let reply = c
@@ -77,7 +92,7 @@ async fn supervisor_40_runs_across_8_sessions_stay_unmixed() {
     let c = d.client().await;
     let mut sessions = Vec::new();
     for _ in 0..8 {
-        sessions.push(open_session(&c).await.session_id);
+        sessions.push(c.open_session(None).await.unwrap().session_id);
     }
     let mut calls = Vec::new();
     for (si, sid) in sessions.iter().enumerate() {
@@ -107,22 +122,13 @@ async fn supervisor_queue_overflow_is_busy() {
     let d = Daemon::start("[limits]\nmax_concurrent_runs = 1\nmax_queued_runs = 1\n");
     let c = d.client().await;
     let (a, b, e) = (
-        open_session(&c).await,
-        open_session(&c).await,
-        open_session(&c).await,
+        c.open_session(None).await.unwrap(),
+        c.open_session(None).await.unwrap(),
+        c.open_session(None).await.unwrap(),
     );
     let slow = "import time\ntime.sleep(3)";
-    let first = c
-        .call(RequestBody::Run(run_req(&a.session_id, slow)))
-        .await
-        .unwrap();
-    let mut first = first;
-    // Wait until the first run holds the only slot.
-    while let Some(ev) = first.next_event().await.unwrap() {
-        if ev == Event::Started {
-            break;
-        }
-    }
+    // The first run holds the only slot.
+    let first = started(&c, &a.session_id, slow).await;
     let mut second = c
         .call(RequestBody::Run(run_req(&b.session_id, slow)))
         .await
@@ -133,9 +139,7 @@ async fn supervisor_queue_overflow_is_busy() {
         "the second run waits in the queue"
     );
     let t = Instant::now();
-    let third = c
-        .request(RequestBody::Run(run_req(&e.session_id, "pass")))
-        .await;
+    let third = c.run(run_req(&e.session_id, "pass"), |_| {}).await;
     let err = server_error(third);
     assert_eq!(err.code, ErrorCode::Busy, "{err:?}");
     assert!(err.message.contains("retry"), "{}", err.message);
@@ -151,7 +155,10 @@ async fn supervisor_queue_overflow_is_busy() {
 async fn supervisor_sessions_persist_and_are_isolated() {
     let d = Daemon::start("");
     let c = d.client().await;
-    let (a, b) = (open_session(&c).await, open_session(&c).await);
+    let (a, b) = (
+        c.open_session(None).await.unwrap(),
+        c.open_session(None).await.unwrap(),
+    );
     let w = run(
         &c,
         &a.session_id,
@@ -191,7 +198,7 @@ async fn supervisor_sessions_persist_and_are_isolated() {
 async fn supervisor_restart_keeps_sessions_and_reports_lost_runs() {
     let mut d = Daemon::start("");
     let c = d.client().await;
-    let s = open_session(&c).await;
+    let s = c.open_session(None).await.unwrap();
     run(
         &c,
         &s.session_id,
@@ -200,30 +207,15 @@ async fn supervisor_restart_keeps_sessions_and_reports_lost_runs() {
     .await;
     // A run in flight when the daemon dies.
     let marker = unique("lost");
-    let mut call = c
-        .call(RequestBody::Run(run_req(
-            &s.session_id,
-            &format!("import time\ntime.sleep(30)  # {marker}"),
-        )))
-        .await
-        .unwrap();
-    while call.next_event().await.unwrap() != Some(Event::Started) {}
+    let sleep = format!("import time\ntime.sleep(30)  # {marker}");
+    let call = started(&c, &s.session_id, &sleep).await;
     d.crash_and_restart();
     assert!(
         matches!(call.finish().await, Err(ClientError::Disconnected)),
         "the client learns that its run failed"
     );
     let c = d.client().await;
-    let info = match c
-        .request(RequestBody::SessionInfo {
-            session_id: s.session_id.clone(),
-            tenant: None,
-        })
-        .await
-    {
-        Ok(Reply::Session(i)) => i,
-        other => panic!("{other:?}"),
-    };
+    let info = c.session_info(&s.session_id, None).await.unwrap();
     assert!(info.last_run_lost, "the lost run is on record: {info:?}");
     let r = run(&c, &s.session_id, "print(open('output/x.txt').read())").await;
     assert_eq!(text(&r.stdout), "survives\n");
@@ -238,18 +230,11 @@ async fn supervisor_restart_keeps_sessions_and_reports_lost_runs() {
 async fn supervisor_cancel_kills_the_jail_within_a_second() {
     let d = Daemon::start("");
     let c = d.client().await;
-    let s = open_session(&c).await;
+    let s = c.open_session(None).await.unwrap();
     let marker = unique("cancel");
-    let mut call = c
-        .call(RequestBody::Run(run_req(
-            &s.session_id,
-            &format!(
-                "import os, time\nif os.fork() == 0:\n    os.setsid()\ntime.sleep(60)  # {marker}"
-            ),
-        )))
-        .await
-        .unwrap();
-    while call.next_event().await.unwrap() != Some(Event::Started) {}
+    let code =
+        format!("import os, time\nif os.fork() == 0:\n    os.setsid()\ntime.sleep(60)  # {marker}");
+    let call = started(&c, &s.session_id, &code).await;
     wait_for_marker(&marker);
     let t = Instant::now();
     c.cancel(call.id()).await.unwrap();
@@ -275,15 +260,9 @@ async fn supervisor_client_disconnect_cancels_its_runs() {
     let marker = unique("disc");
     {
         let c = d.client().await;
-        let s = open_session(&c).await;
-        let mut call = c
-            .call(RequestBody::Run(run_req(
-                &s.session_id,
-                &format!("import time\ntime.sleep(60)  # {marker}"),
-            )))
-            .await
-            .unwrap();
-        while call.next_event().await.unwrap() != Some(Event::Started) {}
+        let s = c.open_session(None).await.unwrap();
+        let sleep = format!("import time\ntime.sleep(60)  # {marker}");
+        let _call = started(&c, &s.session_id, &sleep).await;
         wait_for_marker(&marker);
     }
     let deadline = Instant::now() + Duration::from_secs(3);
@@ -297,7 +276,7 @@ async fn supervisor_client_disconnect_cancels_its_runs() {
 async fn supervisor_file_operations_refuse_symlink_and_dotdot_attacks() {
     let d = Daemon::start("");
     let c = d.client().await;
-    let s = open_session(&c).await;
+    let s = c.open_session(None).await.unwrap();
     let sid = s.session_id.clone();
     let plant = run(
         &c,
@@ -308,15 +287,7 @@ async fn supervisor_file_operations_refuse_symlink_and_dotdot_attacks() {
     assert_eq!(plant.outcome.status, Status::Ok, "{plant:?}");
     let names: Vec<_> = plant.files.iter().map(|f| f.path.as_str()).collect();
     assert_eq!(names, ["ok.txt"], "artifacts never include planted links");
-    let read = |path: &str| {
-        c.request(RequestBody::ReadFile {
-            session_id: sid.clone(),
-            tenant: None,
-            path: path.to_string(),
-            offset: 0,
-            limit: 4096,
-        })
-    };
+    let read = |path: &'static str| c.read_file(&sid, None, path, 0, 4096);
     for path in [
         "output/x",
         "output/up/etc/shadow",
@@ -333,17 +304,8 @@ async fn supervisor_file_operations_refuse_symlink_and_dotdot_attacks() {
             "{path}: {err:?}"
         );
     }
-    match read("output/ok.txt").await {
-        Ok(Reply::File(f)) => assert_eq!(f.data, b"fine"),
-        other => panic!("{other:?}"),
-    }
-    let list = c
-        .request(RequestBody::ListDir {
-            session_id: sid.clone(),
-            tenant: None,
-            path: "output/up".into(),
-        })
-        .await;
+    assert_eq!(read("output/ok.txt").await.unwrap().data, b"fine");
+    let list = c.list_dir(&sid, None, "output/up").await;
     assert!(
         list.is_err(),
         "listing through a link to / is refused: {list:?}"
@@ -356,7 +318,7 @@ async fn supervisor_file_operations_refuse_symlink_and_dotdot_attacks() {
 async fn supervisor_disk_quota_gives_enospc() {
     let d = Daemon::start("[sessions]\ndisk_quota = \"16MiB\"\n");
     let c = d.client().await;
-    let s = open_session(&c).await;
+    let s = c.open_session(None).await.unwrap();
     let r = run(
         &c,
         &s.session_id,
@@ -370,15 +332,10 @@ async fn supervisor_disk_quota_gives_enospc() {
 async fn supervisor_idle_sessions_expire() {
     let d = Daemon::start("[sessions]\nidle_ttl = \"2s\"\n");
     let c = d.client().await;
-    let s = open_session(&c).await;
+    let s = c.open_session(None).await.unwrap();
     let deadline = Instant::now() + Duration::from_secs(15);
     loop {
-        let r = c
-            .request(RequestBody::SessionInfo {
-                session_id: s.session_id.clone(),
-                tenant: None,
-            })
-            .await;
+        let r = c.session_info(&s.session_id, None).await;
         if let Err(ClientError::Server(e)) = &r {
             assert_eq!(e.code, ErrorCode::NotFound);
             break;
@@ -399,7 +356,7 @@ async fn supervisor_idle_sessions_expire() {
 async fn supervisor_mounts_are_read_only_in_the_jail() {
     let d = Daemon::start("");
     let c = d.client().await;
-    let s = open_session(&c).await;
+    let s = c.open_session(None).await.unwrap();
     let m = c
         .write_mount(&s.session_id, "data.csv", b"a,b\n1,2\n")
         .await
@@ -422,7 +379,7 @@ async fn supervisor_mounts_are_read_only_in_the_jail() {
 async fn supervisor_policy_reload_applies_to_new_runs_and_refuses_bad_files() {
     let d = Daemon::start("[limits]\nwall_time = \"20s\"\n");
     let c = d.client().await;
-    let s = open_session(&c).await;
+    let s = c.open_session(None).await.unwrap();
     let sleepy = "import time\ntime.sleep(2)\nprint('done')";
     assert_eq!(
         run(&c, &s.session_id, sleepy).await.outcome.status,

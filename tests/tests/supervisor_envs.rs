@@ -2,17 +2,15 @@
 //! once and then served from the cache; a bad requirement says why.
 
 use prims_protocol::client::ClientError;
-use prims_protocol::jail::{LimitRequest, Status};
+use prims_protocol::jail::Status;
 use prims_protocol::wire::{ErrorCode, Event, RunRequest};
-use prims_tests::daemon::{open_session, stats, Daemon};
+use prims_tests::daemon::{run_req, Daemon};
 
+/// [`run_req`] with `requirements`.
 fn req(session_id: &str, code: &str, requirements: &[&str]) -> RunRequest {
     RunRequest {
-        session_id: session_id.to_string(),
-        tenant: None,
-        code: code.to_string(),
         requirements: requirements.iter().map(|r| r.to_string()).collect(),
-        limits: LimitRequest::default(),
+        ..run_req(session_id, code)
     }
 }
 
@@ -20,7 +18,7 @@ fn req(session_id: &str, code: &str, requirements: &[&str]) -> RunRequest {
 async fn supervisor_requirements_build_once_then_come_from_the_cache() {
     let d = Daemon::start("");
     let c = d.client().await;
-    let s = open_session(&c).await;
+    let s = c.open_session(None).await.unwrap();
     let code = "import six\nprint(six.__name__)";
     let mut building = 0;
     let first = c
@@ -35,9 +33,9 @@ async fn supervisor_requirements_build_once_then_come_from_the_cache() {
     assert_eq!(String::from_utf8_lossy(&first.stdout), "six\n");
     assert!(first.env_built, "the first run builds the environment");
     assert!(building > 0, "the build reported progress");
-    let builds = stats(&c).await.env_builds;
+    let builds = c.stats().await.unwrap().env_builds;
 
-    let other = open_session(&c).await;
+    let other = c.open_session(None).await.unwrap();
     let second = c
         .run(req(&other.session_id, code, &["SIX"]), |_| {})
         .await
@@ -47,14 +45,18 @@ async fn supervisor_requirements_build_once_then_come_from_the_cache() {
         !second.env_built,
         "the same (normalized) set is served from the cache"
     );
-    assert_eq!(stats(&c).await.env_builds, builds, "no build happened");
+    assert_eq!(
+        c.stats().await.unwrap().env_builds,
+        builds,
+        "no build happened"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn supervisor_bad_requirements_are_explained() {
     let d = Daemon::start("");
     let c = d.client().await;
-    let s = open_session(&c).await;
+    let s = c.open_session(None).await.unwrap();
     let missing = c
         .run(
             req(
@@ -77,7 +79,7 @@ async fn supervisor_bad_requirements_are_explained() {
         }
         other => panic!("{other:?}"),
     }
-    let builds = stats(&c).await.env_builds;
+    let builds = c.stats().await.unwrap().env_builds;
     for junk in [
         "--index-url=http://example.invalid",
         "-r /etc/passwd",
@@ -90,5 +92,9 @@ async fn supervisor_bad_requirements_are_explained() {
             other => panic!("{junk}: {other:?}"),
         }
     }
-    assert_eq!(stats(&c).await.env_builds, builds, "junk never reached uv");
+    assert_eq!(
+        c.stats().await.unwrap().env_builds,
+        builds,
+        "junk never reached uv"
+    );
 }

@@ -4,7 +4,7 @@
 //! state directory in its mount table.
 
 use prims_protocol::wire::RunReply;
-use prims_tests::daemon::{open_session, run_req, Daemon};
+use prims_tests::daemon::{run_req, Daemon};
 use prims_tests::{processes_with_marker, unique};
 use std::os::unix::process::CommandExt;
 use std::process::Command;
@@ -91,7 +91,7 @@ fn search_as_stranger(session_id: &str, state: &std::path::Path) -> String {
 async fn another_local_user_finds_no_live_session_id() {
     let d = Daemon::start("");
     let c = d.client().await;
-    let s = open_session(&c).await;
+    let s = c.open_session(None).await.unwrap();
     let id = s.session_id.clone();
     // A finished run (the audit log has a line) and one in flight (its
     // jail's processes are on the host).
@@ -147,7 +147,7 @@ async fn another_local_user_finds_no_live_session_id() {
 async fn jailed_code_sees_no_host_path_of_the_state_directory() {
     let d = Daemon::start("");
     let c = d.client().await;
-    let s = open_session(&c).await;
+    let s = c.open_session(None).await.unwrap();
     let reply: RunReply = c
         .run(
             run_req(&s.session_id, "print(open('/proc/self/mountinfo').read())"),

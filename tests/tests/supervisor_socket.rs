@@ -11,7 +11,7 @@ use prims_protocol::wire::{
     PROTOCOL_VERSION,
 };
 use prims_supervisor::server::{ConnectionLimits, NOBODY_UID};
-use prims_tests::daemon::{stats, Daemon};
+use prims_tests::daemon::Daemon;
 use prims_tests::peer::{talk_as, wait_until_peer_read_all, Ended, Talk};
 use prims_tests::{prims_bin, require_root, run_with_timeout};
 use std::process::Command;
@@ -182,10 +182,10 @@ async fn until_closed(mut s: UnixStream, since: Instant) -> Duration {
 }
 
 async fn served(c: &Client) {
-    let reply = tokio::time::timeout(Duration::from_secs(30), c.request(RequestBody::Stats))
+    let reply = tokio::time::timeout(Duration::from_secs(30), c.stats())
         .await
         .expect("a well-behaved client waited 30 s for stats");
-    assert!(matches!(reply, Ok(Reply::Stats(_))), "{reply:?}");
+    assert!(reply.is_ok(), "{reply:?}");
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -196,7 +196,7 @@ async fn a_hundred_stalled_frames_are_closed_at_the_deadline_and_cost_no_memory(
     let good = d.client().await;
     // Idle between frames from here to the end, longer than any deadline.
     let idle = d.client().await;
-    stats(&good).await;
+    good.stats().await.unwrap();
     let mut attackers = Vec::new();
     for _ in 0..100 {
         attackers.push(greeted(&d).await);
@@ -263,7 +263,7 @@ async fn big_partial_frames_are_held_to_the_shared_budget() {
     let d = daemon();
     let pid = d.pid();
     let good = d.client().await;
-    stats(&good).await;
+    good.stats().await.unwrap();
     let mut attackers = Vec::new();
     for _ in 0..20 {
         attackers.push(greeted(&d).await);

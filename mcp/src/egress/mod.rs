@@ -9,18 +9,18 @@
 
 mod download;
 mod error;
-mod guard;
 mod resolver;
+mod ssrf;
 
 pub use download::Download;
 pub use error::EgressError;
-pub use guard::{blocked_name, classify};
+pub use ssrf::{blocked_name, classify};
 
 use bytes::Bytes;
 use download::Redacted;
-use guard::Guard;
 use reqwest::header::{HeaderValue, CONTENT_LENGTH, CONTENT_TYPE, LOCATION};
 use reqwest::{Method, Response, StatusCode, Url};
+use ssrf::SsrfGuard;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
@@ -48,7 +48,7 @@ impl std::fmt::Debug for Egress {
 
 struct Inner {
     client: reqwest::Client,
-    guard: Arc<Guard>,
+    guard: Arc<SsrfGuard>,
     max_download: u64,
     max_upload: u64,
     timeout: Duration,
@@ -69,7 +69,7 @@ impl Egress {
             .map(|r| prims_policy::parse_egress_rule(r))
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| EgressError::Client(format!("egress.allow: {e}")))?;
-        let guard = Arc::new(Guard::new(rules));
+        let guard = Arc::new(SsrfGuard::new(rules));
         let timeout = policy.timeout.get();
         let client = reqwest::Client::builder()
             // Proxies would resolve names themselves, past the guard.

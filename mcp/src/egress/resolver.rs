@@ -4,25 +4,25 @@
 //! (DNS rebinding) gains nothing.
 
 use super::error::Blocked;
-use super::guard::Guard;
+use super::ssrf::SsrfGuard;
 use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
 pub(crate) struct GuardedResolver {
-    guard: Arc<Guard>,
+    guard: Arc<SsrfGuard>,
 }
 
 impl GuardedResolver {
-    pub(crate) fn new(guard: Arc<Guard>) -> Self {
+    pub(crate) fn new(guard: Arc<SsrfGuard>) -> Self {
         GuardedResolver { guard }
     }
 }
 
 /// Keeps the addresses `guard` allows for `host`; refuses when none is left.
 pub(crate) fn filter(
-    guard: &Guard,
+    guard: &SsrfGuard,
     host: &str,
     addrs: impl IntoIterator<Item = SocketAddr>,
 ) -> Result<Vec<SocketAddr>, Blocked> {
@@ -77,7 +77,7 @@ mod tests {
 
     #[test]
     fn keeps_only_allowed_addresses() {
-        let guard = Guard::default();
+        let guard = SsrfGuard::default();
         // A rebinding answer mixing public and private: only public is used.
         let got = filter(
             &guard,
@@ -98,7 +98,7 @@ mod tests {
     #[test]
     fn allow_rules_reopen_addresses() {
         let rule = prims_policy::parse_egress_rule("10.0.0.0/8").unwrap();
-        let guard = Guard::new(vec![rule]);
+        let guard = SsrfGuard::new(vec![rule]);
         let got = filter(&guard, "files.corp", addrs(&["10.1.1.1", "192.168.1.1"]));
         assert_eq!(got.unwrap(), addrs(&["10.1.1.1"]));
     }

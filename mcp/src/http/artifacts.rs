@@ -13,12 +13,12 @@
 use crate::auth::Tenant;
 use crate::server::AppState;
 use crate::sessions::SessionRef;
-use crate::supervisor::error_code;
 use axum::body::Body;
 use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Response};
 use http::{header, HeaderMap, HeaderValue, StatusCode};
-use prims_protocol::wire::{ErrorCode, MAX_CHUNK_BYTES};
+use prims_protocol::client::ClientError;
+use prims_protocol::wire::{ErrorCode, FileData, MAX_CHUNK_BYTES};
 use std::sync::Arc;
 
 fn plain(status: StatusCode, message: &str) -> Response {
@@ -119,8 +119,21 @@ async fn session_of(
     ))
 }
 
-fn read_error(e: &prims_protocol::client::ClientError) -> Response {
-    match error_code(e) {
+/// Up to `limit` bytes of `path` from `offset`.
+async fn read(
+    app: &AppState,
+    session: &SessionRef,
+    path: &str,
+    offset: u64,
+    limit: u64,
+) -> Result<FileData, ClientError> {
+    let c = app.sup.client().await?;
+    let tenant = session.tenant.as_deref();
+    c.read_file(&session.id, tenant, path, offset, limit).await
+}
+
+fn read_error(e: &ClientError) -> Response {
+    match e.code() {
         Some(ErrorCode::Forbidden) => plain(StatusCode::FORBIDDEN, "the path leaves output/"),
         Some(ErrorCode::NotFound | ErrorCode::BadRequest) => {
             plain(StatusCode::NOT_FOUND, "no such file")
@@ -149,7 +162,7 @@ pub async fn get(
         Ok(s) => s,
         Err(r) => return r,
     };
-    let size = match app.sup.read_file(&session, &path, 0, 0).await {
+    let size = match read(&app, &session, &path, 0, 0).await {
         Ok(f) => f.size,
         Err(e) => return read_error(&e),
     };
@@ -214,7 +227,7 @@ fn chunks(
                 return None;
             }
             let want = left.min(MAX_CHUNK_BYTES as u64);
-            match app.sup.read_file(&session, &path, offset, want).await {
+            match read(&app, &session, &path, offset, want).await {
                 Ok(f) if !f.data.is_empty() => {
                     let n = f.data.len() as u64;
                     Some((Ok(bytes::Bytes::from(f.data)), (offset + n, left - n)))

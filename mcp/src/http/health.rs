@@ -11,7 +11,8 @@ use std::time::Duration;
 const STATS_TIMEOUT: Duration = Duration::from_secs(2);
 
 async fn stats(app: &AppState) -> Option<prims_protocol::wire::Stats> {
-    match tokio::time::timeout(STATS_TIMEOUT, app.sup.stats()).await {
+    let stats = async { app.sup.client().await?.stats().await };
+    match tokio::time::timeout(STATS_TIMEOUT, stats).await {
         Ok(Ok(s)) => Some(s),
         Ok(Err(e)) => {
             tracing::warn!(error = %e, "health: the supervisor did not answer");

@@ -1,10 +1,10 @@
 //! The HTTP server: `/mcp` (rmcp streamable HTTP, both protocol eras),
 //! `/artifacts/<path>`, `/health` and `/metrics`, behind the Host/Origin
-//! guard; `/mcp` and `/artifacts` also behind the bearer-token check.
+//! check; `/mcp` and `/artifacts` also behind the bearer-token check.
 
 pub mod artifacts;
-pub mod guard;
 pub mod health;
+pub mod origin;
 
 use crate::auth::{self, Auth, Tenant};
 use crate::config::FrontendConfig;
@@ -74,10 +74,10 @@ pub fn router(opts: &FrontendOptions, app: Arc<AppState>, shutdown: &Cancellatio
         .route("/health", get(health::health))
         .route("/metrics", get(health::metrics))
         .with_state(app);
-    let guard = Arc::new(guard::Guard::new(hosts, origins));
+    let allowed = Arc::new(origin::HostOriginCheck::new(hosts, origins));
     authed
         .merge(public)
-        .layer(from_fn_with_state(guard, guard::check))
+        .layer(from_fn_with_state(allowed, origin::check))
 }
 
 /// A successful HTTP DELETE of a legacy MCP session closes its workspace.

@@ -1,6 +1,6 @@
 //! `list_dir` and `preview_file`: paths relative to the workspace root.
 
-use super::common::{base_name, clean_relative, guess_mime};
+use super::paths::{base_name, clean_relative, guess_mime};
 use super::types::{DirEntryOut, ListDirOutput, PreviewFileOutput};
 use crate::error::ToolError;
 use crate::server::AppState;
@@ -17,7 +17,10 @@ pub async fn list_dir(
 ) -> Result<ListDirOutput, ToolError> {
     let dir = clean_relative(dir_path, "dir_path", true)?;
     let dir = if dir.is_empty() { ".".to_owned() } else { dir };
-    let mut entries = app.sup.list_dir(session, &dir).await?;
+    let c = app.sup.client().await?;
+    let mut entries = c
+        .list_dir(&session.id, session.tenant.as_deref(), &dir)
+        .await?;
     entries.sort_by(|a, b| a.name.cmp(&b.name));
     let result = entries
         .into_iter()
@@ -47,7 +50,11 @@ pub async fn preview_file(
     relative_path: &str,
 ) -> Result<PreviewFileOutput, ToolError> {
     let path = clean_relative(relative_path, "relative_path", false)?;
-    let file = app.sup.read_file(session, &path, 0, PREVIEW_BYTES).await?;
+    let c = app.sup.client().await?;
+    let tenant = session.tenant.as_deref();
+    let file = c
+        .read_file(&session.id, tenant, &path, 0, PREVIEW_BYTES)
+        .await?;
     let mime = guess_mime(&path);
     let truncated = file.size > file.data.len() as u64;
     let (content, binary) = match decode(&file.data, truncated) {

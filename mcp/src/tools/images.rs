@@ -40,7 +40,13 @@ pub async fn inline(
             continue;
         }
         let path = format!("output/{}", f.path);
-        let data = match app.sup.read_all(session, &path, MAX_IMAGE_BYTES).await {
+        let tenant = session.tenant.as_deref();
+        let read = async {
+            let c = app.sup.client().await?;
+            c.read_all(&session.id, tenant, &path, MAX_IMAGE_BYTES)
+                .await
+        };
+        let data = match read.await {
             Ok(d) => d,
             Err(e) => {
                 tracing::debug!(path, error = %e, "image not inlined");

@@ -1,25 +1,25 @@
-//! The five tools. Each resolves the caller's workspace, does its work
-//! through the supervisor (and egress), and returns `structuredContent`
-//! with a JSON text mirror, or an `isError` result a model can act on.
+//! The five tools. Each goes through one shim (`shim.rs`): it resolves the
+//! caller's workspace, does its work through the supervisor (and egress),
+//! and returns `structuredContent` with a JSON text mirror, or an `isError`
+//! result a model can act on.
 
-mod common;
 pub mod files;
 pub mod images;
 pub mod mount;
+pub mod paths;
 pub mod persist;
 pub mod run_code;
+mod shim;
 pub mod types;
 
-use crate::error::ToolError;
 use crate::server::PrimsServer;
-use crate::sessions::{Caller, SessionRef};
 use crate::streaming::Streamer;
 use rmcp::handler::server::common::schema_for_output;
 use rmcp::handler::server::wrapper::Parameters;
-use rmcp::model::{CallToolResult, ContentBlock};
+use rmcp::model::CallToolResult;
 use rmcp::service::RequestContext;
 use rmcp::{tool, tool_router, ErrorData as McpError, RoleServer};
-use serde::Serialize;
+use shim::{caller, plain, until_cancelled};
 use types::*;
 
 const RUN_CODE: &str = "Run a self-contained Python script in an isolated sandbox (a Linux jail \
@@ -31,44 +31,6 @@ back as artifacts (PNG/JPEG plots also as images) and can be downloaded from \
 /artifacts/<relative_path>. Optional: requirements (pip specifiers), files \
 [{url, mountPath}] downloaded to mounts/<mountPath> (read-only) before the run, timeout_s to \
 lower the time limit.";
-
-fn caller(ctx: &RequestContext<RoleServer>) -> Caller {
-    Caller::from_parts(ctx.extensions.get::<http::request::Parts>())
-}
-
-impl PrimsServer {
-    /// The tool result, and the metrics for it.
-    fn finish<T: Serialize>(
-        &self,
-        tool: &str,
-        session: Option<&str>,
-        r: Result<(T, Vec<ContentBlock>), ToolError>,
-    ) -> CallToolResult {
-        self.app.metrics.record_tool(tool, r.is_ok());
-        match r {
-            Ok((value, extra)) => common::success(&value, extra),
-            Err(mut e) => {
-                tracing::debug!(tool, error = %e, "tool failed");
-                if let Some(s) = session {
-                    e.0.push_str(&format!("\n(session_id: {s})"));
-                }
-                common::failure(&e)
-            }
-        }
-    }
-
-    async fn session(
-        &self,
-        explicit: Option<&str>,
-        ctx: &RequestContext<RoleServer>,
-    ) -> Result<SessionRef, ToolError> {
-        self.app.sessions.resolve(explicit, &caller(ctx)).await
-    }
-}
-
-fn plain<T>(r: Result<T, ToolError>) -> Result<(T, Vec<ContentBlock>), ToolError> {
-    r.map(|v| (v, Vec::new()))
-}
 
 #[tool_router(router = tool_router, vis = "pub(crate)")]
 impl PrimsServer {
@@ -82,18 +44,16 @@ impl PrimsServer {
         Parameters(p): Parameters<RunCodeParams>,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, McpError> {
-        if p.code.chars().count() > run_code::MAX_CODE_CHARS {
-            let e = ToolError::new("Code block too large (20k char limit)");
+        if let Err(e) = run_code::check_size(&p.code) {
             return Ok(self.finish::<RunCodeOutput>("run_code", None, Err(e)));
         }
-        let session = match self.session(p.session_id.as_deref(), &ctx).await {
-            Ok(s) => s,
-            Err(e) => return Ok(self.finish::<RunCodeOutput>("run_code", None, Err(e))),
-        };
-        let level = ctx.meta.log_level().or_else(|| self.log_level());
-        let streamer = Streamer::new(ctx.peer.clone(), ctx.meta.get_progress_token(), level);
-        let r = run_code::run_code(&self.app, &session, p, ctx.ct.clone(), streamer).await;
-        Ok(self.finish("run_code", Some(&session.id), r))
+        let explicit = p.session_id.clone();
+        self.in_session("run_code", explicit, caller(&ctx), |s| async move {
+            let level = ctx.meta.log_level().or_else(|| self.log_level());
+            let streamer = Streamer::new(ctx.peer.clone(), ctx.meta.get_progress_token(), level);
+            run_code::run_code(&self.app, &s, p, ctx.ct.clone(), streamer).await
+        })
+        .await
     }
 
     #[tool(
@@ -106,12 +66,11 @@ impl PrimsServer {
         Parameters(p): Parameters<ListDirParams>,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, McpError> {
-        let session = match self.session(p.session_id.as_deref(), &ctx).await {
-            Ok(s) => s,
-            Err(e) => return Ok(self.finish::<ListDirOutput>("list_dir", None, Err(e))),
-        };
-        let r = files::list_dir(&self.app, &session, &p.dir_path).await;
-        Ok(self.finish("list_dir", Some(&session.id), plain(r)))
+        let explicit = p.session_id.clone();
+        self.in_session("list_dir", explicit, caller(&ctx), |s| async move {
+            plain(files::list_dir(&self.app, &s, &p.dir_path).await)
+        })
+        .await
     }
 
     #[tool(
@@ -124,12 +83,11 @@ impl PrimsServer {
         Parameters(p): Parameters<PreviewFileParams>,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, McpError> {
-        let session = match self.session(p.session_id.as_deref(), &ctx).await {
-            Ok(s) => s,
-            Err(e) => return Ok(self.finish::<PreviewFileOutput>("preview_file", None, Err(e))),
-        };
-        let r = files::preview_file(&self.app, &session, &p.relative_path).await;
-        Ok(self.finish("preview_file", Some(&session.id), plain(r)))
+        let explicit = p.session_id.clone();
+        self.in_session("preview_file", explicit, caller(&ctx), |s| async move {
+            plain(files::preview_file(&self.app, &s, &p.relative_path).await)
+        })
+        .await
     }
 
     #[tool(
@@ -142,15 +100,12 @@ impl PrimsServer {
         Parameters(p): Parameters<MountFileParams>,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, McpError> {
-        let session = match self.session(p.session_id.as_deref(), &ctx).await {
-            Ok(s) => s,
-            Err(e) => return Ok(self.finish::<MountFileOutput>("mount_file", None, Err(e))),
-        };
-        let r = tokio::select! {
-            _ = ctx.ct.cancelled() => Err(ToolError::new("The call was cancelled.")),
-            r = mount::mount_file(&self.app, &session, &p.url, &p.mount_path) => r,
-        };
-        Ok(self.finish("mount_file", Some(&session.id), plain(r)))
+        let explicit = p.session_id.clone();
+        self.in_session("mount_file", explicit, caller(&ctx), |s| async move {
+            let mount = mount::mount_file(&self.app, &s, &p.url, &p.mount_path);
+            plain(until_cancelled(&ctx.ct, mount).await)
+        })
+        .await
     }
 
     #[tool(
@@ -163,16 +118,12 @@ impl PrimsServer {
         Parameters(p): Parameters<PersistArtifactParams>,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, McpError> {
-        let session = match self.session(p.session_id.as_deref(), &ctx).await {
-            Ok(s) => s,
-            Err(e) => {
-                return Ok(self.finish::<PersistArtifactOutput>("persist_artifact", None, Err(e)))
-            }
-        };
-        let r = tokio::select! {
-            _ = ctx.ct.cancelled() => Err(ToolError::new("The call was cancelled.")),
-            r = persist::persist_artifact(&self.app, &session, &p.relative_path, &p.presigned_url) => r,
-        };
-        Ok(self.finish("persist_artifact", Some(&session.id), plain(r)))
+        let explicit = p.session_id.clone();
+        self.in_session("persist_artifact", explicit, caller(&ctx), |s| async move {
+            let upload =
+                persist::persist_artifact(&self.app, &s, &p.relative_path, &p.presigned_url);
+            plain(until_cancelled(&ctx.ct, upload).await)
+        })
+        .await
     }
 }

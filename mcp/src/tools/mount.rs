@@ -3,7 +3,7 @@
 //! under `mounts/`, with or without a Content-Length. The same url and path
 //! in one session is downloaded once.
 
-use super::common::clean_relative;
+use super::paths::clean_relative;
 use super::types::MountFileOutput;
 use crate::egress::Download;
 use crate::error::ToolError;
@@ -46,7 +46,12 @@ pub async fn mount(
     let path = clean_relative(mount_path, "mount_path", false)?;
     let shown = format!("mounts/{path}");
     if let Some(bytes) = app.sessions.mounted(&session.id, url, &path) {
-        match app.sup.read_file(session, &shown, 0, 0).await {
+        let tenant = session.tenant.as_deref();
+        let present = async {
+            let c = app.sup.client().await?;
+            c.read_file(&session.id, tenant, &shown, 0, 0).await
+        };
+        match present.await {
             Ok(f) if f.size == bytes => {
                 tracing::debug!(session = %session.tag(), url, path, "mount served from the session");
                 return Ok(Mounted {
@@ -92,7 +97,9 @@ async fn stream_to_mount(
         Some(n) => MountSize::Exact(n),
         None => MountSize::AtMost(download.limit()),
     };
-    let mut up = app.sup.start_mount(session, path, size).await?;
+    let c = app.sup.client().await?;
+    let tenant = session.tenant.as_deref();
+    let mut up = c.start_mount(&session.id, tenant, path, size).await?;
     match pump(&mut up, download, size, url).await {
         Ok(()) => Ok(up.finish().await?.bytes),
         Err(e) => {

@@ -3,12 +3,11 @@
 //! `relative_path` is relative to `output/`; an artifact's `relative_path`
 //! as run_code lists it (`output/...`) names the same file.
 
-use super::common::{clean_relative, guess_mime};
+use super::paths::{clean_relative, guess_mime};
 use super::types::PersistArtifactOutput;
 use crate::error::ToolError;
 use crate::server::AppState;
 use crate::sessions::SessionRef;
-use crate::supervisor::error_code;
 use prims_protocol::wire::ErrorCode;
 
 pub async fn persist_artifact(
@@ -26,9 +25,13 @@ pub async fn persist_artifact(
     let path = format!("output/{rel}");
     let egress = app.egress()?;
     let max = app.policy.egress.max_upload.bytes();
-    let data = match app.sup.read_all(session, &path, max).await {
+    let c = app.sup.client().await?;
+    let data = match c
+        .read_all(&session.id, session.tenant.as_deref(), &path, max)
+        .await
+    {
         Ok(d) => d,
-        Err(e) if error_code(&e) == Some(ErrorCode::Quota) => {
+        Err(e) if e.code() == Some(ErrorCode::Quota) => {
             return Err(ToolError(format!(
                 "File too large to persist: {path} is over the upload limit of {max} bytes"
             )));

@@ -1,7 +1,8 @@
 //! `run_code`: mount `files[]`, run the code in the session's jail while
 //! streaming its output, and report the outcome, artifacts and images.
 
-use super::common::base_name;
+use super::paths::base_name;
+use super::shim::until_cancelled;
 use super::types::{Artifact, RunCodeOutput, RunCodeParams, Truncated};
 use super::{images, mount};
 use crate::error::ToolError;
@@ -24,6 +25,15 @@ pd.set_option('display.width', 10000) before printing. Write the code as a self-
 script (not notebook style), and read mounted files by their mount path, e.g. \
 pd.read_csv('mounts/my_data.csv'). Files you write under output/ are returned as artifacts.";
 
+/// Refuses code over [`MAX_CODE_CHARS`], before any session is resolved.
+pub fn check_size(code: &str) -> Result<(), ToolError> {
+    if code.chars().count() > MAX_CODE_CHARS {
+        return Err(ToolError::new("Code block too large (20k char limit)"));
+    }
+    Ok(())
+}
+
+/// Run `p` in `session`, whose code passed [`check_size`].
 pub async fn run_code(
     app: &AppState,
     session: &SessionRef,
@@ -31,9 +41,6 @@ pub async fn run_code(
     ct: CancellationToken,
     streamer: Option<Streamer>,
 ) -> Result<(RunCodeOutput, Vec<ContentBlock>), ToolError> {
-    if p.code.chars().count() > MAX_CODE_CHARS {
-        return Err(ToolError::new("Code block too large (20k char limit)"));
-    }
     let wall_time_ms = match p.timeout_s {
         None => None,
         Some(t) if t.is_finite() && t > 0.0 => Some(((t * 1000.0).ceil() as u64).max(1)),
@@ -44,10 +51,7 @@ pub async fn run_code(
         }
     };
     for f in p.files.iter().flatten() {
-        tokio::select! {
-            _ = ct.cancelled() => return Err(ToolError::new("The call was cancelled.")),
-            m = mount::mount(app, session, &f.url, &f.mount_path) => { m?; }
-        }
+        until_cancelled(&ct, mount::mount(app, session, &f.url, &f.mount_path)).await?;
     }
     let started = Instant::now();
     let req = RunRequest {
@@ -97,7 +101,7 @@ async fn execute(
     ct: CancellationToken,
     mut streamer: Option<Streamer>,
 ) -> Result<RunReply, ToolError> {
-    let mut call = app.sup.call(RequestBody::Run(req)).await?;
+    let mut call = app.sup.client().await?.call(RequestBody::Run(req)).await?;
     loop {
         let due = streamer.as_ref().and_then(Streamer::due);
         tokio::select! {

@@ -1,11 +1,11 @@
 //! One request in flight, and uploads built on it.
 
-use super::{ClientError, Inner};
+use super::error::ClientError;
+use super::shared::Shared;
 use crate::frame;
 use crate::wire::{
     ErrorReply, Event, MountSize, Reply, Request, RequestBody, ResponseBody, MAX_CHUNK_BYTES,
 };
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use tokio::sync::mpsc;
 
@@ -25,21 +25,21 @@ pub struct Call {
     outcome: Option<Result<Reply, ErrorReply>>,
     /// The reply arrived or the connection died: nothing left to cancel.
     done: bool,
-    inner: Arc<Inner>,
+    shared: Arc<Shared>,
 }
 
 impl Call {
     pub(super) fn new(
         id: u64,
         rx: mpsc::UnboundedReceiver<ResponseBody>,
-        inner: Arc<Inner>,
+        shared: Arc<Shared>,
     ) -> Call {
         Call {
             id,
             rx,
             outcome: None,
             done: false,
-            inner,
+            shared,
         }
     }
 
@@ -83,13 +83,13 @@ impl Call {
 
     /// Ask the supervisor to cancel this call; its reply still arrives.
     pub async fn cancel(&self) -> Result<(), ClientError> {
-        let client_id = self.inner.next_id.fetch_add(1, Ordering::Relaxed);
+        let client_id = self.shared.next_id();
         let req = Request {
             id: client_id,
             body: RequestBody::Cancel { target: self.id },
         };
         // The acknowledgement has no pending entry and is dropped by the reader.
-        self.inner.send(&req).await
+        self.shared.send(&req).await
     }
 
     /// The reply if it already arrived, without waiting.
@@ -105,7 +105,7 @@ impl Call {
 impl Drop for Call {
     fn drop(&mut self) {
         let removed = self
-            .inner
+            .shared
             .pending()
             .as_mut()
             .and_then(|m| m.remove(&self.id));
@@ -113,12 +113,13 @@ impl Drop for Call {
             return;
         }
         let req = Request {
-            id: self.inner.next_id.fetch_add(1, Ordering::Relaxed),
+            id: self.shared.next_id(),
             body: RequestBody::Cancel { target: self.id },
         };
         if let Ok(frame) = frame::encode(&req) {
-            if let Err(mpsc::error::TrySendError::Full(frame)) = self.inner.frames.try_send(frame) {
-                let frames = self.inner.frames.clone();
+            if let Err(mpsc::error::TrySendError::Full(frame)) = self.shared.frames.try_send(frame)
+            {
+                let frames = self.shared.frames.clone();
                 if let Ok(rt) = tokio::runtime::Handle::try_current() {
                     rt.spawn(async move { frames.send(frame).await });
                 }
@@ -162,7 +163,7 @@ impl MountUpload {
                 data: piece.to_vec(),
             };
             self.call
-                .inner
+                .shared
                 .send(&Request {
                     id: self.call.id,
                     body,
@@ -199,7 +200,7 @@ impl MountUpload {
                         target: self.call.id,
                     },
                 };
-                self.call.inner.send(&req).await?;
+                self.call.shared.send(&req).await?;
             }
         }
         match self.call.finish().await? {

@@ -3,11 +3,15 @@
 //! budget, many such connections hold that much memory each. Each frame's
 //! buffer may grow to a small allowance freely (most requests fit in it);
 //! growth past it takes bytes from one budget shared by every connection,
-//! waiting in line while the budget is spent.
+//! waiting in line while the budget is spent. The frame reader asks it
+//! before every allocation, as a [`BodyBudget`].
 
+use prims_protocol::frame::{BodyBudget, BodyLease};
 use std::sync::Arc;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
+/// Cheap to clone; every clone draws on the same bytes.
+#[derive(Clone)]
 pub(super) struct FrameBudget {
     bytes: Arc<Semaphore>,
     allowance: usize,
@@ -29,28 +33,20 @@ pub(super) enum BudgetError {
 /// The budget one frame holds; given back when dropped (the frame completed,
 /// or its connection ended).
 pub(super) struct Lease {
-    budget: Arc<FrameBudget>,
+    budget: FrameBudget,
     permit: Option<OwnedSemaphorePermit>,
     /// Buffer bytes this lease makes legitimate, the allowance included.
     covered: usize,
 }
 
 impl FrameBudget {
-    pub(super) fn new(allowance: usize, total: usize) -> Arc<FrameBudget> {
+    pub(super) fn new(allowance: usize, total: usize) -> FrameBudget {
         // Permits are counted in u32 per acquisition and capped by tokio.
         let total = total.min(u32::MAX as usize).min(Semaphore::MAX_PERMITS);
-        Arc::new(FrameBudget {
+        FrameBudget {
             bytes: Arc::new(Semaphore::new(total)),
             allowance,
             total,
-        })
-    }
-
-    pub(super) fn lease(self: &Arc<Self>) -> Lease {
-        Lease {
-            budget: self.clone(),
-            permit: None,
-            covered: self.allowance,
         }
     }
 
@@ -60,10 +56,24 @@ impl FrameBudget {
     }
 }
 
-impl Lease {
+impl BodyBudget for FrameBudget {
+    type Lease = Lease;
+
+    fn lease(&self) -> Lease {
+        Lease {
+            budget: self.clone(),
+            permit: None,
+            covered: self.allowance,
+        }
+    }
+}
+
+impl BodyLease for Lease {
+    type Error = BudgetError;
+
     /// Make a buffer of `capacity` bytes legitimate before it is allocated:
     /// free within the allowance, else wait for the rest from the budget.
-    pub(super) async fn cover(&mut self, capacity: usize) -> Result<(), BudgetError> {
+    async fn cover(&mut self, capacity: usize) -> Result<(), BudgetError> {
         if capacity <= self.covered {
             return Ok(());
         }
@@ -98,6 +108,9 @@ impl Lease {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use prims_protocol::frame::FrameReader;
+    use std::time::Duration;
+    use tokio::io::AsyncWriteExt;
 
     #[tokio::test]
     async fn growth_past_the_allowance_draws_on_the_budget_until_dropped() {
@@ -137,5 +150,22 @@ mod tests {
         ));
         a.cover(110).await.unwrap();
         assert_eq!(budget.available(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_read_draws_on_the_budget_as_bytes_arrive_and_gives_it_back() {
+        let total = 1 << 20;
+        let budget = FrameBudget::new(0, total);
+        let (mut tx, rx) = tokio::io::duplex(1 << 20);
+        let mut frames = FrameReader::new(rx).with_budget(budget.clone());
+        tx.write_all(&(512u32 << 10).to_be_bytes()).await.unwrap();
+        tx.write_all(&[b' '; 20_000]).await.unwrap();
+        let mut reading = Box::pin(frames.next(total));
+        let stalled = tokio::time::timeout(Duration::from_millis(50), &mut reading).await;
+        assert!(stalled.is_err(), "512 KiB announced, 20 000 bytes sent");
+        // The buffer doubled from 8 KiB to hold what came: 32 KiB of 512.
+        assert_eq!(budget.available(), total - (32 << 10));
+        drop(reading);
+        assert_eq!(budget.available(), total, "an abandoned read gives it back");
     }
 }

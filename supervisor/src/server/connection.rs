@@ -3,18 +3,17 @@
 //! protocol violation closes this connection only.
 
 use super::budget::FrameBudget;
-use super::frames::FrameReader;
 use super::requests::Requests;
 use super::{ConnectionLimits, Handler, Peer};
-use prims_protocol::frame;
+use prims_protocol::frame::{self, FrameReader};
 use prims_protocol::wire::{
     ErrorCode, ErrorReply, Hello, Request, Response, ResponseBody, Welcome, MAX_FRAME_BYTES,
     PROTOCOL_VERSION,
 };
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::{AsyncRead, AsyncWriteExt, BufReader, BufWriter};
-use tokio::net::unix::OwnedWriteHalf;
+use tokio::io::{AsyncWriteExt, BufReader, BufWriter};
+use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::UnixStream;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -29,11 +28,15 @@ const MAX_HELLO_BYTES: usize = 4 * 1024;
 /// Responses waiting for the socket; when full, handlers' events wait.
 const WRITE_QUEUE: usize = 64;
 
+/// A peer's frames: each within the frame deadline of its first byte, its
+/// body growing within the shared budget.
+type Frames = FrameReader<BufReader<OwnedReadHalf>, FrameBudget>;
+
 pub(super) struct Connection<H> {
     pub peer: Peer,
     pub handler: Arc<H>,
     pub limits: ConnectionLimits,
-    pub budget: Arc<FrameBudget>,
+    pub budget: FrameBudget,
     /// Cancelled when this connection ends; parent of every request's token.
     pub token: CancellationToken,
     pub tracker: TaskTracker,
@@ -43,11 +46,9 @@ impl<H: Handler> Connection<H> {
     pub(super) async fn run(self, stream: UnixStream) {
         let (uid, pid) = (self.peer.uid, self.peer.pid);
         let (rd, mut wr) = stream.into_split();
-        let mut rd = FrameReader::new(
-            BufReader::with_capacity(READ_BUFFER, rd),
-            self.budget.clone(),
-            self.limits.frame_deadline,
-        );
+        let mut rd = FrameReader::new(BufReader::with_capacity(READ_BUFFER, rd))
+            .with_deadline(self.limits.frame_deadline)
+            .with_budget(self.budget.clone());
         let hello = tokio::select! {
             _ = self.token.cancelled() => return,
             hello = handshake(&mut rd, &mut wr, self.limits.hello_deadline) => hello,
@@ -91,11 +92,7 @@ impl<H: Handler> Connection<H> {
 }
 
 /// Read and dispatch one request; `Ok(false)` at a clean end of stream.
-async fn next_request<R, H>(rd: &mut FrameReader<R>, requests: &Requests<H>) -> Result<bool, String>
-where
-    R: AsyncRead + Unpin,
-    H: Handler,
-{
+async fn next_request<H: Handler>(rd: &mut Frames, requests: &Requests<H>) -> Result<bool, String> {
     let Some(body) = rd.next(MAX_FRAME_BYTES).await.map_err(|e| e.to_string())? else {
         return Ok(false);
     };
@@ -113,8 +110,8 @@ struct VersionProbe {
 
 /// Expect a `Hello` of our version within `deadline` of the connection;
 /// answer `Welcome`, or an error frame. Returns the client's name, or why not.
-async fn handshake<R: AsyncRead + Unpin>(
-    rd: &mut FrameReader<R>,
+async fn handshake(
+    rd: &mut Frames,
     wr: &mut OwnedWriteHalf,
     deadline: Duration,
 ) -> Result<String, String> {

@@ -4,7 +4,6 @@
 
 mod budget;
 mod connection;
-mod frames;
 mod listener;
 mod peer;
 mod requests;

@@ -1,28 +1,7 @@
-//! Shared by the tools: building results, and the relative paths the
-//! front-end checks before the supervisor (which has the last word).
+//! The relative paths the tools take, checked here before the supervisor
+//! (which has the last word), and what a path tells: its name and type.
 
 use crate::error::ToolError;
-use rmcp::model::{CallToolResult, ContentBlock};
-use serde::Serialize;
-
-/// A successful result: `structuredContent`, its JSON as the first text
-/// block, then `extra` blocks (images).
-pub fn success<T: Serialize>(value: &T, extra: Vec<ContentBlock>) -> CallToolResult {
-    let json = serde_json::to_value(value).unwrap_or_else(|e| {
-        tracing::error!(error = %e, "serializing a tool result");
-        serde_json::Value::Null
-    });
-    let mut content = vec![ContentBlock::text(json.to_string())];
-    content.extend(extra);
-    let mut result = CallToolResult::success(content);
-    result.structured_content = Some(json);
-    result
-}
-
-/// A failure the model should read (`isError: true`).
-pub fn failure(e: &ToolError) -> CallToolResult {
-    CallToolResult::error(vec![ContentBlock::text(e.0.clone())])
-}
 
 /// `path` as a clean relative path (no `.`, `..`, empty parts or leading
 /// `/`), or an error naming `what`. An empty path is refused unless

@@ -133,15 +133,15 @@ pub fn blocked_name(host: &str) -> Option<&'static str> {
     None
 }
 
-/// The guard with the policy's exceptions.
+/// The SSRF guard with the policy's exceptions.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct Guard {
+pub(crate) struct SsrfGuard {
     allow: Vec<EgressRule>,
 }
 
-impl Guard {
+impl SsrfGuard {
     pub(crate) fn new(allow: Vec<EgressRule>) -> Self {
-        Guard { allow }
+        SsrfGuard { allow }
     }
 
     fn host_allowed(&self, host: &str) -> bool {
@@ -205,7 +205,7 @@ mod tests {
             .into_iter()
             .map(|r| prims_policy::parse_egress_rule(r).unwrap())
             .collect();
-        let g = Guard::new(rules);
+        let g = SsrfGuard::new(rules);
         let lo: IpAddr = "127.0.0.1".parse().unwrap();
         let lo2: IpAddr = "127.0.0.2".parse().unwrap();
         assert!(g.check_addr("127.0.0.1", lo).is_ok());

@@ -8,8 +8,10 @@ use axum::response::{IntoResponse, Response};
 use http::{header, StatusCode};
 use std::sync::Arc;
 
+/// The Host and Origin headers a request may carry (an empty host list
+/// allows any Host).
 #[derive(Debug, Clone)]
-pub struct Guard {
+pub struct HostOriginCheck {
     hosts: Vec<String>,
     origins: Vec<String>,
 }
@@ -50,9 +52,9 @@ fn split_origin(o: &str) -> Option<(String, String, Option<String>)> {
     Some((scheme.to_ascii_lowercase(), host.to_ascii_lowercase(), port))
 }
 
-impl Guard {
-    pub fn new(hosts: Vec<String>, origins: Vec<String>) -> Guard {
-        Guard {
+impl HostOriginCheck {
+    pub fn new(hosts: Vec<String>, origins: Vec<String>) -> HostOriginCheck {
+        HostOriginCheck {
             hosts: hosts.iter().map(|h| host_only(h)).collect(),
             origins,
         }
@@ -96,7 +98,11 @@ fn forbidden(what: &str) -> Response {
         .into_response()
 }
 
-pub async fn check(State(guard): State<Arc<Guard>>, req: Request, next: Next) -> Response {
+pub async fn check(
+    State(allowed): State<Arc<HostOriginCheck>>,
+    req: Request,
+    next: Next,
+) -> Response {
     let host = req
         .headers()
         .get(header::HOST)
@@ -104,13 +110,13 @@ pub async fn check(State(guard): State<Arc<Guard>>, req: Request, next: Next) ->
         .map(str::to_owned)
         .or_else(|| req.uri().authority().map(|a| a.to_string()));
     if let Some(h) = host.as_deref() {
-        if !guard.host_ok(h) {
+        if !allowed.host_ok(h) {
             tracing::warn!(host = h, "refused a request for a host not allowed");
             return forbidden("Host");
         }
     }
     if let Some(origin) = req.headers().get(header::ORIGIN) {
-        let ok = origin.to_str().is_ok_and(|o| guard.origin_ok(o));
+        let ok = origin.to_str().is_ok_and(|o| allowed.origin_ok(o));
         if !ok {
             tracing::warn!(?origin, "refused a request from an origin not allowed");
             return forbidden("Origin");
@@ -125,7 +131,7 @@ mod tests {
 
     #[test]
     fn hosts_and_origins() {
-        let g = Guard::new(
+        let g = HostOriginCheck::new(
             vec!["localhost".into(), "127.0.0.1".into(), "::1".into()],
             vec![
                 "http://localhost:*".into(),
