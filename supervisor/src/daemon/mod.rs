@@ -63,6 +63,21 @@ impl Daemon {
             .map_err(|e| internal(format!("worker failed: {e}")))?
     }
 
+    /// The live session `id` of `tenant`.
+    async fn session(
+        &self,
+        id: String,
+        tenant: Option<String>,
+    ) -> Result<Arc<crate::sessions::Session>, ErrorReply> {
+        let sessions = self.sessions.clone();
+        self.blocking(move || {
+            sessions
+                .get(&id, tenant.as_deref())
+                .map_err(|e| e.to_reply())
+        })
+        .await
+    }
+
     /// Put a new policy in force for runs that start from now on; runs
     /// already going keep the spec they were built with. The identity range,
     /// cgroup parent and interpreter are fixed at start-up.

@@ -19,14 +19,7 @@ pub(super) async fn write_mount(
     let Some(mut chunks) = ctx.chunks.take() else {
         return Err(internal("write_mount without a chunk channel"));
     };
-    let sessions = d.sessions.clone();
-    let session = d
-        .blocking(move || {
-            sessions
-                .get(&session_id, tenant.as_deref())
-                .map_err(|e| e.to_reply())
-        })
-        .await?;
+    let session = d.session(session_id, tenant).await?;
     // Bridge the async chunk stream into the blocking writer.
     let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<u8>>(4);
     let feeder = tokio::spawn(async move {

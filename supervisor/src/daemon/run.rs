@@ -20,7 +20,9 @@ const MAX_CODE_BYTES: usize = 1 << 20;
 
 pub(super) async fn run(d: &Arc<Daemon>, req: RunRequest, ctx: Ctx) -> Result<Reply, ErrorReply> {
     let requirements = check(&req)?;
-    let session = session(d, &req).await?;
+    let session = d
+        .session(req.session_id.clone(), req.tenant.clone())
+        .await?;
     // Runs in one session are serialized; sessions run in parallel.
     let _turn = unless_cancelled(&ctx, session.run_lock.lock()).await?;
     let events = ctx.events.clone();
@@ -74,17 +76,6 @@ fn check(req: &RunRequest) -> Result<Vec<String>, ErrorReply> {
         )));
     }
     crate::envs::validate_requirements(&req.requirements).map_err(|e| e.to_reply())
-}
-
-async fn session(d: &Arc<Daemon>, req: &RunRequest) -> Result<Arc<Session>, ErrorReply> {
-    let sessions = d.sessions.clone();
-    let (id, tenant) = (req.session_id.clone(), req.tenant.clone());
-    d.blocking(move || {
-        sessions
-            .get(&id, tenant.as_deref())
-            .map_err(|e| e.to_reply())
-    })
-    .await
 }
 
 /// `f`, or the cancelled error if the caller cancels first.

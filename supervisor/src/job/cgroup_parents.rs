@@ -23,7 +23,7 @@ impl Parents {
         }
     }
 
-    pub fn spec_for(&self, job: &str) -> CgroupSpec {
+    pub(super) fn spec_for(&self, job: &str) -> CgroupSpec {
         CgroupSpec {
             backend: self.backend,
             parents: self.dirs.clone(),
