@@ -209,10 +209,13 @@ fn exec_python(filters: &Filters, program: &Program, fds: &InitFds) -> ! {
     let env_ptrs = null_terminated(&program.envp);
     // SAFETY: both arrays are NULL-terminated and point at live CStrings.
     unsafe { libc::execve(argv_ptrs[0], argv_ptrs.as_ptr(), env_ptrs.as_ptr()) };
-    fail(JailError::Exec {
-        path: PYTHON.into(),
-        errno: Errno::last(),
-    })
+    let errno = Errno::last();
+    // What execve ran: python, or the program a spec's argv names.
+    let path = program
+        .argv
+        .first()
+        .map_or_else(|| PYTHON.to_string(), |p| p.to_string_lossy().into_owned());
+    fail(JailError::Exec { path, errno })
 }
 
 /// The array of pointers `execve` takes; valid while `strings` lives.

@@ -4,8 +4,7 @@
 //! jailer does not link the policy parser.
 //!
 //! - [`number`], [`name`], [`is_known`], [`all`]: the syscall table;
-//! - [`ALWAYS_DENIED`], [`is_always_denied`]: the calls the jail refuses for
-//!   every job.
+//! - [`ALWAYS_DENIED`]: the calls the jail refuses for every job.
 //!
 //! Only x86_64 Linux is supported; elsewhere the table is empty and every
 //! lookup fails.
@@ -13,5 +12,5 @@
 mod always_denied;
 mod table;
 
-pub use always_denied::{is_always_denied, ALWAYS_DENIED};
+pub use always_denied::ALWAYS_DENIED;
 pub use table::{all, is_known, name, number};

@@ -4,7 +4,8 @@
 //! type, bind targets that cannot cover the jail's own mounts, a proxy port
 //! with proxy mode, and no NUL byte in the code.
 //!
-//! Only file metadata is read here, so the checks run without root.
+//! Besides the spec itself, only file metadata is read here, so the checks
+//! run without root.
 
 use crate::error::JailError;
 use nix::errno::Errno;
