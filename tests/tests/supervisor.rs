@@ -264,6 +264,10 @@ async fn supervisor_client_disconnect_cancels_its_runs() {
         let sleep = format!("import time\ntime.sleep(60)  # {marker}");
         let _call = started(&c, &s.session_id, &sleep).await;
         wait_for_marker(&marker);
+        // The connection goes first: the call, dropped after it, has no
+        // connection left to send a cancel on, so only the disconnect can
+        // stop the run.
+        drop(c);
     }
     let deadline = Instant::now() + Duration::from_secs(3);
     while !processes_with_marker(&marker).is_empty() {

@@ -205,7 +205,7 @@ impl MountUpload {
         }
         match self.call.finish().await? {
             Reply::Mounted { path, bytes } => Ok(Mounted { path, bytes }),
-            other => Err(ClientError::UnexpectedReply(Box::new(other))),
+            other => Err(ClientError::unexpected(other)),
         }
     }
 
@@ -219,7 +219,7 @@ impl MountUpload {
             self.call.cancel().await?;
         }
         match self.call.finish().await {
-            Ok(reply) => Err(ClientError::UnexpectedReply(Box::new(reply))),
+            Ok(reply) => Err(ClientError::unexpected(reply)),
             Err(ClientError::Server(_)) => Ok(()),
             Err(e) => Err(e),
         }

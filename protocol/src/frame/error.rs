@@ -14,7 +14,7 @@ pub enum FrameError {
     #[error("a frame did not complete within {0:?} of its first byte")]
     Deadline(Duration),
     /// The reader's body budget refused the body; the budget's own error.
-    #[error("{0}")]
+    #[error(transparent)]
     Budget(Box<dyn std::error::Error + Send + Sync>),
     #[error("malformed frame: {0}")]
     Json(#[from] serde_json::Error),
