@@ -20,6 +20,7 @@ pub struct Policy {
     pub identity: Identity,
     pub python: Python,
     pub sessions: Sessions,
+    pub interpreters: Interpreters,
     pub egress: Egress,
 }
 
@@ -220,6 +221,9 @@ pub struct Python {
     pub build_memory: ByteSize,
     /// Disk one build may write (its staging volume, reserved up front).
     pub build_disk: ByteSize,
+    /// Modules the warm pool's interpreters import before any session
+    /// claims them, so a first call that uses them pays nothing.
+    pub prewarm_imports: Vec<String>,
 }
 
 impl Default for Python {
@@ -238,6 +242,7 @@ impl Default for Python {
             build_timeout: HumanDuration::secs(600),
             build_memory: ByteSize::gib(2),
             build_disk: ByteSize::gib(4),
+            prewarm_imports: ["pandas", "numpy"].into_iter().map(String::from).collect(),
         }
     }
 }
@@ -263,6 +268,40 @@ impl Default for Sessions {
             max_sessions: 256,
             quota: SessionQuota::Loop,
             min_free_disk: ByteSize::gib(1),
+        }
+    }
+}
+
+/// Live interpreters: one per session, kept between calls, plus a pool of
+/// warm ones for new sessions.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Interpreters {
+    /// An interpreter unused for this long is stopped (its picklable state
+    /// is saved into the workspace and restored on the next call).
+    pub idle_ttl: HumanDuration,
+    /// Live interpreters on this host; past it, the least recently used is
+    /// stopped.
+    pub max_live: u32,
+    /// Live interpreters of one tenant; past it, that tenant's least
+    /// recently used is stopped.
+    pub max_live_per_tenant: u32,
+    /// Warm sessions kept ready, each a workspace with a jailed interpreter
+    /// that imported `python.prewarm_imports`. 0 disables the pool.
+    pub pool_size: u32,
+    /// How long interrupted code may take to stop after a time limit before
+    /// its interpreter is killed.
+    pub interrupt_grace: HumanDuration,
+}
+
+impl Default for Interpreters {
+    fn default() -> Self {
+        Interpreters {
+            idle_ttl: HumanDuration::secs(600),
+            max_live: 32,
+            max_live_per_tenant: 8,
+            pool_size: 2,
+            interrupt_grace: HumanDuration::secs(2),
         }
     }
 }

@@ -10,6 +10,7 @@ use std::time::Duration;
 mod bounds;
 mod egress;
 mod findings;
+use bounds::{MAX_INTERRUPT_GRACE, MAX_POOL_SIZE, MAX_PREWARM_IMPORTS};
 pub use bounds::{
     MAX_OPEN_FILES, MAX_RUN_TIME, MAX_UID_END, MIN_BUILD_DISK, MIN_BUILD_MEMORY, MIN_CPUS,
     MIN_DISK_QUOTA, MIN_MEMORY, MIN_OPEN_FILES, MIN_OUTPUT_BYTES, MIN_PIDS, MIN_TMP_SIZE,
@@ -28,6 +29,7 @@ pub fn check(p: &Policy) -> Vec<Finding> {
     cgroup(p, &mut f);
     python(p, &mut f);
     sessions(p, &mut f);
+    interpreters(p, &mut f);
     egress::check(p, &mut f);
     f.0
 }
@@ -293,6 +295,23 @@ fn python(p: &Policy, f: &mut Findings) {
             format!("{t} is out of range (must be more than 0s and at most {MAX_RUN_TIME})"),
         );
     }
+    if py.prewarm_imports.len() > MAX_PREWARM_IMPORTS {
+        f.add(
+            KeyPath::new(&["python", "prewarm_imports"]),
+            format!(
+                "{} modules; at most {MAX_PREWARM_IMPORTS}",
+                py.prewarm_imports.len()
+            ),
+        );
+    }
+    for (i, m) in py.prewarm_imports.iter().enumerate() {
+        if !is_module_name(m) {
+            f.add(
+                KeyPath::new(&["python", "prewarm_imports"]).index(i),
+                format!("{m:?} is not a module name (dotted Python identifiers, such as \"pandas\" or \"matplotlib.pyplot\")"),
+            );
+        }
+    }
     if py.build_disk < MIN_BUILD_DISK {
         f.add(
             KeyPath::new(&["python", "build_disk"]),
@@ -331,6 +350,56 @@ fn sessions(p: &Policy, f: &mut Findings) {
                 "{} is too small for a workspace image (at least {MIN_DISK_QUOTA})",
                 s.disk_quota
             ),
+        );
+    }
+}
+
+/// A dotted name of ASCII identifiers: what `import` accepts, and nothing
+/// the agent could mistake for code.
+fn is_module_name(m: &str) -> bool {
+    m.len() <= 200
+        && m.split('.').all(|part| {
+            let mut chars = part.chars();
+            chars
+                .next()
+                .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+                && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+        })
+}
+
+fn interpreters(p: &Policy, f: &mut Findings) {
+    let i = &p.interpreters;
+    if i.idle_ttl.0 < Duration::from_secs(1) || i.idle_ttl > MAX_RUN_TIME {
+        f.add(
+            KeyPath::new(&["interpreters", "idle_ttl"]),
+            format!(
+                "{} is out of range (at least 1s, at most {MAX_RUN_TIME})",
+                i.idle_ttl
+            ),
+        );
+    }
+    for (key, v) in [
+        ("max_live", i.max_live),
+        ("max_live_per_tenant", i.max_live_per_tenant),
+    ] {
+        if v == 0 {
+            f.add(
+                KeyPath::new(&["interpreters", key]),
+                "0 would leave no interpreter for any call (at least 1)".to_string(),
+            );
+        }
+    }
+    if i.pool_size > MAX_POOL_SIZE {
+        f.add(
+            KeyPath::new(&["interpreters", "pool_size"]),
+            format!("{} is too large (at most {MAX_POOL_SIZE})", i.pool_size),
+        );
+    }
+    let g = i.interrupt_grace;
+    if g.0 < Duration::from_millis(10) || g > MAX_INTERRUPT_GRACE {
+        f.add(
+            KeyPath::new(&["interpreters", "interrupt_grace"]),
+            format!("{g} is out of range (at least 10ms, at most {MAX_INTERRUPT_GRACE})"),
         );
     }
 }

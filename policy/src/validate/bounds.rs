@@ -24,3 +24,8 @@ pub const MIN_BUILD_MEMORY: ByteSize = ByteSize::mib(256);
 pub const MIN_DISK_QUOTA: ByteSize = ByteSize::mib(1);
 /// Smallest build volume: an empty venv and uv's bookkeeping.
 pub const MIN_BUILD_DISK: ByteSize = ByteSize::mib(64);
+
+/// Warm interpreters hold ~70 MiB each with pandas imported.
+pub const MAX_POOL_SIZE: u32 = 64;
+pub const MAX_PREWARM_IMPORTS: usize = 32;
+pub const MAX_INTERRUPT_GRACE: HumanDuration = HumanDuration::secs(60);
