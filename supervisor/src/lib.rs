@@ -10,6 +10,7 @@ pub mod daemon;
 pub mod envs;
 pub mod frontend_user;
 pub mod fsops;
+pub(crate) mod interpreters;
 pub mod job;
 pub mod script;
 pub mod server;

@@ -1,0 +1,55 @@
+//! The agent a live interpreter runs: stdlib Python in `agent.py`, started
+//! in the jail as `python -I -u -c AGENT_SOURCE` with one end of the
+//! channel socket on fd 3. The constants here are the agent's limits and
+//! formats as the supervisor relies on them; agent.py spells the same
+//! numbers, and a test checks that the two agree.
+
+use std::os::fd::RawFd;
+
+/// The agent's program text, for `python -I -u -c`.
+pub(crate) const AGENT_SOURCE: &str = include_str!("agent.py");
+
+/// Where the agent finds its channel when it starts.
+pub(crate) const CHANNEL_FD: RawFd = 3;
+
+/// Comma-separated modules the agent imports before it reports ready.
+pub(crate) const PREWARM_ENV: &str = "PRIMS_PREWARM";
+
+/// The largest frame body the agent may send; the supervisor refuses more.
+pub(crate) const AGENT_FRAME_MAX: usize = 1 << 20;
+
+/// The largest frame body the supervisor sends (a cell's code is most of it).
+pub(crate) const SUPERVISOR_FRAME_MAX: usize = 4 << 20;
+
+/// A last expression's repr is cut to this many characters.
+pub(crate) const RESULT_MAX_CHARS: usize = 16_384;
+
+/// Entries in any list the agent sends.
+pub(crate) const LIST_MAX: usize = 1000;
+
+/// Characters in a name, a why or an exception type name.
+pub(crate) const NAME_MAX_CHARS: usize = 256;
+
+/// Characters in an `error` message.
+pub(crate) const MESSAGE_MAX_CHARS: usize = 1024;
+
+/// A cell's end marker is `MARKER_PREFIX`, the cell's marker in lowercase
+/// hex, then `MARKER_SUFFIX`; the agent writes it to stdout and stderr.
+pub(crate) const MARKER_PREFIX: &[u8] = b"\0prims-cell-end-";
+pub(crate) const MARKER_SUFFIX: &[u8] = b"\0";
+
+/// Lowercase hex digits in a cell marker.
+pub(crate) const MARKER_HEX_LEN: usize = 32;
+
+/// True for a marker the agent accepts: [`MARKER_HEX_LEN`] lowercase hex.
+pub(crate) fn is_marker_hex(hex: &str) -> bool {
+    hex.len() == MARKER_HEX_LEN && hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
+/// The bytes that end a cell whose marker is `hex`.
+pub(crate) fn marker_bytes(hex: &str) -> Vec<u8> {
+    [MARKER_PREFIX, hex.as_bytes(), MARKER_SUFFIX].concat()
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,52 @@
+//! agent.py and agent.rs spell the same limits and formats.
+
+use super::*;
+
+/// The value agent.py assigns to `name` at the top level.
+fn python_constant(name: &str) -> String {
+    let prefix = format!("{name} = ");
+    AGENT_SOURCE
+        .lines()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .unwrap_or_else(|| panic!("{name} is not in agent.py"))
+        .to_string()
+}
+
+fn python_int(name: &str) -> usize {
+    python_constant(name)
+        .split('*')
+        .map(|f| f.trim().parse::<usize>().unwrap())
+        .product()
+}
+
+#[test]
+fn the_agent_and_the_supervisor_agree_on_limits_and_formats() {
+    assert_eq!(python_int("CHANNEL_FD"), CHANNEL_FD as usize);
+    assert_eq!(python_int("FRAME_IN_MAX"), SUPERVISOR_FRAME_MAX);
+    assert_eq!(python_int("FRAME_OUT_MAX"), AGENT_FRAME_MAX);
+    assert_eq!(python_int("RESULT_MAX_CHARS"), RESULT_MAX_CHARS);
+    assert_eq!(python_int("LIST_MAX"), LIST_MAX);
+    assert_eq!(python_int("NAME_MAX_CHARS"), NAME_MAX_CHARS);
+    assert_eq!(python_int("MESSAGE_MAX_CHARS"), MESSAGE_MAX_CHARS);
+    assert_eq!(python_int("MARKER_HEX_LEN"), MARKER_HEX_LEN);
+    assert_eq!(
+        python_constant("MARKER_PREFIX"),
+        r#"b"\x00prims-cell-end-""#
+    );
+    assert_eq!(MARKER_PREFIX, b"\x00prims-cell-end-");
+    assert_eq!(python_constant("MARKER_SUFFIX"), r#"b"\x00""#);
+    assert_eq!(MARKER_SUFFIX, b"\x00");
+    assert_eq!(python_constant("PREWARM_ENV"), format!("{PREWARM_ENV:?}"));
+}
+
+#[test]
+fn markers_are_checked_and_framed() {
+    assert!(is_marker_hex("0123456789abcdef0123456789abcdef"));
+    assert!(!is_marker_hex("0123456789ABCDEF0123456789abcdef"));
+    assert!(!is_marker_hex("0123456789abcdef0123456789abcde"));
+    assert!(!is_marker_hex("0123456789abcdef0123456789abcdeg"));
+    assert_eq!(
+        marker_bytes("0123456789abcdef0123456789abcdef"),
+        b"\0prims-cell-end-0123456789abcdef0123456789abcdef\0"
+    );
+}

@@ -1,0 +1,166 @@
+//! Save in one interpreter, restore in the next; both inside the agent.
+
+use super::harness::Live;
+use crate::interpreters::channel::{FromAgent, Named, ToAgent};
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+
+fn save(path: &Path) -> ToAgent {
+    ToAgent::Save {
+        path: path.to_str().unwrap().into(),
+    }
+}
+
+fn restore(path: &Path) -> ToAgent {
+    ToAgent::Restore {
+        path: path.to_str().unwrap().into(),
+    }
+}
+
+fn names(skipped: &[Named]) -> Vec<&str> {
+    skipped.iter().map(|n| n.name.as_str()).collect()
+}
+
+#[tokio::test]
+async fn what_pickles_survives_into_a_new_interpreter() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(".prims/state.pickle");
+    let mut first = Live::start(dir.path()).await;
+    first
+        .ok(concat!(
+            "import json\n",
+            "from collections import OrderedDict\n",
+            "n = 41\n",
+            "d = {'a': [1, 2], 'b': OrderedDict(c=3)}\n",
+            "f = lambda: 1\n",
+            "fh = open(__import__('os').devnull)\n",
+            "class Local:\n    pass\n",
+            "obj = Local()\n",
+            "big = b'x' * 10\n",
+            "_hidden = 'saved too'\n",
+            "n + 1",
+        ))
+        .await;
+    let (saved, skipped) = match first.request(&save(&path)).await {
+        FromAgent::Saved { saved, skipped } => (saved, skipped),
+        other => panic!("{other:?}"),
+    };
+    for name in ["json", "OrderedDict", "n", "d", "big", "_hidden"] {
+        assert!(saved.iter().any(|s| s == name), "{name} not in {saved:?}");
+    }
+    assert!(
+        !saved.iter().any(|s| s.starts_with("__") || s == "_"),
+        "{saved:?}"
+    );
+    let mut skipped_names = names(&skipped);
+    skipped_names.sort_unstable();
+    assert_eq!(skipped_names, ["Local", "f", "fh", "obj"]);
+    let why = |name: &str| skipped.iter().find(|n| n.name == name).unwrap().why.clone();
+    assert_eq!(
+        why("f"),
+        "PicklingError: function <lambda> is defined in a cell, not in an importable module"
+    );
+    assert!(why("fh").contains("TextIOWrapper"), "{}", why("fh"));
+    assert!(
+        why("obj").contains("class Local is defined in a cell"),
+        "{}",
+        why("obj")
+    );
+    let parent = std::fs::metadata(dir.path().join(".prims")).unwrap();
+    assert_eq!(parent.permissions().mode() & 0o777, 0o700);
+    let leftovers: Vec<_> = std::fs::read_dir(dir.path().join(".prims"))
+        .unwrap()
+        .collect();
+    assert_eq!(leftovers.len(), 1, "only the state file, no temporary");
+    drop(first);
+
+    let mut second = Live::start(dir.path()).await;
+    let (restored, failed) = match second.request(&restore(&path)).await {
+        FromAgent::Restored { restored, failed } => (restored, failed),
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(failed, []);
+    let mut restored_names = restored.clone();
+    restored_names.sort_unstable();
+    let mut saved_names = saved.clone();
+    saved_names.sort_unstable();
+    assert_eq!(restored_names, saved_names);
+    assert!(!path.exists(), "the state file is deleted once read");
+    let check =
+        "(n + 1, d['b']['c'], json.dumps(d['a']), type(d['b']) is OrderedDict, big, _hidden)";
+    assert_eq!(
+        second.ok(check).await.as_deref(),
+        Some("(42, 3, '[1, 2]', True, b'xxxxxxxxxx', 'saved too')")
+    );
+}
+
+#[tokio::test]
+async fn restoring_a_missing_file_restores_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut a = Live::start(dir.path()).await;
+    let reply = a
+        .request(&restore(&dir.path().join("nothing/here.pickle")))
+        .await;
+    assert_eq!(
+        reply,
+        FromAgent::Restored {
+            restored: vec![],
+            failed: vec![]
+        }
+    );
+    assert_eq!(a.ok("1").await.as_deref(), Some("1"));
+}
+
+#[tokio::test]
+async fn a_state_file_that_is_not_ours_is_reported_and_removed() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("state.pickle");
+    std::fs::write(&path, b"PRIMS-STATE-1\nPxxx").unwrap();
+    let mut a = Live::start(dir.path()).await;
+    match a.request(&restore(&path)).await {
+        FromAgent::Restored { restored, failed } => {
+            assert_eq!(restored, Vec::<String>::new());
+            assert_eq!(names(&failed), ["<state file>"]);
+            assert_eq!(failed[0].why, "truncated");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(!path.exists());
+    std::fs::write(&path, b"garbage").unwrap();
+    match a.request(&restore(&path)).await {
+        FromAgent::Restored { failed, .. } => assert_eq!(failed[0].why, "not a PRIMS state file"),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_value_that_fails_to_unpickle_is_reported_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("state.pickle");
+    let mut first = Live::start(dir.path()).await;
+    // A module-level class that the next interpreter will lack.
+    first
+        .ok("import sys, types\nm = types.ModuleType('gone')\nexec('class T:\\n    pass', m.__dict__)\nsys.modules['gone'] = m\nt = m.T()\nkeep = 5")
+        .await;
+    match first.request(&save(&path)).await {
+        FromAgent::Saved { saved, .. } => assert!(saved.contains(&"t".to_string()), "{saved:?}"),
+        other => panic!("{other:?}"),
+    }
+    let mut second = Live::start(dir.path()).await;
+    match second.request(&restore(&path)).await {
+        FromAgent::Restored { restored, failed } => {
+            assert!(restored.contains(&"keep".to_string()), "{restored:?}");
+            let mut failed_names = names(&failed);
+            failed_names.sort_unstable();
+            assert_eq!(failed_names, ["m", "t"]);
+            assert!(
+                failed
+                    .iter()
+                    .all(|n| n.why.starts_with("ModuleNotFoundError")),
+                "{failed:?}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(second.ok("keep").await.as_deref(), Some("5"));
+}
