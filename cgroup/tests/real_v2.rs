@@ -142,8 +142,13 @@ fn v2_resolve_parents_enables_controllers_or_explains() {
             assert!(wanted_controllers_enabled(dir));
         }
         Err(e) => {
-            assert!(!all_offered, "controllers offered, yet: {e}");
             let msg = e.to_string();
+            // Offered controllers still cannot be enabled in a cgroup that
+            // holds processes (this test process sits in `own`): EBUSY.
+            assert!(
+                !all_offered || msg.contains("EBUSY"),
+                "controllers offered, yet: {msg}"
+            );
             assert!(matches!(e, CgroupError::NotDelegated { .. }), "{msg}");
             assert!(
                 msg.contains("memory") && msg.contains("Delegate=yes"),
