@@ -46,6 +46,11 @@ pub enum CgroupError {
         "job cgroup {path} already exists (left over by a crashed run?); remove it with remove_job first"
     )]
     JobExists { path: PathBuf },
+    #[error(
+        "job cgroup {path} does not exist (or is not a directory): the job was never created, \
+         or it was removed"
+    )]
+    NoSuchJob { path: PathBuf },
     #[error("cannot open cgroup directory {path}: {source}")]
     OpenDir {
         path: PathBuf,
@@ -132,6 +137,7 @@ impl CgroupError {
             | CgroupError::Signal { source, .. } => source.raw_os_error(),
             CgroupError::LimitFileMissing { .. } => Some(libc::ENOENT),
             CgroupError::JobExists { .. } => Some(libc::EEXIST),
+            CgroupError::NoSuchJob { .. } => Some(libc::ENOENT),
             CgroupError::RmdirBusy { .. } => Some(libc::EBUSY),
             _ => None,
         }

@@ -62,6 +62,16 @@ pub(crate) fn read_optional(path: &Path) -> Result<Option<String>, CgroupError> 
     }
 }
 
+/// Open an existing file for reading, and writing when `writable`; never
+/// creates it and never follows a symlink.
+pub(crate) fn open_existing(path: &Path, writable: bool) -> io::Result<fs::File> {
+    fs::OpenOptions::new()
+        .read(true)
+        .write(writable)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+}
+
 /// Write `value` with one write(2) into an existing file (no O_CREAT).
 pub(crate) fn write_raw(path: &Path, value: &str) -> io::Result<()> {
     let mut f = fs::OpenOptions::new()
@@ -144,6 +154,26 @@ pub(crate) fn open_dir(path: &Path) -> Result<OwnedFd, CgroupError> {
             source,
         })?;
     Ok(OwnedFd::from(f))
+}
+
+/// Check that the job directory `path` exists (a directory, not a
+/// symlink): [`CgroupError::NoSuchJob`] otherwise.
+pub(crate) fn require_job_dir(path: &Path) -> Result<(), CgroupError> {
+    match fs::symlink_metadata(path) {
+        Ok(m) if m.is_dir() => Ok(()),
+        Ok(_) => Err(CgroupError::NoSuchJob {
+            path: path.to_path_buf(),
+        }),
+        Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ENOTDIR)) => {
+            Err(CgroupError::NoSuchJob {
+                path: path.to_path_buf(),
+            })
+        }
+        Err(source) => Err(CgroupError::OpenDir {
+            path: path.to_path_buf(),
+            source,
+        }),
+    }
 }
 
 /// Parse the pid list of a `cgroup.procs` / `tasks` file.
@@ -367,7 +397,7 @@ pub(crate) fn list_job_dirs(dir: &Path, out: &mut BTreeSet<String>) -> Result<()
             continue;
         }
         if let Some(name) = e.file_name().to_str() {
-            if crate::job::validate_name(name).is_ok() {
+            if crate::name::validate_name(name).is_ok() {
                 out.insert(name.to_string());
             }
         }

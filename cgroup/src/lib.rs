@@ -6,7 +6,10 @@
 //! plain data. The jailer rebuilds a [`Manager`] from it with [`manager`],
 //! creates one [`JobCgroup`] per run with its limits written before any
 //! process enters, attaches the jail's init, polls [`JobCgroup::usage`],
-//! kills and destroys.
+//! kills and destroys. A job that outlives one run (a live interpreter)
+//! is reopened by the supervisor with [`Manager::open_job`], which can then
+//! change its limits and CPU priority and measure each call's peak memory
+//! with a [`PeakMeter`].
 //!
 //! Nothing here starts threads or logs; every failure is a [`CgroupError`].
 //! File logic takes directory paths and the `/proc` parsers are pure, so
@@ -17,13 +20,19 @@ mod fs;
 mod job;
 mod limits;
 pub mod mountinfo;
+mod name;
+mod peak;
+mod priority;
 mod resolve;
 mod v1;
 mod v2;
 
 pub use error::CgroupError;
-pub use job::{validate_name, JobCgroup, Manager, Version};
+pub use job::{JobCgroup, Manager, Version};
 pub use limits::{Limits, Usage, CPU_PERIOD_US};
+pub use name::validate_name;
+pub use peak::PeakMeter;
+pub use priority::CpuPriority;
 pub use resolve::{
     detect, resolve_parents, v2_move_self_to_leaf, version_from_magic, ParentPath, V2_REQUIRED,
 };

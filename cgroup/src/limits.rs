@@ -73,7 +73,12 @@ impl Limits {
 /// (e.g. `memory.peak` before Linux 5.19) is `None`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Usage {
+    /// Peak over the job's life, or since the last v1 reset
+    /// ([`crate::JobCgroup::start_peak`]).
     pub memory_peak_bytes: Option<u64>,
+    /// Memory charged to the job now (v1 `memory.usage_in_bytes`, v2
+    /// `memory.current`): what a live job holds between calls.
+    pub memory_current_bytes: Option<u64>,
     pub cpu_ns: Option<u64>,
     /// Processes killed by the OOM killer in this cgroup.
     pub oom_kills: u64,
@@ -126,9 +131,34 @@ pub(crate) enum V1Ctl {
     Cpu,
 }
 
-/// v1 limit files, in write order (memory before memory+swap, period before
-/// quota), with the controller directory each lives in.
-pub(crate) fn v1_files(l: &Limits) -> Vec<(V1Ctl, &'static str, String, Need)> {
+/// Which of the two v1 memory limits goes first. The kernel refuses
+/// (EINVAL) any write that would leave memory above memory+swap.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum V1MemoryOrder {
+    /// Lowering (or a fresh job, whose limits are unlimited).
+    MemoryFirst,
+    /// Raising: memory+swap makes room first.
+    MemswFirst,
+}
+
+impl V1MemoryOrder {
+    /// The order for moving from the job's `current` memory limit (as read
+    /// from `memory.limit_in_bytes`) to `new`.
+    pub(crate) fn for_change(current: u64, new: &Limits) -> V1MemoryOrder {
+        if new.memory_bytes > current {
+            V1MemoryOrder::MemswFirst
+        } else {
+            V1MemoryOrder::MemoryFirst
+        }
+    }
+}
+
+/// v1 limit files, in write order (the memory pair in `order`, period
+/// before quota), with the controller directory each lives in.
+pub(crate) fn v1_files(
+    l: &Limits,
+    order: V1MemoryOrder,
+) -> Vec<(V1Ctl, &'static str, String, Need)> {
     let memsw = if l.memory_bytes == u64::MAX || l.swap_bytes == u64::MAX {
         "-1".to_string()
     } else {
@@ -139,19 +169,25 @@ pub(crate) fn v1_files(l: &Limits) -> Vec<(V1Ctl, &'static str, String, Need)> {
     let quota = l
         .cpu_quota_us()
         .map_or_else(|| "-1".to_string(), |q| q.to_string());
+    let memory = (
+        V1Ctl::Memory,
+        "memory.limit_in_bytes",
+        v1_num(l.memory_bytes),
+        Need::Required,
+    );
+    let memsw = (
+        V1Ctl::Memory,
+        "memory.memsw.limit_in_bytes",
+        memsw,
+        Need::IfPresent,
+    );
+    let (first, second) = match order {
+        V1MemoryOrder::MemoryFirst => (memory, memsw),
+        V1MemoryOrder::MemswFirst => (memsw, memory),
+    };
     vec![
-        (
-            V1Ctl::Memory,
-            "memory.limit_in_bytes",
-            v1_num(l.memory_bytes),
-            Need::Required,
-        ),
-        (
-            V1Ctl::Memory,
-            "memory.memsw.limit_in_bytes",
-            memsw,
-            Need::IfPresent,
-        ),
+        first,
+        second,
         (V1Ctl::Pids, "pids.max", v2_num(l.pids), Need::Required),
         (
             V1Ctl::Cpu,
@@ -190,10 +226,13 @@ mod tests {
 
     #[test]
     fn v1_values_and_order() {
-        let f = v1_files(&Limits {
-            swap_bytes: 1 << 20,
-            ..L
-        });
+        let f = v1_files(
+            &Limits {
+                swap_bytes: 1 << 20,
+                ..L
+            },
+            V1MemoryOrder::MemoryFirst,
+        );
         let names: Vec<&str> = f.iter().map(|x| x.1).collect();
         assert_eq!(
             names,
@@ -209,17 +248,42 @@ mod tests {
         assert_eq!(f[1].2, (257u64 << 20).to_string());
         assert_eq!(f[3].2, "100000");
         assert_eq!(f[4].2, "150000");
-        let u = v1_files(&Limits::UNLIMITED);
+        let u = v1_files(&Limits::UNLIMITED, V1MemoryOrder::MemoryFirst);
         assert_eq!(u[0].2, "-1");
         assert_eq!(u[1].2, "-1");
         assert_eq!(u[2].2, "max");
         assert_eq!(u[4].2, "-1");
-        let big = v1_files(&Limits {
-            memory_bytes: u64::MAX - 1,
-            swap_bytes: 5,
-            ..L
-        });
+        let big = v1_files(
+            &Limits {
+                memory_bytes: u64::MAX - 1,
+                swap_bytes: 5,
+                ..L
+            },
+            V1MemoryOrder::MemoryFirst,
+        );
         assert_eq!(big[1].2, "-1");
+    }
+
+    #[test]
+    fn v1_memory_order() {
+        // What memory.limit_in_bytes reads when unlimited (4 KiB pages).
+        const V1_UNLIMITED: u64 = 9_223_372_036_854_771_712;
+        let order = V1MemoryOrder::for_change;
+        assert_eq!(order(V1_UNLIMITED, &L), V1MemoryOrder::MemoryFirst);
+        assert_eq!(order(L.memory_bytes, &L), V1MemoryOrder::MemoryFirst);
+        assert_eq!(order(L.memory_bytes - 1, &L), V1MemoryOrder::MemswFirst);
+        assert_eq!(
+            order(V1_UNLIMITED, &Limits::UNLIMITED),
+            V1MemoryOrder::MemswFirst
+        );
+        let f = v1_files(&L, V1MemoryOrder::MemswFirst);
+        let names: Vec<&str> = f.iter().map(|x| x.1).collect();
+        assert_eq!(
+            names[..2],
+            ["memory.memsw.limit_in_bytes", "memory.limit_in_bytes"]
+        );
+        assert_eq!(f[0].2, "268435456");
+        assert_eq!(f[1].2, "268435456");
     }
 
     #[test]

@@ -3,11 +3,12 @@
 
 use crate::error::CgroupError;
 use crate::fs;
-use crate::job::{validate_name, Version};
+use crate::job::Version;
 use crate::mountinfo::{
     components, own_v1_path, own_v2_path, parse_mountinfo, parse_proc_cgroup, v1_mounts, v2_mounts,
     MountInfo,
 };
+use crate::name::validate_name;
 use crate::v1::V1_CONTROLLERS;
 use crate::v2::UNIFIED;
 use std::collections::BTreeMap;

@@ -3,8 +3,11 @@
 
 use crate::error::CgroupError;
 use crate::fs;
-use crate::job::{validate_name, JobCgroup, Manager, Version};
-use crate::limits::{v1_files, Limits, Need, Usage, V1Ctl};
+use crate::job::{JobCgroup, Manager, Version};
+use crate::limits::{v1_files, Limits, Need, Usage, V1Ctl, V1MemoryOrder};
+use crate::name::validate_name;
+use crate::peak::{self, PeakMeter};
+use crate::priority::{self, CpuPriority};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 use std::os::fd::BorrowedFd;
@@ -99,8 +102,8 @@ impl V1Manager {
 }
 
 /// Write the v1 limit files into existing job directories.
-fn write_limits(dirs: &Dirs, limits: &Limits) -> Result<(), CgroupError> {
-    for (ctl, file, value, need) in v1_files(limits) {
+fn write_limits(dirs: &Dirs, limits: &Limits, order: V1MemoryOrder) -> Result<(), CgroupError> {
+    for (ctl, file, value, need) in v1_files(limits, order) {
         let path = dirs.of(ctl).join(file);
         if need == Need::IfPresent && !path.exists() {
             continue;
@@ -110,11 +113,23 @@ fn write_limits(dirs: &Dirs, limits: &Limits) -> Result<(), CgroupError> {
     Ok(())
 }
 
+/// Rewrite the limits of a live job, in the order its current memory
+/// limit allows.
+fn rewrite_limits(dirs: &Dirs, limits: &Limits) -> Result<(), CgroupError> {
+    let path = dirs.memory.join("memory.limit_in_bytes");
+    let current = fs::single(&path, &fs::read(&path)?)?;
+    write_limits(dirs, limits, V1MemoryOrder::for_change(current, limits))
+}
+
 fn read_usage(dirs: &Dirs) -> Result<Usage, CgroupError> {
     let mut u = Usage::default();
     let peak = dirs.memory.join("memory.max_usage_in_bytes");
     if let Some(t) = fs::read_optional(&peak)? {
         u.memory_peak_bytes = Some(fs::single(&peak, &t)?);
+    }
+    let current = dirs.memory.join("memory.usage_in_bytes");
+    if let Some(t) = fs::read_optional(&current)? {
+        u.memory_current_bytes = Some(fs::single(&current, &t)?);
     }
     let oom = dirs.memory.join("memory.oom_control");
     if let Some(t) = fs::read_optional(&oom)? {
@@ -173,9 +188,18 @@ impl Manager for V1Manager {
             fs::undo_mkdirs(&created);
             return Err(err);
         }
-        if let Err(e) = write_limits(&dirs, limits) {
+        if let Err(e) = write_limits(&dirs, limits, V1MemoryOrder::MemoryFirst) {
             let _ = remove_dirs(&dirs);
             return Err(e);
+        }
+        Ok(Box::new(V1Job { dirs }))
+    }
+
+    fn open_job(&self, name: &str) -> Result<Box<dyn JobCgroup>, CgroupError> {
+        validate_name(name)?;
+        let dirs = self.parents.join(name);
+        for d in dirs.unique() {
+            fs::require_job_dir(&d)?;
         }
         Ok(Box::new(V1Job { dirs }))
     }
@@ -217,6 +241,19 @@ impl JobCgroup for V1Job {
 
     fn usage(&self) -> Result<Usage, CgroupError> {
         read_usage(&self.dirs)
+    }
+
+    fn set_limits(&self, limits: &Limits) -> Result<(), CgroupError> {
+        limits.validate()?;
+        rewrite_limits(&self.dirs, limits)
+    }
+
+    fn start_peak(&self) -> Result<PeakMeter, CgroupError> {
+        peak::start_v1(&self.dirs.memory)
+    }
+
+    fn set_cpu_priority(&self, priority: CpuPriority) -> Result<(), CgroupError> {
+        priority::set_v1(&self.dirs.cpu, priority)
     }
 
     fn kill(&self) -> Result<(), CgroupError> {
@@ -314,7 +351,7 @@ mod tests {
             pids: 5,
             cpu_millis: 250,
         };
-        write_limits(&dirs, &l).unwrap();
+        write_limits(&dirs, &l, V1MemoryOrder::MemoryFirst).unwrap();
         let r = |dir: &Path, f: &str| sfs::read_to_string(dir.join(f)).unwrap();
         assert_eq!(
             r(&dirs.memory, "memory.limit_in_bytes"),
@@ -334,7 +371,7 @@ mod tests {
     fn memsw_skipped_when_absent() {
         let d = tempfile::tempdir().unwrap();
         let dirs = fake_job(d.path(), false, false);
-        write_limits(&dirs, &Limits::UNLIMITED).unwrap();
+        write_limits(&dirs, &Limits::UNLIMITED, V1MemoryOrder::MemoryFirst).unwrap();
         assert!(!dirs.memory.join("memory.memsw.limit_in_bytes").exists());
         assert_eq!(
             sfs::read_to_string(dirs.memory.join("memory.limit_in_bytes")).unwrap(),
@@ -349,6 +386,7 @@ mod tests {
         let dirs = fake_job(d.path(), false, false);
         assert_eq!(read_usage(&dirs).unwrap(), Usage::default());
         sfs::write(dirs.memory.join("memory.max_usage_in_bytes"), "33554432\n").unwrap();
+        sfs::write(dirs.memory.join("memory.usage_in_bytes"), "1048576\n").unwrap();
         sfs::write(
             dirs.memory.join("memory.oom_control"),
             "oom_kill_disable 0\nunder_oom 0\noom_kill 3\n",
@@ -359,6 +397,7 @@ mod tests {
             read_usage(&dirs).unwrap(),
             Usage {
                 memory_peak_bytes: Some(33554432),
+                memory_current_bytes: Some(1048576),
                 cpu_ns: Some(987654321),
                 oom_kills: 3
             }
@@ -393,6 +432,68 @@ mod tests {
         assert_eq!(m.list_jobs().unwrap(), vec!["j"]);
         m.remove_job("j").unwrap();
         assert!(m.list_jobs().unwrap().is_empty());
+    }
+
+    #[test]
+    fn open_job_needs_every_directory_and_creates_none() {
+        let d = tempfile::tempdir().unwrap();
+        let m = V1Manager::new(&parents(d.path(), true)).unwrap();
+        assert!(matches!(
+            m.open_job("../x"),
+            Err(CgroupError::BadJobName { .. })
+        ));
+        let e = m.open_job("job").unwrap_err();
+        assert!(matches!(e, CgroupError::NoSuchJob { .. }), "{e}");
+        assert_eq!(e.errno(), Some(libc::ENOENT));
+        let dirs = fake_job(d.path(), true, false);
+        let job = m.open_job("job").unwrap();
+        assert_eq!(job.paths(), dirs.unique());
+        // Missing in one hierarchy: refused, naming it, and not recreated.
+        sfs::remove_dir_all(&dirs.pids).unwrap();
+        match m.open_job("job").unwrap_err() {
+            CgroupError::NoSuchJob { path } => assert_eq!(path, dirs.pids),
+            other => panic!("unexpected {other}"),
+        }
+        assert!(!dirs.pids.exists());
+        // A file where the directory should be.
+        sfs::write(&dirs.pids, "").unwrap();
+        assert!(matches!(
+            m.open_job("job"),
+            Err(CgroupError::NoSuchJob { .. })
+        ));
+    }
+
+    #[test]
+    fn set_limits_on_an_opened_job() {
+        let d = tempfile::tempdir().unwrap();
+        let dirs = fake_job(d.path(), false, true);
+        let m = V1Manager::new(&parents(d.path(), false)).unwrap();
+        let job = m.open_job("job").unwrap();
+        // The current limit decides the order; plain files cannot show it,
+        // the real v1 test does. An unreadable current limit is an error.
+        let e = job.set_limits(&Limits::UNLIMITED).unwrap_err();
+        assert!(matches!(e, CgroupError::Parse { .. }), "{e}");
+        sfs::write(dirs.memory.join("memory.limit_in_bytes"), "67108864\n").unwrap();
+        let l = Limits {
+            memory_bytes: 128 << 20,
+            swap_bytes: 0,
+            pids: 7,
+            cpu_millis: 2000,
+        };
+        job.set_limits(&l).unwrap();
+        let r = |dir: &Path, f: &str| sfs::read_to_string(dir.join(f)).unwrap();
+        assert_eq!(r(&dirs.memory, "memory.limit_in_bytes"), "134217728");
+        assert_eq!(r(&dirs.memory, "memory.memsw.limit_in_bytes"), "134217728");
+        assert_eq!(r(&dirs.pids, "pids.max"), "7");
+        assert_eq!(r(&dirs.cpu, "cpu.cfs_quota_us"), "200000");
+        let e = job
+            .set_limits(&Limits {
+                pids: 0,
+                ..Limits::UNLIMITED
+            })
+            .unwrap_err();
+        assert!(matches!(e, CgroupError::BadLimit { .. }), "{e}");
+        assert_eq!(r(&dirs.pids, "pids.max"), "7", "nothing written");
     }
 
     #[test]

@@ -2,8 +2,11 @@
 
 use crate::error::CgroupError;
 use crate::fs;
-use crate::job::{validate_name, JobCgroup, Manager, Version};
+use crate::job::{JobCgroup, Manager, Version};
 use crate::limits::{v2_files, Limits, Need, Usage};
+use crate::name::validate_name;
+use crate::peak::{self, PeakMeter};
+use crate::priority::{self, CpuPriority};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -87,6 +90,10 @@ pub(crate) fn read_usage(dir: &Path) -> Result<Usage, CgroupError> {
     if let Some(t) = fs::read_optional(&peak)? {
         u.memory_peak_bytes = Some(fs::single(&peak, &t)?);
     }
+    let current = dir.join("memory.current");
+    if let Some(t) = fs::read_optional(&current)? {
+        u.memory_current_bytes = Some(fs::single(&current, &t)?);
+    }
     let events = dir.join("memory.events");
     if let Some(t) = fs::read_optional(&events)? {
         u.oom_kills = fs::keyed(&events, &t, "oom_kill")?.unwrap_or(0);
@@ -133,6 +140,14 @@ impl Manager for V2Manager {
         Ok(job)
     }
 
+    fn open_job(&self, name: &str) -> Result<Box<dyn JobCgroup>, CgroupError> {
+        validate_name(name)?;
+        let dir = self.parent.join(name);
+        fs::require_job_dir(&dir)?;
+        let fd = fs::open_dir(&dir)?;
+        Ok(Box::new(V2Job { dir, fd }))
+    }
+
     fn list_jobs(&self) -> Result<Vec<String>, CgroupError> {
         let mut set = BTreeSet::new();
         fs::list_job_dirs(&self.parent, &mut set)?;
@@ -165,6 +180,19 @@ impl JobCgroup for V2Job {
 
     fn usage(&self) -> Result<Usage, CgroupError> {
         read_usage(&self.dir)
+    }
+
+    fn set_limits(&self, limits: &Limits) -> Result<(), CgroupError> {
+        limits.validate()?;
+        write_limits(&self.dir, limits)
+    }
+
+    fn start_peak(&self) -> Result<PeakMeter, CgroupError> {
+        peak::start_v2(&self.dir)
+    }
+
+    fn set_cpu_priority(&self, priority: CpuPriority) -> Result<(), CgroupError> {
+        priority::set_v2(&self.dir, priority)
     }
 
     fn kill(&self) -> Result<(), CgroupError> {
@@ -251,6 +279,7 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         assert_eq!(read_usage(d.path()).unwrap(), Usage::default());
         sfs::write(d.path().join("memory.peak"), "4096\n").unwrap();
+        sfs::write(d.path().join("memory.current"), "2048\n").unwrap();
         sfs::write(
             d.path().join("memory.events"),
             "low 0\nhigh 0\nmax 12\noom 1\noom_kill 1\noom_group_kill 1\n",
@@ -266,6 +295,7 @@ mod tests {
             u,
             Usage {
                 memory_peak_bytes: Some(4096),
+                memory_current_bytes: Some(2048),
                 cpu_ns: Some(2_500_000),
                 oom_kills: 1
             }
@@ -275,6 +305,61 @@ mod tests {
             read_usage(d.path()),
             Err(CgroupError::Parse { .. })
         ));
+    }
+
+    #[test]
+    fn open_job_then_act_on_it() {
+        let d = tempfile::tempdir().unwrap();
+        let m = V2Manager::new(&map(d.path())).unwrap();
+        assert!(matches!(
+            m.open_job("a/b"),
+            Err(CgroupError::BadJobName { .. })
+        ));
+        let e = m.open_job("job").unwrap_err();
+        assert!(matches!(e, CgroupError::NoSuchJob { .. }), "{e}");
+        assert!(!d.path().join("job").exists(), "never created");
+        sfs::write(d.path().join("file"), "").unwrap();
+        assert!(matches!(
+            m.open_job("file"),
+            Err(CgroupError::NoSuchJob { .. })
+        ));
+
+        let dir = d.path().join("job");
+        sfs::create_dir(&dir).unwrap();
+        for f in [
+            "memory.max",
+            "memory.oom.group",
+            "pids.max",
+            "cpu.max",
+            "cpu.weight",
+            "memory.peak",
+        ] {
+            sfs::write(dir.join(f), "").unwrap();
+        }
+        let job = m.open_job("job").unwrap();
+        assert_eq!(job.paths(), vec![dir.clone()]);
+        assert!(job.dir_fd().is_some());
+        let r = |f: &str| sfs::read_to_string(dir.join(f)).unwrap();
+        let l = Limits {
+            memory_bytes: 512 << 20,
+            swap_bytes: 0,
+            pids: 9,
+            cpu_millis: 750,
+        };
+        job.set_limits(&l).unwrap();
+        assert_eq!(r("memory.max"), "536870912");
+        assert_eq!(r("pids.max"), "9");
+        assert_eq!(r("cpu.max"), "75000 100000");
+        assert!(!dir.join("memory.swap.max").exists());
+        let e = job.set_limits(&Limits { cpu_millis: 5, ..l }).unwrap_err();
+        assert!(matches!(e, CgroupError::BadLimit { .. }), "{e}");
+        assert_eq!(r("cpu.max"), "75000 100000", "nothing written");
+
+        job.set_cpu_priority(CpuPriority::Idle).unwrap();
+        assert_eq!(r("cpu.weight"), "1");
+        let meter = job.start_peak().unwrap();
+        assert!(!meter.since_start());
+        assert_eq!(r("memory.peak"), "reset");
     }
 
     #[test]

@@ -3,43 +3,12 @@
 
 mod common;
 
+use common::v1::*;
 use common::*;
 use prims_cgroup::*;
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
-
-struct Setup {
-    parents: BTreeMap<String, PathBuf>,
-    m: Box<dyn Manager>,
-    // Last field: dropped after everything else.
-    _cleanup: CgroupCleanup,
-}
-
-fn setup(tag: &str) -> Setup {
-    require_root();
-    assert_eq!(
-        detect().expect("detect"),
-        Version::V1,
-        "these tests expect a cgroup v1/hybrid host (/sys/fs/cgroup on tmpfs)"
-    );
-    let parents = resolve_parents(Version::V1, &unique(tag)).expect("resolve_parents v1");
-    let mut dirs: Vec<PathBuf> = parents.values().cloned().collect();
-    dirs.sort();
-    dirs.dedup();
-    let cleanup = CgroupCleanup(dirs);
-    let m = manager(Version::V1, &parents).expect("manager v1");
-    Setup {
-        parents,
-        m,
-        _cleanup: cleanup,
-    }
-}
-
-fn job_file(s: &Setup, ctl: &str, job: &str, file: &str) -> PathBuf {
-    s.parents[ctl].join(job).join(file)
-}
 
 #[test]
 fn v1_parents_are_under_the_callers_own_cgroups() {

@@ -3,11 +3,14 @@
 
 #![allow(dead_code)] // each test binary uses a different subset
 
+pub mod v1;
+pub mod v2;
+
 use std::fs;
-use std::io::Write;
+use std::io::{BufRead, BufReader, Write};
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Child, ChildStdout, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 pub fn require_root() {
@@ -115,6 +118,75 @@ impl Kid {
         }
         s
     }
+}
+
+/// A child's stdout, line by line.
+pub struct Lines(BufReader<ChildStdout>);
+
+impl Lines {
+    pub fn of(kid: &mut Kid) -> Lines {
+        Lines(BufReader::new(kid.0.stdout.take().expect("piped stdout")))
+    }
+
+    /// The next line must be `want` (a child that died gives EOF: "").
+    pub fn expect(&mut self, want: &str) {
+        let mut line = String::new();
+        self.0.read_line(&mut line).expect("read child stdout");
+        assert_eq!(line.trim_end(), want, "child said {line:?}");
+    }
+}
+
+/// A Python child for the peak-memory tests. At each line on stdin: touch
+/// 64 MiB and free it ("freed"), then touch 32 MiB and hold it
+/// ("holding"), then exit.
+pub const PEAK_SCRIPT: &str = "\
+import sys
+sys.stdin.readline()
+b = b'\\1' * (64 << 20)
+del b
+print('freed', flush=True)
+sys.stdin.readline()
+c = b'\\1' * (32 << 20)
+print('holding', flush=True)
+sys.stdin.readline()
+";
+
+pub const MIB: u64 = 1 << 20;
+
+/// The limits the live-job tests create their jobs with.
+pub const START: prims_cgroup::Limits = prims_cgroup::Limits {
+    memory_bytes: 256 << 20,
+    swap_bytes: 0,
+    pids: 32,
+    cpu_millis: 500,
+};
+
+/// Lower than [`START`] in every field.
+pub const LOWER: prims_cgroup::Limits = prims_cgroup::Limits {
+    memory_bytes: 32 << 20,
+    swap_bytes: 0,
+    pids: 8,
+    cpu_millis: 250,
+};
+
+/// Run [`PEAK_SCRIPT`] in the job `created` up to "freed", and check
+/// through `job` (the same job, reopened) that its lifetime peak saw the
+/// 64 MiB and that they are freed.
+pub fn peak_child_after_free(
+    created: &dyn prims_cgroup::JobCgroup,
+    job: &dyn prims_cgroup::JobCgroup,
+) -> (Kid, Lines) {
+    let mut kid = Kid::spawn(Command::new(python()).args(["-c", PEAK_SCRIPT]));
+    let mut out = Lines::of(&mut kid);
+    created.attach(kid.pid()).expect("attach");
+    kid.go();
+    out.expect("freed");
+    let u = job.usage().expect("usage");
+    let lifetime = u.memory_peak_bytes.expect("peak");
+    assert!(lifetime >= 64 * MIB, "lifetime peak {lifetime}");
+    let current = u.memory_current_bytes.expect("current");
+    assert!(current < 32 * MIB, "64 MiB freed, yet {current} held");
+    (kid, out)
 }
 
 impl Drop for Kid {

@@ -1,0 +1,120 @@
+//! CPU priority of a job against other cgroups: a warm-pool refill runs
+//! idle so that it never slows a running call.
+
+use crate::error::CgroupError;
+use crate::fs;
+use std::io;
+use std::path::Path;
+
+/// How a job competes for CPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CpuPriority {
+    /// CPU only when nothing else wants it.
+    Idle,
+    /// The kernel's default share.
+    Normal,
+}
+
+impl CpuPriority {
+    /// `cpu.idle` (v2, Linux 5.15+).
+    fn v2_idle(self) -> &'static str {
+        match self {
+            CpuPriority::Idle => "1",
+            CpuPriority::Normal => "0",
+        }
+    }
+
+    /// `cpu.weight` (v2 without `cpu.idle`): the minimum, or the default.
+    fn v2_weight(self) -> &'static str {
+        match self {
+            CpuPriority::Idle => "1",
+            CpuPriority::Normal => "100",
+        }
+    }
+
+    /// `cpu.shares` (v1): the minimum, or the default.
+    fn v1_shares(self) -> &'static str {
+        match self {
+            CpuPriority::Idle => "2",
+            CpuPriority::Normal => "1024",
+        }
+    }
+}
+
+/// v2: `cpu.idle`, or `cpu.weight` when the kernel has no `cpu.idle`.
+pub(crate) fn set_v2(dir: &Path, priority: CpuPriority) -> Result<(), CgroupError> {
+    let idle = dir.join("cpu.idle");
+    let value = priority.v2_idle();
+    match fs::write_raw(&idle, value) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            fs::write_limit(&dir.join("cpu.weight"), priority.v2_weight())
+        }
+        Err(source) => Err(CgroupError::WriteFile {
+            path: idle,
+            value: value.to_string(),
+            source,
+        }),
+    }
+}
+
+/// v1: `cpu.shares` in the job's cpu directory.
+pub(crate) fn set_v1(cpu_dir: &Path, priority: CpuPriority) -> Result<(), CgroupError> {
+    fs::write_limit(&cpu_dir.join("cpu.shares"), priority.v1_shares())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::fs as sfs;
+
+    fn read(dir: &Path, f: &str) -> String {
+        sfs::read_to_string(dir.join(f)).unwrap()
+    }
+
+    #[test]
+    fn v2_uses_cpu_idle_where_present() {
+        let d = tempfile::tempdir().unwrap();
+        sfs::write(d.path().join("cpu.idle"), "").unwrap();
+        sfs::write(d.path().join("cpu.weight"), "100").unwrap();
+        set_v2(d.path(), CpuPriority::Idle).unwrap();
+        assert_eq!(read(d.path(), "cpu.idle"), "1");
+        set_v2(d.path(), CpuPriority::Normal).unwrap();
+        assert_eq!(read(d.path(), "cpu.idle"), "0");
+        assert_eq!(read(d.path(), "cpu.weight"), "100", "untouched");
+    }
+
+    #[test]
+    fn v2_falls_back_to_cpu_weight() {
+        let d = tempfile::tempdir().unwrap();
+        sfs::write(d.path().join("cpu.weight"), "").unwrap();
+        set_v2(d.path(), CpuPriority::Idle).unwrap();
+        assert_eq!(read(d.path(), "cpu.weight"), "1");
+        set_v2(d.path(), CpuPriority::Normal).unwrap();
+        assert_eq!(read(d.path(), "cpu.weight"), "100");
+        assert!(!d.path().join("cpu.idle").exists(), "never created");
+    }
+
+    #[test]
+    fn v2_without_cpu_controller_names_the_missing_file() {
+        let d = tempfile::tempdir().unwrap();
+        let e = set_v2(d.path(), CpuPriority::Idle).unwrap_err();
+        match &e {
+            CgroupError::LimitFileMissing { path } => assert!(path.ends_with("cpu.weight"), "{e}"),
+            other => panic!("unexpected {other}"),
+        }
+        assert_eq!(e.errno(), Some(libc::ENOENT));
+    }
+
+    #[test]
+    fn v1_cpu_shares() {
+        let d = tempfile::tempdir().unwrap();
+        let e = set_v1(d.path(), CpuPriority::Idle).unwrap_err();
+        assert!(matches!(e, CgroupError::LimitFileMissing { .. }), "{e}");
+        sfs::write(d.path().join("cpu.shares"), "1024").unwrap();
+        set_v1(d.path(), CpuPriority::Idle).unwrap();
+        assert_eq!(read(d.path(), "cpu.shares"), "2");
+        set_v1(d.path(), CpuPriority::Normal).unwrap();
+        assert_eq!(read(d.path(), "cpu.shares"), "1024");
+    }
+}
