@@ -117,6 +117,8 @@ pub enum JailError {
     Fork(Errno),
     #[error("exec {path}: {errno}")]
     Exec { path: String, errno: Errno },
+    #[error("laying out the fds python inherits ({call}): {errno}")]
+    PythonFds { call: &'static str, errno: Errno },
 }
 
 impl JailError {
@@ -147,7 +149,7 @@ impl JailError {
             LandlockUnsupported | Landlock(_) => "landlock",
             Seccomp(_) => "seccomp",
             Fork(_) => "fork",
-            Exec { .. } => "exec",
+            Exec { .. } | PythonFds { .. } => "exec",
         }
     }
 
@@ -169,7 +171,8 @@ impl JailError {
             | CgroupSelfAttach { errno, .. }
             | CloneIdentity { errno, .. }
             | UserNsLimit { errno, .. }
-            | Exec { errno, .. } => Some(*errno),
+            | Exec { errno, .. }
+            | PythonFds { errno, .. } => Some(*errno),
             Pipe(e) | Clone(e) | Setgroups(e) | Wait(e) | Pdeathsig(e) | Setsid(e)
             | UnshareCgroup(e) | MakePrivate(e) | SetFsId(e) | MountProc(e) | PivotRoot(e)
             | DetachOldRoot(e) | LoopbackUp(e) | Hostname(e) | SetGid(e) | SetUid(e)

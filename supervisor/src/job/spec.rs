@@ -51,6 +51,7 @@ pub(super) fn build(policy: &Policy, job: PythonJob, cgroup: CgroupSpec) -> JobS
         binds: Vec::new(),
         venv_writable: false,
         proxy_port: 0,
+        cpu_idle: false,
     }
 }
 

@@ -1,0 +1,64 @@
+//! Lays out the fds python inherits, as [`crate::plan::python_fds`] decides, in
+//! the forked child just before the exec.
+
+use crate::error::JailError;
+use crate::init::InitFds;
+use crate::plan::python_fds::{python_fds, ChannelOnto3, PythonFds, CHANNEL_FD};
+use crate::sys;
+use nix::errno::Errno;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+
+fn fail(call: &'static str) -> impl Fn(Errno) -> JailError {
+    move |errno| JailError::PythonFds { call, errno }
+}
+
+fn plan(fds: &InitFds) -> PythonFds {
+    python_fds(
+        fds.channel.as_ref().map(AsRawFd::as_raw_fd),
+        fds.report.as_raw_fd(),
+    )
+}
+
+/// Step 1: a copy of the report pipe off 3 when the channel goes there;
+/// from then on the caller reports through that copy, since [`lay_out`]
+/// puts the channel over the original.
+pub fn report_off_channel(fds: &InitFds) -> Result<Option<OwnedFd>, JailError> {
+    if !plan(fds).move_report {
+        return Ok(None);
+    }
+    // SAFETY: fcntl on an fd this process holds; the duplicate is owned below.
+    let fd = unsafe {
+        libc::fcntl(
+            fds.report.as_raw_fd(),
+            libc::F_DUPFD_CLOEXEC,
+            CHANNEL_FD + 1,
+        )
+    };
+    if fd < 0 {
+        return Err(fail("F_DUPFD_CLOEXEC")(Errno::last()));
+    }
+    // SAFETY: fd is a fresh duplicate that nothing else owns.
+    Ok(Some(unsafe { OwnedFd::from_raw_fd(fd) }))
+}
+
+/// Step 2: the channel onto 3 without close-on-exec, every fd above it
+/// (every fd from 3 without a channel) close-on-exec.
+pub fn lay_out(fds: &InitFds) -> Result<(), JailError> {
+    let plan = plan(fds);
+    let (call, ret) = match plan.channel {
+        None => ("", 0),
+        // SAFETY: fcntl on an fd this process holds.
+        Some(ChannelOnto3::InPlace) => ("F_SETFD", unsafe {
+            libc::fcntl(CHANNEL_FD, libc::F_SETFD, 0)
+        }),
+        // Whatever held 3 (the report pipe, copied off it by step 1;
+        // another of the init's pipe ends) is closed by the dup2: python
+        // needs none of it.
+        // SAFETY: dup2 between fds this process holds.
+        Some(ChannelOnto3::Dup2 { from }) => ("dup2", unsafe { libc::dup2(from, CHANNEL_FD) }),
+    };
+    if ret < 0 {
+        return Err(fail(call)(Errno::last()));
+    }
+    sys::close_range(plan.cloexec_from, libc::CLOSE_RANGE_CLOEXEC).map_err(fail("close_range"))
+}
