@@ -2,34 +2,41 @@
 //! the forked child just before the exec.
 
 use crate::error::JailError;
-use crate::init::InitFds;
 use crate::plan::python_fds::{python_fds, ChannelOnto3, PythonFds, CHANNEL_FD};
 use crate::sys;
 use nix::errno::Errno;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 
 fn fail(call: &'static str) -> impl Fn(Errno) -> JailError {
     move |errno| JailError::PythonFds { call, errno }
 }
 
-fn plan(fds: &InitFds) -> PythonFds {
+/// The init's fds that matter here: the channel python gets, and the
+/// report pipe to tell of a failure on.
+#[derive(Clone, Copy)]
+pub struct Held<'a> {
+    pub channel: Option<BorrowedFd<'a>>,
+    pub report: BorrowedFd<'a>,
+}
+
+fn plan(held: Held<'_>) -> PythonFds {
     python_fds(
-        fds.channel.as_ref().map(AsRawFd::as_raw_fd),
-        fds.report.as_raw_fd(),
+        held.channel.as_ref().map(AsRawFd::as_raw_fd),
+        held.report.as_raw_fd(),
     )
 }
 
 /// Step 1: a copy of the report pipe off 3 when the channel goes there;
 /// from then on the caller reports through that copy, since [`lay_out`]
 /// puts the channel over the original.
-pub fn report_off_channel(fds: &InitFds) -> Result<Option<OwnedFd>, JailError> {
-    if !plan(fds).move_report {
+pub fn report_off_channel(held: Held<'_>) -> Result<Option<OwnedFd>, JailError> {
+    if !plan(held).move_report {
         return Ok(None);
     }
     // SAFETY: fcntl on an fd this process holds; the duplicate is owned below.
     let fd = unsafe {
         libc::fcntl(
-            fds.report.as_raw_fd(),
+            held.report.as_raw_fd(),
             libc::F_DUPFD_CLOEXEC,
             CHANNEL_FD + 1,
         )
@@ -43,8 +50,8 @@ pub fn report_off_channel(fds: &InitFds) -> Result<Option<OwnedFd>, JailError> {
 
 /// Step 2: the channel onto 3 without close-on-exec, every fd above it
 /// (every fd from 3 without a channel) close-on-exec.
-pub fn lay_out(fds: &InitFds) -> Result<(), JailError> {
-    let plan = plan(fds);
+pub fn lay_out(held: Held<'_>) -> Result<(), JailError> {
+    let plan = plan(held);
     let (call, ret) = match plan.channel {
         None => ("", 0),
         // SAFETY: fcntl on an fd this process holds.

@@ -186,12 +186,16 @@ fn exec_python(filters: &Filters, program: &Program, fds: &InitFds) -> ! {
             libc::close(null);
         }
     }
-    let moved = match inherit::report_off_channel(fds) {
+    let held = inherit::Held {
+        channel: fds.channel.as_ref().map(AsFd::as_fd),
+        report: fds.report.as_fd(),
+    };
+    let moved = match inherit::report_off_channel(held) {
         Ok(moved) => moved,
         Err(e) => fail_exec(fds.report.as_fd(), e),
     };
     let report = moved.as_ref().map_or(fds.report.as_fd(), |m| m.as_fd());
-    if let Err(e) = inherit::lay_out(fds) {
+    if let Err(e) = inherit::lay_out(held) {
         fail_exec(report, e);
     }
     if let Err(errno) = nix::unistd::chdir("/workspace") {

@@ -4,7 +4,7 @@
 //! it close-on-exec so its children never see it; and without the flag,
 //! python has no fd 3 at all.
 
-use prims_protocol::jail::{CgroupBackend, CgroupSpec, JobSpec, NetworkMode, Status};
+use prims_protocol::jail::{CgroupBackend, CgroupSpec, JobSpec, NetworkMode, Outcome, Status};
 use prims_supervisor::job::{Cancel, Jails, Parents};
 use prims_tests::jail_spec::{JailFiles, Lines};
 use prims_tests::*;
@@ -19,18 +19,11 @@ use std::time::Duration;
 const HOST_UID: u32 = 202_100;
 const WALL_MS: u64 = 60_000;
 
-/// The fds python has (the listing's own fd among them), and fd 3's kind.
+/// The fds python has (the listing's own fd, the lowest free one, among
+/// them), and fd 3's kind.
 const FDS_PY: &str = r#"
 import os, stat
 print('listdir', *sorted(os.listdir('/proc/self/fd'), key=int))
-_open = []
-for _fd in range(0, 4096):
-    try:
-        os.fstat(_fd)
-        _open.append(_fd)
-    except OSError:
-        pass
-print('open', *_open)
 try:
     print('fd3', 'socket' if stat.S_ISSOCK(os.fstat(3).st_mode) else 'other', os.get_inheritable(3))
 except OSError as e:
@@ -58,6 +51,45 @@ fn fields(stdout: &str, key: &str) -> Option<String> {
         .lines()
         .find_map(|l| l.strip_prefix(key)?.strip_prefix(' '))
         .map(str::to_string)
+}
+
+/// Each `(key, value)` is a line of `stdout`; `case` names the run.
+fn assert_fields(case: &str, stdout: &str, expected: &[(&str, &str)]) {
+    for (key, value) in expected {
+        assert_eq!(
+            fields(stdout, key).as_deref(),
+            Some(*value),
+            "{case}, {key}: {stdout}"
+        );
+    }
+}
+
+/// How a spawned jail running `code` ended: its stdout, what python sent
+/// on the channel up to EOF, and the outcome.
+struct Ended {
+    stdout: String,
+    channel: Vec<u8>,
+    outcome: Outcome,
+}
+
+fn spawn_to_the_end(code: &str) -> Ended {
+    let files = JailFiles::new(HOST_UID);
+    let (mut ours, theirs) = UnixStream::pair().unwrap();
+    let mut jail = jails()
+        .spawn(&files.spec(code, no_cgroup(), WALL_MS), theirs.into())
+        .expect("spawn");
+    let mut stdout = String::new();
+    std::fs::File::from(jail.take_stdout().unwrap())
+        .read_to_string(&mut stdout)
+        .unwrap();
+    let mut channel = Vec::new();
+    ours.read_to_end(&mut channel).unwrap();
+    let outcome = jail.wait();
+    Ended {
+        stdout,
+        channel,
+        outcome,
+    }
 }
 
 /// `socket:[inode]`, as /proc shows an fd of `s`.
@@ -92,38 +124,15 @@ fn only_child(pid: i32) -> i32 {
 #[test]
 fn python_has_the_channel_as_fd_3_and_nothing_else() {
     require_root();
-    let files = JailFiles::new(HOST_UID);
-    let code = format!("{FDS_PY}\nos.write(3, b'hello from the jail')\n");
-    let (mut ours, theirs) = UnixStream::pair().unwrap();
-    let mut jail = jails()
-        .spawn(&files.spec(&code, no_cgroup(), WALL_MS), theirs.into())
-        .expect("spawn");
-    let mut stdout = String::new();
-    std::fs::File::from(jail.take_stdout().unwrap())
-        .read_to_string(&mut stdout)
-        .unwrap();
+    let end = spawn_to_the_end(&format!("{FDS_PY}\nos.write(3, b'hello from the jail')\n"));
+    assert_eq!(end.outcome.status, Status::Ok, "{:?}", end.outcome);
     // EOF right after the bytes: nobody else held the jail's end.
-    let mut got = Vec::new();
-    ours.read_to_end(&mut got).unwrap();
-    let outcome = jail.wait();
-    assert_eq!(outcome.status, Status::Ok, "{outcome:?}\n{stdout}");
-    assert_eq!(got, b"hello from the jail");
-    // The listing's own fd is the lowest free one, 4.
-    assert_eq!(
-        fields(&stdout, "listdir").as_deref(),
-        Some("0 1 2 3 4"),
-        "{stdout}"
-    );
-    assert_eq!(
-        fields(&stdout, "open").as_deref(),
-        Some("0 1 2 3"),
-        "{stdout}"
-    );
+    assert_eq!(end.channel, b"hello from the jail");
     // A socket, and inheritable (not close-on-exec) as exec left it.
-    assert_eq!(
-        fields(&stdout, "fd3").as_deref(),
-        Some("socket True"),
-        "{stdout}"
+    assert_fields(
+        "spawned",
+        &end.stdout,
+        &[("listdir", "0 1 2 3 4"), ("fd3", "socket True")],
     );
 }
 
@@ -141,27 +150,13 @@ fn without_a_channel_python_has_no_fd_3() {
         .expect("run");
     let stdout = String::from_utf8_lossy(&r.stdout);
     assert_eq!(r.outcome.status, Status::Ok, "{r:?}");
-    assert_eq!(
-        fields(&stdout, "listdir").as_deref(),
-        Some("0 1 2 3"),
-        "{stdout}"
-    );
-    assert_eq!(
-        fields(&stdout, "open").as_deref(),
-        Some("0 1 2"),
-        "{stdout}"
-    );
-    assert_eq!(
-        fields(&stdout, "fd3"),
-        Some(format!("errno {}", libc::EBADF)),
-        "{stdout}"
-    );
+    let ebadf = format!("errno {}", libc::EBADF);
+    assert_fields("run", &stdout, &[("listdir", "0 1 2 3"), ("fd3", &ebadf)]);
 }
 
 #[test]
 fn a_child_of_python_sees_the_channel_only_until_python_makes_it_cloexec() {
     require_root();
-    let files = JailFiles::new(HOST_UID);
     let code = r#"
 import os, subprocess, sys
 PROBE = '''
@@ -178,27 +173,14 @@ print('inheritable', child())
 os.set_inheritable(3, False)
 print('cloexec', child())
 "#;
-    let (ours, theirs) = UnixStream::pair().unwrap();
-    let mut jail = jails()
-        .spawn(&files.spec(code, no_cgroup(), WALL_MS), theirs.into())
-        .expect("spawn");
-    let mut stdout = String::new();
-    std::fs::File::from(jail.take_stdout().unwrap())
-        .read_to_string(&mut stdout)
-        .unwrap();
-    let outcome = jail.wait();
-    drop(ours);
-    assert_eq!(outcome.status, Status::Ok, "{outcome:?}\n{stdout}");
+    let end = spawn_to_the_end(code);
+    assert_eq!(end.outcome.status, Status::Ok, "{:?}", end.outcome);
     // Pair: left inheritable, the channel does reach a child.
-    assert_eq!(
-        fields(&stdout, "inheritable").as_deref(),
-        Some("socket"),
-        "{stdout}"
-    );
-    assert_eq!(
-        fields(&stdout, "cloexec"),
-        Some(format!("errno {}", libc::EBADF)),
-        "{stdout}"
+    let ebadf = format!("errno {}", libc::EBADF);
+    assert_fields(
+        "spawned",
+        &end.stdout,
+        &[("inheritable", "socket"), ("cloexec", &ebadf)],
     );
 }
 
@@ -231,23 +213,14 @@ fn the_jailer_and_the_init_keep_no_copy_of_the_channel() {
 #[test]
 fn the_supervisor_end_reads_eof_once_python_exits() {
     require_root();
-    let files = JailFiles::new(HOST_UID);
     // python exits at once without touching the channel.
-    let (mut ours, theirs) = UnixStream::pair().unwrap();
-    let jail = jails()
-        .spawn(
-            &files.spec("import sys; sys.exit(3)", no_cgroup(), WALL_MS),
-            theirs.into(),
-        )
-        .expect("spawn");
-    let mut got = Vec::new();
-    ours.read_to_end(&mut got).unwrap();
-    assert!(got.is_empty(), "{got:?}");
-    let outcome = jail.wait();
+    let end = spawn_to_the_end("import sys; sys.exit(3)");
+    assert!(end.channel.is_empty(), "{:?}", end.channel);
     assert_eq!(
-        (outcome.status, outcome.exit_code),
+        (end.outcome.status, end.outcome.exit_code),
         (Status::Exit, Some(3)),
-        "{outcome:?}"
+        "{:?}",
+        end.outcome
     );
 }
 
@@ -341,15 +314,10 @@ fn the_channel_lands_on_3_from_any_fd_number() {
             raw.describe()
         );
         assert_eq!(got, b"on 3", "{case}");
-        assert_eq!(
-            fields(&stdout, "open").as_deref(),
-            Some("0 1 2 3"),
-            "{case}: {stdout}"
-        );
-        assert_eq!(
-            fields(&stdout, "fd3").as_deref(),
-            Some("socket True"),
-            "{case}: {stdout}"
+        assert_fields(
+            &case,
+            &stdout,
+            &[("listdir", "0 1 2 3 4"), ("fd3", "socket True")],
         );
     }
 }
