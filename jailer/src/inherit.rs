@@ -5,7 +5,7 @@ use crate::error::JailError;
 use crate::plan::python_fds::{python_fds, ChannelOnto3, PythonFds, CHANNEL_FD};
 use crate::sys;
 use nix::errno::Errno;
-use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 
 fn fail(call: &'static str) -> impl Fn(Errno) -> JailError {
     move |errno| JailError::PythonFds { call, errno }
@@ -48,8 +48,8 @@ pub fn report_off_channel(held: Held<'_>) -> Result<Option<OwnedFd>, JailError> 
     Ok(Some(unsafe { OwnedFd::from_raw_fd(fd) }))
 }
 
-/// Step 2: the channel onto 3 without close-on-exec, every fd above it
-/// (every fd from 3 without a channel) close-on-exec.
+/// Step 2: the channel onto 3, blocking and without close-on-exec, every
+/// fd above it (every fd from 3 without a channel) close-on-exec.
 pub fn lay_out(held: Held<'_>) -> Result<(), JailError> {
     let plan = plan(held);
     let (call, ret) = match plan.channel {
@@ -67,5 +67,27 @@ pub fn lay_out(held: Held<'_>) -> Result<(), JailError> {
     if ret < 0 {
         return Err(fail(call)(Errno::last()));
     }
+    if plan.channel.is_some() {
+        blocking(CHANNEL_FD)?;
+    }
     sys::close_range(plan.cloexec_from, libc::CLOSE_RANGE_CLOEXEC).map_err(fail("close_range"))
+}
+
+/// A caller may hand over its end of a non-blocking socket pair (tokio
+/// makes them so); python reads its fd 3 as a plain blocking file. Only
+/// the jail's end changes: each end of a pair is its own open file.
+fn blocking(fd: RawFd) -> Result<(), JailError> {
+    // SAFETY: fcntl on an fd this process holds.
+    let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+    if flags < 0 {
+        return Err(fail("F_GETFL")(Errno::last()));
+    }
+    if flags & libc::O_NONBLOCK == 0 {
+        return Ok(());
+    }
+    // SAFETY: as above.
+    if unsafe { libc::fcntl(fd, libc::F_SETFL, flags & !libc::O_NONBLOCK) } < 0 {
+        return Err(fail("F_SETFL")(Errno::last()));
+    }
+    Ok(())
 }

@@ -25,7 +25,9 @@ const FDS_PY: &str = r#"
 import os, stat
 print('listdir', *sorted(os.listdir('/proc/self/fd'), key=int))
 try:
-    print('fd3', 'socket' if stat.S_ISSOCK(os.fstat(3).st_mode) else 'other', os.get_inheritable(3))
+    print('fd3', 'socket' if stat.S_ISSOCK(os.fstat(3).st_mode) else 'other',
+          'inheritable' if os.get_inheritable(3) else 'cloexec',
+          'blocking' if os.get_blocking(3) else 'nonblocking')
 except OSError as e:
     print('fd3', 'errno', e.errno)
 "#;
@@ -75,6 +77,8 @@ struct Ended {
 fn spawn_to_the_end(code: &str) -> Ended {
     let files = JailFiles::new(HOST_UID);
     let (mut ours, theirs) = UnixStream::pair().unwrap();
+    // Non-blocking, as tokio makes its pairs: python must not notice.
+    theirs.set_nonblocking(true).unwrap();
     let mut jail = jails()
         .spawn(&files.spec(code, no_cgroup(), WALL_MS), theirs.into())
         .expect("spawn");
@@ -128,11 +132,15 @@ fn python_has_the_channel_as_fd_3_and_nothing_else() {
     assert_eq!(end.outcome.status, Status::Ok, "{:?}", end.outcome);
     // EOF right after the bytes: nobody else held the jail's end.
     assert_eq!(end.channel, b"hello from the jail");
-    // A socket, and inheritable (not close-on-exec) as exec left it.
+    // A socket, inheritable (not close-on-exec) as exec left it, and
+    // blocking though the end we handed over was not.
     assert_fields(
         "spawned",
         &end.stdout,
-        &[("listdir", "0 1 2 3 4"), ("fd3", "socket True")],
+        &[
+            ("listdir", "0 1 2 3 4"),
+            ("fd3", "socket inheritable blocking"),
+        ],
     );
 }
 
@@ -317,7 +325,10 @@ fn the_channel_lands_on_3_from_any_fd_number() {
         assert_fields(
             &case,
             &stdout,
-            &[("listdir", "0 1 2 3 4"), ("fd3", "socket True")],
+            &[
+                ("listdir", "0 1 2 3 4"),
+                ("fd3", "socket inheritable blocking"),
+            ],
         );
     }
 }

@@ -1,6 +1,7 @@
 //! Which fds python inherits: 0-2 (stdio) always, and with a channel
-//! (`--channel-fd`) that socket as fd 3. Every other fd the init holds is
-//! made close-on-exec, so nothing else crosses the exec.
+//! (`--channel-fd`) that socket as fd 3, blocking whatever the caller made
+//! it. Every other fd the init holds is made close-on-exec, so nothing else
+//! crosses the exec.
 //!
 //! The init's own fds have whatever numbers they were given, so the channel
 //! may already be 3, or 3 may hold the report pipe the init still needs to
