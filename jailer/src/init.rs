@@ -9,7 +9,7 @@ use crate::plan::program::{program, Program, PYTHON};
 use crate::report::{self, Report};
 use crate::rootfs::{self, JAIL_UID};
 use crate::seccomp::Filters;
-use crate::{inherit, net, privs};
+use crate::{inherit, net, privs, signals};
 use nix::errno::Errno;
 use nix::sys::wait::{waitpid, WaitStatus};
 use nix::unistd::{fork, ForkResult, Pid};
@@ -196,6 +196,9 @@ fn exec_python(filters: &Filters, program: &Program, fds: &InitFds) -> ! {
     };
     let report = moved.as_ref().map_or(fds.report.as_fd(), |m| m.as_fd());
     if let Err(e) = inherit::lay_out(held) {
+        fail_exec(report, e);
+    }
+    if let Err(e) = signals::reset_for_exec() {
         fail_exec(report, e);
     }
     if let Err(errno) = nix::unistd::chdir("/workspace") {

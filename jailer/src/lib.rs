@@ -24,6 +24,7 @@ mod proc_mask;
 mod report;
 mod rootfs;
 mod seccomp;
+mod signals;
 mod sys;
 mod userns_limits;
 

@@ -2,7 +2,9 @@
 //! and only python, as its fd 3. The jailer and the jail's init keep no
 //! copy, so the other end reads EOF once python is gone; python may make
 //! it close-on-exec so its children never see it; and without the flag,
-//! python has no fd 3 at all.
+//! python has no fd 3 at all. And python starts with every signal at its
+//! default, so the supervisor's SIGINT reaches it whatever the supervisor
+//! inherited.
 
 use prims_protocol::jail::{CgroupBackend, CgroupSpec, JobSpec, NetworkMode, Outcome, Status};
 use prims_supervisor::job::{Cancel, Jails, Parents};
@@ -232,16 +234,28 @@ fn the_supervisor_end_reads_eof_once_python_exits() {
     );
 }
 
-/// The jailer run by hand with `fds`: (flag, fd number in the jailer, fd).
-fn jailer_with(fds: Vec<(&str, i32, OwnedFd)>) -> RawOutput {
+/// The jailer run by hand with `fds`: (flag, fd number in the jailer, fd);
+/// with `deaf`, it starts with SIGINT and SIGHUP ignored and SIGINT and
+/// SIGTERM blocked, as under `nohup` or in a background shell job.
+fn jailer_with(fds: Vec<(&str, i32, OwnedFd)>, deaf: bool) -> RawOutput {
     let mut cmd = Command::new(jailer_bin());
     for (flag, n, _) in &fds {
         cmd.arg(flag).arg(n.to_string());
     }
     let pairs: Vec<(i32, i32)> = fds.iter().map(|(_, n, fd)| (fd.as_raw_fd(), *n)).collect();
-    // SAFETY: only fcntl and dup2, which are async-signal-safe.
+    // SAFETY: only fcntl, dup2, signal and the sigset calls, which are
+    // async-signal-safe.
     unsafe {
         cmd.pre_exec(move || {
+            if deaf {
+                libc::signal(libc::SIGINT, libc::SIG_IGN);
+                libc::signal(libc::SIGHUP, libc::SIG_IGN);
+                let mut set: libc::sigset_t = std::mem::zeroed();
+                libc::sigemptyset(&mut set);
+                libc::sigaddset(&mut set, libc::SIGINT);
+                libc::sigaddset(&mut set, libc::SIGTERM);
+                libc::sigprocmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+            }
             // Every source out of the targets' way first, then onto them.
             let mut high = Vec::new();
             for (src, dst) in &pairs {
@@ -305,9 +319,11 @@ fn the_channel_lands_on_3_from_any_fd_number() {
         if let Some(n) = proxy_n {
             fds.push(("--proxy-fd", n, proxy_theirs.into()));
         }
-        let raw = jailer_with(fds);
+        let raw = jailer_with(fds, false);
         let case = format!("spec {spec_n}, outcome {out_n}, channel {chan_n}, proxy {proxy_n:?}");
-        ours.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        // A hang guard: the jailer is done, so EOF is already there.
+        ours.set_read_timeout(Some(Duration::from_secs(60)))
+            .unwrap();
         let mut got = Vec::new();
         ours.read_to_end(&mut got).unwrap();
         drop(proxy_ours);
@@ -329,6 +345,31 @@ fn the_channel_lands_on_3_from_any_fd_number() {
                 ("listdir", "0 1 2 3 4"),
                 ("fd3", "socket inheritable blocking"),
             ],
+        );
+    }
+}
+
+#[test]
+fn python_starts_with_default_signals_whatever_the_jailer_inherited() {
+    require_root();
+    let files = JailFiles::new(HOST_UID);
+    let code = r#"
+import signal
+print('sigint', signal.getsignal(signal.SIGINT) is signal.default_int_handler)
+print('sighup', signal.getsignal(signal.SIGHUP) == signal.SIG_DFL)
+print('blocked', sorted(int(s) for s in signal.pthread_sigmask(signal.SIG_BLOCK, [])))
+"#;
+    for deaf in [false, true] {
+        let spec = files.spec(code, no_cgroup(), WALL_MS);
+        let (spec_fd, out_fd, _outcome) = spec_and_outcome(&spec);
+        let raw = jailer_with(
+            vec![("--spec-fd", 3, spec_fd), ("--outcome-fd", 4, out_fd)],
+            deaf,
+        );
+        assert_fields(
+            &format!("deaf {deaf}"),
+            &raw.stdout_str(),
+            &[("sigint", "True"), ("sighup", "True"), ("blocked", "[]")],
         );
     }
 }

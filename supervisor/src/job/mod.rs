@@ -70,6 +70,9 @@ impl Jails {
     /// Starts `spec`, whose cgroup must come from [`Jails::cgroup`], with
     /// `channel` (one end of a Unix socket pair) as python's fd 3, and
     /// returns at once. The caller owns the jail's life: see [`Spawned`].
+    /// No watchdog guards it; the jailer still ends it at the spec's wall
+    /// and CPU time, which thus cap its whole life, and the caller, who
+    /// reads python's pipes, applies any output cap.
     pub fn spawn(&self, spec: &JobSpec, channel: OwnedFd) -> Result<Spawned, RunError> {
         let launched = launch::launch(&self.jailer, spec, None, Some(channel))?;
         Ok(Spawned::new(

@@ -236,10 +236,12 @@ mod tests {
 
     #[test]
     fn our_own_status_parses() {
-        let text = std::fs::read_to_string("/proc/self/status").unwrap();
+        // This thread's: the process's shows its main thread, asleep.
+        let text = std::fs::read_to_string("/proc/thread-self/status").unwrap();
         let s = parse_status(&text).unwrap();
-        assert_eq!(s.nspid.first(), Some(&(std::process::id() as libc::pid_t)));
-        assert_eq!(s.state, 'R');
+        // SAFETY: gettid has no preconditions.
+        let tid = unsafe { libc::gettid() };
+        assert_eq!((s.nspid.first(), s.state), (Some(&tid), 'R'));
     }
 
     #[test]
