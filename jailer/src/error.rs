@@ -117,6 +117,10 @@ pub enum JailError {
     Fork(Errno),
     #[error("exec {path}: {errno}")]
     Exec { path: String, errno: Errno },
+    #[error("laying out the fds python inherits ({call}): {errno}")]
+    PythonFds { call: &'static str, errno: Errno },
+    #[error("unblocking python's signals: {0}")]
+    Signals(Errno),
 }
 
 impl JailError {
@@ -147,7 +151,7 @@ impl JailError {
             LandlockUnsupported | Landlock(_) => "landlock",
             Seccomp(_) => "seccomp",
             Fork(_) => "fork",
-            Exec { .. } => "exec",
+            Exec { .. } | PythonFds { .. } | Signals(_) => "exec",
         }
     }
 
@@ -169,11 +173,12 @@ impl JailError {
             | CgroupSelfAttach { errno, .. }
             | CloneIdentity { errno, .. }
             | UserNsLimit { errno, .. }
-            | Exec { errno, .. } => Some(*errno),
+            | Exec { errno, .. }
+            | PythonFds { errno, .. } => Some(*errno),
             Pipe(e) | Clone(e) | Setgroups(e) | Wait(e) | Pdeathsig(e) | Setsid(e)
             | UnshareCgroup(e) | MakePrivate(e) | SetFsId(e) | MountProc(e) | PivotRoot(e)
             | DetachOldRoot(e) | LoopbackUp(e) | Hostname(e) | SetGid(e) | SetUid(e)
-            | NoNewPrivs(e) | Fork(e) | Random(e) => Some(*e),
+            | NoNewPrivs(e) | Fork(e) | Random(e) | Signals(e) => Some(*e),
             ProxyListener { errno, .. } => Some(*errno),
             _ => None,
         }

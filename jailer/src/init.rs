@@ -9,13 +9,13 @@ use crate::plan::program::{program, Program, PYTHON};
 use crate::report::{self, Report};
 use crate::rootfs::{self, JAIL_UID};
 use crate::seccomp::Filters;
-use crate::{net, privs};
+use crate::{inherit, net, privs, signals};
 use nix::errno::Errno;
 use nix::sys::wait::{waitpid, WaitStatus};
 use nix::unistd::{fork, ForkResult, Pid};
 use prims_protocol::jail::{JobSpec, NetworkMode};
 use std::ffi::CString;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::path::PathBuf;
 
 /// What the init inherits from the jailer across the clone.
@@ -26,6 +26,8 @@ pub struct InitFds {
     pub report: OwnedFd,
     /// Proxy mode: where the init sends the jail's listener.
     pub proxy: Option<OwnedFd>,
+    /// python's fd 3; the init itself never reads or writes it.
+    pub channel: Option<OwnedFd>,
 }
 
 pub struct Prepared<'a> {
@@ -39,9 +41,9 @@ pub struct Prepared<'a> {
 }
 
 /// Entry point of the cloned child. Never returns.
-pub fn run(mut p: Prepared<'_>, fds: InitFds) -> ! {
+pub fn run(mut p: Prepared<'_>, mut fds: InitFds) -> ! {
     let self_attach = std::mem::take(&mut p.self_attach);
-    let code = match setup_and_supervise(&p, self_attach, &fds) {
+    let code = match setup_and_supervise(&p, self_attach, &mut fds) {
         Ok(code) => code,
         Err(e) => {
             report::send(fds.report.as_fd(), &Report::SetupFailed(e.to_setup_error()));
@@ -101,7 +103,7 @@ fn set_fs_identity() -> Result<(), JailError> {
 fn setup_and_supervise(
     p: &Prepared<'_>,
     self_attach: Vec<(PathBuf, OwnedFd)>,
-    fds: &InitFds,
+    fds: &mut InitFds,
 ) -> Result<i32, JailError> {
     let spec = p.spec;
     // Set before waiting, so a jailer that dies early takes us with it.
@@ -152,8 +154,10 @@ fn setup_and_supervise(
     match unsafe { fork() }.map_err(JailError::Fork)? {
         ForkResult::Child => exec_python(&p.filters, &program, fds),
         ForkResult::Parent { child } => {
-            // Only python may hold the output pipes, so they close when it ends.
+            // Only python may hold the output pipes and the channel, so
+            // they close when it ends, however long this process lingers.
             redirect_stdio_to_null();
+            drop(fds.channel.take());
             Ok(reap_until(child, fds))
         }
     }
@@ -173,11 +177,6 @@ fn redirect_stdio_to_null() {
 }
 
 fn exec_python(filters: &Filters, program: &Program, fds: &InitFds) -> ! {
-    let fail = |e: JailError| -> ! {
-        report::send(fds.report.as_fd(), &Report::SetupFailed(e.to_setup_error()));
-        // SAFETY: leaving a forked child without running destructors.
-        unsafe { libc::_exit(127) }
-    };
     // python reads nothing: stdin is /dev/null.
     // SAFETY: open/dup2 on fds this process owns.
     unsafe {
@@ -187,23 +186,35 @@ fn exec_python(filters: &Filters, program: &Program, fds: &InitFds) -> ! {
             libc::close(null);
         }
     }
-    if let Err(errno) = nix::unistd::chdir("/workspace") {
-        fail(JailError::Chdir {
-            path: "/workspace".into(),
-            errno,
-        });
+    let held = inherit::Held {
+        channel: fds.channel.as_ref().map(AsFd::as_fd),
+        report: fds.report.as_fd(),
+    };
+    let moved = match inherit::report_off_channel(held) {
+        Ok(moved) => moved,
+        Err(e) => fail_exec(fds.report.as_fd(), e),
+    };
+    let report = moved.as_ref().map_or(fds.report.as_fd(), |m| m.as_fd());
+    if let Err(e) = inherit::lay_out(held) {
+        fail_exec(report, e);
     }
-    if let Err(errno) = crate::sys::close_range(3, libc::CLOSE_RANGE_CLOEXEC) {
-        fail(JailError::Exec {
-            path: "close_range".into(),
-            errno,
-        });
+    if let Err(e) = signals::reset_for_exec() {
+        fail_exec(report, e);
+    }
+    if let Err(errno) = nix::unistd::chdir("/workspace") {
+        fail_exec(
+            report,
+            JailError::Chdir {
+                path: "/workspace".into(),
+                errno,
+            },
+        );
     }
     if let Err(e) = privs::become_jail_user() {
-        fail(e);
+        fail_exec(report, e);
     }
     if let Err(e) = filters.apply() {
-        fail(e);
+        fail_exec(report, e);
     }
     let argv_ptrs = null_terminated(&program.argv);
     let env_ptrs = null_terminated(&program.envp);
@@ -215,7 +226,14 @@ fn exec_python(filters: &Filters, program: &Program, fds: &InitFds) -> ! {
         .argv
         .first()
         .map_or_else(|| PYTHON.to_string(), |p| p.to_string_lossy().into_owned());
-    fail(JailError::Exec { path, errno })
+    fail_exec(report, JailError::Exec { path, errno })
+}
+
+/// Report why python could not be started, and leave the forked child.
+fn fail_exec(report: BorrowedFd<'_>, e: JailError) -> ! {
+    report::send(report, &Report::SetupFailed(e.to_setup_error()));
+    // SAFETY: leaving a forked child without running destructors.
+    unsafe { libc::_exit(127) }
 }
 
 /// The array of pointers `execve` takes; valid while `strings` lives.

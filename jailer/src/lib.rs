@@ -8,8 +8,10 @@
 //! data computed in `plan`, unit-tested without root; the other modules
 //! apply it.
 
+pub mod args;
 mod error;
 mod idmap;
+mod inherit;
 mod init;
 mod landlock_rules;
 mod monitor;
@@ -22,6 +24,7 @@ mod proc_mask;
 mod report;
 mod rootfs;
 mod seccomp;
+mod signals;
 mod sys;
 mod userns_limits;
 
@@ -45,12 +48,22 @@ const NAMESPACES: u64 = (libc::CLONE_NEWUSER
     | libc::CLONE_NEWIPC
     | libc::CLONE_NEWUTS) as u64;
 
+/// The fds a job hands on: the jailer closes its copies once the init is
+/// cloned, the init its own once python is forked.
+struct Handed {
+    /// `NetworkMode::Proxy`: the socket the jail's listener goes out on.
+    proxy: Option<OwnedFd>,
+    /// python's fd 3.
+    channel: Option<OwnedFd>,
+}
+
 /// Run one job and describe how it ended. Never panics on bad input: every
 /// failure becomes a `setup_error` outcome. `proxy` is the channel the
-/// jail's listener goes out on in `NetworkMode::Proxy`.
-pub fn run(spec: &JobSpec, proxy: Option<OwnedFd>) -> Outcome {
+/// jail's listener goes out on in `NetworkMode::Proxy`; `channel` becomes
+/// python's fd 3.
+pub fn run(spec: &JobSpec, proxy: Option<OwnedFd>, channel: Option<OwnedFd>) -> Outcome {
     let start = Instant::now();
-    match run_jail(spec, start, proxy) {
+    match run_jail(spec, start, Handed { proxy, channel }) {
         Ok(outcome) => outcome,
         Err(e) => setup_failure(&e, start),
     }
@@ -99,20 +112,24 @@ fn job_cgroup(spec: &JobSpec) -> Result<Option<Box<dyn JobCgroup>>, JailError> {
         pids: spec.limits.pids,
         cpu_millis: spec.limits.cpu_millis,
     };
-    Ok(Some(manager.create_job(&spec.cgroup.job, &limits)?))
+    let job = manager.create_job(&spec.cgroup.job, &limits)?;
+    // Before the clone, so not one instruction of the job runs at normal
+    // priority.
+    // MERGE: call job.set_cpu_priority(CpuPriority::Idle) when spec.cpu_idle
+    Ok(Some(job))
 }
 
 fn pipe() -> Result<(OwnedFd, OwnedFd), JailError> {
     nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(JailError::Pipe)
 }
 
-fn run_jail(spec: &JobSpec, start: Instant, proxy: Option<OwnedFd>) -> Result<Outcome, JailError> {
+fn run_jail(spec: &JobSpec, start: Instant, handed: Handed) -> Result<Outcome, JailError> {
     plan::spec::validate(spec)?;
     check_not_terminal()?;
-    plan::spec::check_proxy_channel(spec.network, proxy.is_some())?;
+    plan::spec::check_proxy_channel(spec.network, handed.proxy.is_some())?;
     let filters = seccomp::build(&plan::seccomp_rules::seccomp_rules(spec)?)?;
     let cgroup = job_cgroup(spec)?;
-    let result = run_in_cgroup(spec, filters, cgroup.as_deref(), start, proxy);
+    let result = run_in_cgroup(spec, filters, cgroup.as_deref(), start, handed);
     if let Some(cg) = cgroup {
         // The pid namespace is gone by now; this catches stragglers anyway.
         let _ = cg.kill();
@@ -126,7 +143,7 @@ fn run_in_cgroup(
     filters: seccomp::Filters,
     cgroup: Option<&dyn JobCgroup>,
     start: Instant,
-    proxy: Option<OwnedFd>,
+    handed: Handed,
 ) -> Result<Outcome, JailError> {
     // The init inherits our supplementary groups, and setgroups is denied
     // inside the user namespace: drop them here.
@@ -156,7 +173,8 @@ fn run_in_cgroup(
                 InitFds {
                     release: release_r,
                     report: report_w,
-                    proxy,
+                    proxy: handed.proxy,
+                    channel: handed.channel,
                 },
             )
         }
@@ -166,8 +184,8 @@ fn run_in_cgroup(
     drop(prepared);
     drop(release_r);
     drop(report_w);
-    // Only the init sends on it.
-    drop(proxy);
+    // Only the init sends on the proxy socket; only python uses the channel.
+    drop(handed);
     let released = (|| {
         idmap::write(pid, spec.host_uid, spec.host_gid)?;
         if let Some(cg) = cgroup {

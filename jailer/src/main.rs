@@ -1,7 +1,9 @@
-//! `prims-jailer --spec-fd N --outcome-fd M [--proxy-fd P]`: read a job
-//! spec from fd N, run it in a fresh jail, write one outcome record (JSON)
-//! to fd M. With network mode `proxy`, the jail's listener is sent on the
-//! Unix socket P.
+//! `prims-jailer --spec-fd N --outcome-fd M [--proxy-fd P] [--channel-fd C]`:
+//! read a job spec from fd N, run it in a fresh jail, write one outcome
+//! record (JSON) to fd M. With network mode `proxy`, the jail's listener is
+//! sent on the Unix socket P. C (one end of a socket pair) becomes python's
+//! fd 3; neither this process nor the jail's init keeps a copy once python
+//! has it.
 //!
 //! python's stdout and stderr are this process's fds 1 and 2. Exit status:
 //! 0 when python ran (whatever its outcome), 1 when the jail could not be
@@ -14,46 +16,9 @@ use std::io::Write;
 use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 use std::time::Instant;
 
-struct Fds {
-    spec: RawFd,
-    outcome: RawFd,
-    proxy: Option<RawFd>,
-}
-
-fn parse_args() -> Result<Fds, String> {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let mut spec = None;
-    let mut outcome = None;
-    let mut proxy = None;
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        let val = it
-            .next()
-            .and_then(|v| v.parse::<RawFd>().ok())
-            .filter(|v| *v > 2);
-        match a.as_str() {
-            "--spec-fd" => spec = val,
-            "--outcome-fd" => outcome = val,
-            "--proxy-fd" => proxy = Some(val.ok_or("--proxy-fd takes an fd above 2")?),
-            _ => return Err(format!("unknown argument {a:?}")),
-        }
-    }
-    match (spec, outcome) {
-        (Some(s), Some(o)) if s != o && proxy != Some(s) && proxy != Some(o) => Ok(Fds {
-            spec: s,
-            outcome: o,
-            proxy,
-        }),
-        _ => Err(
-            "usage: prims-jailer --spec-fd N --outcome-fd M [--proxy-fd P] (fds > 2 and distinct)"
-                .into(),
-        ),
-    }
-}
-
 fn main() {
     let start = Instant::now();
-    let fds = match parse_args() {
+    let fds = match prims_jailer::args::parse(std::env::args().skip(1)) {
         Ok(fds) => fds,
         Err(msg) => {
             eprintln!("prims-jailer: {msg}");
@@ -62,11 +27,11 @@ fn main() {
     };
     let (spec_fd, outcome_fd) = (fds.spec, fds.outcome);
     // Nothing but stdio and our fds may reach the jail.
-    let mut keep = vec![spec_fd, outcome_fd];
-    keep.extend(fds.proxy);
-    close_others(&keep);
-    // SAFETY: the caller handed us this fd; nothing else in this process owns it.
+    close_others(&fds.all());
+    // SAFETY: the caller handed us these fds; nothing else in this process owns them.
     let proxy = fds.proxy.map(|fd| unsafe { OwnedFd::from_raw_fd(fd) });
+    // SAFETY: as above.
+    let channel = fds.channel.map(|fd| unsafe { OwnedFd::from_raw_fd(fd) });
     // SAFETY: the caller handed us these fds; nothing else in this process owns them.
     let mut spec_file = unsafe { File::from_raw_fd(spec_fd) };
     // SAFETY: as above.
@@ -75,7 +40,7 @@ fn main() {
     drop(spec_file);
     let outcome: Outcome = match spec {
         Err(e) => prims_jailer::setup_failure(&e, start),
-        Ok(spec) => prims_jailer::run(&spec, proxy),
+        Ok(spec) => prims_jailer::run(&spec, proxy, channel),
     };
     let json = serde_json::to_vec(&outcome).unwrap_or_else(|_| b"{}".to_vec());
     if out_file

@@ -42,6 +42,7 @@ fn spec(wall_time_ms: u64) -> JobSpec {
         binds: vec![],
         venv_writable: false,
         proxy_port: 0,
+        cpu_idle: false,
     }
 }
 

@@ -30,6 +30,7 @@
 //!   control test;
 //! - [`daemon`]: a real `prims supervisor` process for socket tests;
 //! - [`held`]: [`Held`], a jail kept running while the host inspects it;
+//! - [`jail_spec`]: job specs for driving the jailer or `Jails` directly;
 //! - [`peer`]: talking to a socket as another uid, from a forked child;
 //! - [`host`]: host-side helpers: unique markers, process-table scans,
 //!   workspace directories, file owners, host python runs;
@@ -41,6 +42,7 @@ pub mod daemon;
 pub mod harness;
 pub mod held;
 pub mod host;
+pub mod jail_spec;
 pub mod outcome;
 pub mod peer;
 pub mod probes;

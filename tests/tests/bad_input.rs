@@ -385,6 +385,7 @@ fn bad_input_jailer_refuses_host_uid_0() {
         binds: Vec::new(),
         venv_writable: false,
         proxy_port: 0,
+        cpu_idle: false,
     };
     // Pair: with host uid 200000 the spec is valid and the code runs.
     let ok_ws = workspace_dir();

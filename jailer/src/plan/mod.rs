@@ -5,6 +5,7 @@
 //! - [`spec`]: reading a spec and what the jailer refuses in one;
 //! - [`landlock_access`]: which paths get which Landlock access, and TCP;
 //! - [`program`]: the argv and environment python is exec'd with;
+//! - [`python_fds`]: which fds python inherits, the channel on 3;
 //! - [`seccomp_rules`]: which syscalls get ENOSYS or EPERM, and when.
 //!
 //! The modules beside this one apply the results: `rootfs` and `init` build
@@ -13,6 +14,7 @@
 
 pub mod landlock_access;
 pub mod program;
+pub mod python_fds;
 pub mod seccomp_rules;
 pub mod spec;
 

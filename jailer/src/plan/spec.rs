@@ -431,6 +431,25 @@ mod tests {
     }
 
     #[test]
+    fn cpu_idle_is_off_unless_asked_for() {
+        // A spec from a supervisor that predates the field decodes at
+        // normal priority.
+        let mut v = serde_json::to_value(spec()).unwrap();
+        assert_eq!(
+            v.as_object_mut().unwrap().remove("cpu_idle"),
+            Some(false.into())
+        );
+        assert!(!read(v.to_string().as_bytes()).unwrap().cpu_idle);
+        let idle = JobSpec {
+            cpu_idle: true,
+            ..spec()
+        };
+        let back = read(serde_json::to_vec(&idle).unwrap().as_slice()).unwrap();
+        assert!(back.cpu_idle);
+        assert_eq!(back, idle);
+    }
+
+    #[test]
     fn an_oversized_spec_is_refused_unread() {
         // Valid JSON padded past the limit: refused for its size alone.
         let mut bytes = serde_json::to_vec(&spec()).unwrap();

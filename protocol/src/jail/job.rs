@@ -48,6 +48,12 @@ pub struct JobSpec {
     /// the listener the jail's init hands to the caller.
     #[serde(default)]
     pub proxy_port: u16,
+    /// Give the job CPU only when nothing else wants it: pooled
+    /// interpreters warm up this way so refills never slow running calls.
+    /// The supervisor raises the priority again through the job's cgroup
+    /// when it hands the interpreter out. No effect without a cgroup.
+    #[serde(default)]
+    pub cpu_idle: bool,
 }
 
 /// A host directory bound at `target` inside the jail.

@@ -93,9 +93,17 @@ pub fn manager(parents: &Parents) -> Result<Box<dyn prims_cgroup::Manager>, Cgro
 }
 
 /// Remove a job cgroup a jailer left behind (it crashed or was killed).
-pub(super) fn remove_job(parents: &Parents, job: &str) -> Result<(), CgroupError> {
+fn remove_job(parents: &Parents, job: &str) -> Result<(), CgroupError> {
     if parents.backend == CgroupBackend::None {
         return Ok(());
     }
     manager(parents)?.remove_job(job)
+}
+
+/// [`remove_job`], logging a failure: a leftover cgroup costs nothing
+/// until the next start-up sweeps it.
+pub(super) fn remove_leftover(parents: &Parents, job: &str) {
+    if let Err(e) = remove_job(parents, job) {
+        tracing::warn!(job = %job, error = %e, "could not remove a job cgroup");
+    }
 }

@@ -1,24 +1,17 @@
-//! Drives one prims-jailer process: hands it the spec on fd 3, collects
-//! python's stdout and stderr (capped) while it runs, and reads the outcome
-//! from fd 4 when it exits.
+//! Drives one prims-jailer process to its end: collects python's stdout
+//! and stderr (capped) while it runs, and reads the outcome when it exits.
 
-use prims_protocol::jail::{JobSpec, Outcome, SetupError, Status};
-use std::fs::File;
-use std::io::{self, Read, Seek, Write};
-use std::os::fd::{AsRawFd, FromRawFd, RawFd};
-use std::os::unix::process::{CommandExt, ExitStatusExt};
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use super::error::RunError;
+use super::{jailer_end, launch};
+use prims_protocol::jail::{JobSpec, Outcome};
+use std::io::{self, Read};
+use std::path::Path;
 use std::sync::mpsc::RecvTimeoutError;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-const SPEC_FD: RawFd = 3;
 /// How long past the wall-time limit a jailer may take before it is killed.
 const JAILER_GRACE: Duration = Duration::from_secs(10);
-const OUTCOME_FD: RawFd = 4;
-/// In proxy mode: the Unix socket the jail's listener arrives on.
-const PROXY_FD: RawFd = 5;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Stream {
@@ -84,54 +77,6 @@ pub struct RunResult {
     pub cancelled: bool,
 }
 
-#[derive(Debug, thiserror::Error)]
-pub enum RunError {
-    #[error("creating a memfd for the job spec")]
-    Memfd(#[source] io::Error),
-    #[error("starting the jailer {path}")]
-    Spawn {
-        path: PathBuf,
-        #[source]
-        source: io::Error,
-    },
-    #[error("encoding the job spec")]
-    Encode(#[from] serde_json::Error),
-    #[error("passing the proxy channel to the jailer")]
-    ProxyChannel(#[source] io::Error),
-    #[error("waiting for the jailer")]
-    Wait(#[source] io::Error),
-}
-
-fn memfd(name: &std::ffi::CStr) -> Result<File, RunError> {
-    // SAFETY: name is NUL-terminated; the fd is owned by the returned File.
-    let fd = unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC) };
-    if fd < 0 {
-        return Err(RunError::Memfd(io::Error::last_os_error()));
-    }
-    // Keep clear of 3 and 4, which the child's dup2 targets.
-    // SAFETY: fcntl on a valid fd; the duplicate is owned by the File.
-    let high = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 10) };
-    let err = io::Error::last_os_error();
-    // SAFETY: fd is ours and no longer needed.
-    unsafe { libc::close(fd) };
-    if high < 0 {
-        return Err(RunError::Memfd(err));
-    }
-    // SAFETY: high is a fresh fd nothing else owns.
-    Ok(unsafe { File::from_raw_fd(high) })
-}
-
-/// `fd` moved to 10 or above, close-on-exec, clear of the child's dup2 targets.
-fn high_fd(fd: std::os::fd::OwnedFd) -> Result<File, RunError> {
-    // SAFETY: fcntl on a valid fd; the duplicate is owned by the File.
-    let high = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 10) };
-    if high < 0 {
-        return Err(RunError::ProxyChannel(io::Error::last_os_error()));
-    }
-    // SAFETY: high is a fresh fd nothing else owns.
-    Ok(unsafe { File::from_raw_fd(high) })
-}
-
 /// Copy a stream into a capped buffer, passing every chunk to `sink` as it
 /// arrives; past the cap, keep draining so python never blocks on a full pipe.
 fn pump(
@@ -171,49 +116,10 @@ pub(super) fn run(
     cancel: &Cancel,
     proxy: Option<std::os::fd::OwnedFd>,
 ) -> Result<RunResult, RunError> {
-    let mut spec_file = memfd(c"prims-spec")?;
-    spec_file
-        .write_all(&serde_json::to_vec(spec)?)
-        .and_then(|_| spec_file.rewind())
-        .map_err(RunError::Memfd)?;
-    let mut outcome_file = memfd(c"prims-outcome")?;
-    let spec_raw = spec_file.as_raw_fd();
-    let out_raw = outcome_file.as_raw_fd();
-
-    let proxy = proxy.map(high_fd).transpose()?;
-    let proxy_raw = proxy.as_ref().map(|f| f.as_raw_fd());
-    let mut cmd = Command::new(jailer);
-    cmd.args(["--spec-fd", "3", "--outcome-fd", "4"]);
-    if proxy.is_some() {
-        cmd.args(["--proxy-fd", "5"]);
-    }
-    cmd.env_clear()
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    // SAFETY: dup2 is async-signal-safe; the sources are ≥ 10, so they never
-    // collide with the targets.
-    unsafe {
-        cmd.pre_exec(move || {
-            let pairs = [
-                (Some(spec_raw), SPEC_FD),
-                (Some(out_raw), OUTCOME_FD),
-                (proxy_raw, PROXY_FD),
-            ];
-            for (src, dst) in pairs {
-                if let Some(src) = src {
-                    if libc::dup2(src, dst) < 0 {
-                        return Err(io::Error::last_os_error());
-                    }
-                }
-            }
-            Ok(())
-        });
-    }
-    let mut child = cmd.spawn().map_err(|source| RunError::Spawn {
-        path: jailer.to_path_buf(),
-        source,
-    })?;
+    let launch::Launched {
+        mut child,
+        outcome: mut outcome_file,
+    } = launch::launch(jailer, spec, proxy, None)?;
     let pid = child.id() as libc::pid_t;
     cancel.started(pid);
     // The jailer enforces the wall time itself; this catches a jailer that
@@ -228,8 +134,6 @@ pub(super) fn run(
             dog.cancel();
         }
     });
-    drop(spec_file);
-    drop(proxy);
     let cap = usize::try_from(spec.limits.output_bytes).unwrap_or(usize::MAX);
     let stdout = child.stdout.take();
     let stderr = child.stderr.take();
@@ -250,14 +154,10 @@ pub(super) fn run(
     drop(done_tx);
     let _ = guard.join();
     let status = status.map_err(RunError::Wait)?;
-    let mut json = Vec::new();
-    let read = outcome_file
-        .rewind()
-        .and_then(|_| outcome_file.read_to_end(&mut json));
-    let outcome = match (read, serde_json::from_slice::<Outcome>(&json)) {
-        (Ok(_), Ok(o)) => o,
-        _ if watchdog.killed() => hung_jailer(limit),
-        _ => crashed_jailer(status),
+    let outcome = match jailer_end::record(&mut outcome_file) {
+        Some(o) => o,
+        None if watchdog.killed() => jailer_end::hung(limit),
+        None => jailer_end::crashed(status),
     };
     Ok(RunResult {
         outcome,
@@ -267,36 +167,4 @@ pub(super) fn run(
         stderr_truncated: err_trunc,
         cancelled: cancel.is_cancelled(),
     })
-}
-
-fn hung_jailer(limit: Duration) -> Outcome {
-    Outcome {
-        status: Status::SetupError,
-        setup_error: Some(SetupError {
-            step: "jailer".into(),
-            errno: None,
-            message: format!(
-                "jailer: the jailer did not finish within {} s and was killed",
-                limit.as_secs()
-            ),
-        }),
-        ..Default::default()
-    }
-}
-
-fn crashed_jailer(status: std::process::ExitStatus) -> Outcome {
-    let how = match (status.code(), status.signal()) {
-        (Some(c), _) => format!("exited with code {c}"),
-        (_, Some(s)) => format!("was killed by signal {s}"),
-        _ => "ended".to_string(),
-    };
-    Outcome {
-        status: Status::SetupError,
-        setup_error: Some(SetupError {
-            step: "jailer".into(),
-            errno: None,
-            message: format!("jailer: the jailer {how} without reporting an outcome"),
-        }),
-        ..Default::default()
-    }
 }

@@ -1,17 +1,26 @@
 //! One jailed job, from a request to an outcome. Every jail the supervisor
 //! starts goes through [`Jails`]: runs of the daemon, the install and
-//! compile steps of environment builds, and `prims run`
-//! ([`crate::script`]).
+//! compile steps of environment builds, `prims run` ([`crate::script`]),
+//! and live interpreters, whose jails outlive the call that starts them
+//! ([`Jails::spawn`]).
 //! It places the job in a cgroup under the resolved parents, hands the spec
 //! to a prims-jailer process, and removes the job cgroup that a jailer
 //! killed mid-setup or by a cancel leaves behind.
 
 mod cgroup_parents;
+mod error;
 mod jailer;
+mod jailer_end;
+mod launch;
+mod python_pid;
+mod spawned;
 mod spec;
 
 pub use cgroup_parents::{manager, resolve as resolve_parents, Parents};
-pub use jailer::{Cancel, RunError, RunResult, Stream};
+pub use error::RunError;
+pub use jailer::{Cancel, RunResult, Stream};
+pub use python_pid::{send_sigint, PythonPidError};
+pub use spawned::Spawned;
 pub(crate) use spec::{ro_binds, PythonJob};
 
 use prims_policy::Policy;
@@ -53,11 +62,30 @@ impl Jails {
         };
         if killed {
             // A jailer removes its own cgroup unless it died first.
-            if let Err(e) = cgroup_parents::remove_job(&self.parents, &spec.cgroup.job) {
-                tracing::warn!(job = %spec.cgroup.job, error = %e, "could not remove a job cgroup");
-            }
+            cgroup_parents::remove_leftover(&self.parents, &spec.cgroup.job);
         }
         result
+    }
+
+    /// Starts `spec`, whose cgroup must come from [`Jails::cgroup`], with
+    /// `channel` (one end of a Unix socket pair) as python's fd 3, and
+    /// returns at once. The caller owns the jail's life: see [`Spawned`].
+    /// No watchdog guards it; the jailer still ends it at the spec's wall
+    /// and CPU time, which thus cap its whole life, and the caller, who
+    /// reads python's pipes, applies any output cap.
+    pub fn spawn(&self, spec: &JobSpec, channel: OwnedFd) -> Result<Spawned, RunError> {
+        let launched = launch::launch(&self.jailer, spec, None, Some(channel))?;
+        Ok(Spawned::new(
+            launched,
+            self.parents.clone(),
+            spec.cgroup.job.clone(),
+        ))
+    }
+
+    /// The spec of python `job` as job `name` under `policy`, for
+    /// [`Jails::run`] or [`Jails::spawn`].
+    pub(crate) fn python_spec(&self, policy: &Policy, name: &str, job: PythonJob) -> JobSpec {
+        spec::build(policy, job, self.cgroup(name))
     }
 
     /// Runs python `job` as job `name` under `policy`.
@@ -69,7 +97,6 @@ impl Jails {
         sink: Sink<'_>,
         cancel: &Cancel,
     ) -> Result<RunResult, RunError> {
-        let spec = spec::build(policy, job, self.cgroup(name));
-        self.run(&spec, sink, cancel, None)
+        self.run(&self.python_spec(policy, name, job), sink, cancel, None)
     }
 }

@@ -51,6 +51,7 @@ pub(super) fn build(policy: &Policy, job: PythonJob, cgroup: CgroupSpec) -> JobS
         binds: Vec::new(),
         venv_writable: false,
         proxy_port: 0,
+        cpu_idle: false,
     }
 }
 
@@ -65,5 +66,26 @@ mod tests {
         assert_eq!(debian, p.filesystem.ro_binds);
         let pyenv = ro_binds(&p, Path::new("/opt/py/3.12.1/bin/python3.12"));
         assert_eq!(pyenv.last().unwrap(), Path::new("/opt/py/3.12.1"));
+    }
+
+    #[test]
+    fn a_python_job_runs_at_normal_cpu_priority() {
+        // Only the pool asks for idle priority, on the spec it gets here.
+        let job = PythonJob {
+            code: "print(1)".into(),
+            limits: LimitRequest::default(),
+            interpreter: "/usr/bin/python3.11".into(),
+            venv: "/var/lib/prims/envs/base".into(),
+            workspace: "/var/lib/prims/sessions/s1".into(),
+            host_uid: 100_000,
+        };
+        let cgroup = CgroupSpec {
+            backend: prims_protocol::jail::CgroupBackend::None,
+            parents: Default::default(),
+            job: "job-1".into(),
+        };
+        let spec = build(&Policy::default(), job, cgroup.clone());
+        assert!(!spec.cpu_idle);
+        assert_eq!(spec.cgroup, cgroup);
     }
 }

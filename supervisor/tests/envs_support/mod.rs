@@ -178,6 +178,7 @@ pub async fn run_in(venv: &Path, code: &str) -> RunResult {
         binds: vec![],
         venv_writable: false,
         proxy_port: 0,
+        cpu_idle: false,
     };
     let res = tokio::task::spawn_blocking(move || {
         jails()

@@ -1,0 +1,256 @@
+//! Finding a spawned jail's python from the host, to signal it. The
+//! jailer's only child is the jail's init, pid 1 of the jail's pid
+//! namespace; python is the init's child that is pid 2 there. Other
+//! children of the init are orphans python left behind, never pid 2: the
+//! init forks python first, and the namespace dies with python.
+//!
+//! A pid read from /proc may be reused before it is opened, so the search
+//! runs again once the pidfd is open: the same answer means the pidfd holds
+//! python, and a signal through it never reaches another process.
+
+use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+
+#[derive(Debug, thiserror::Error)]
+pub enum PythonPidError {
+    #[error("the jail's python is not running: {0}")]
+    NotRunning(&'static str),
+    #[error("reading {path}")]
+    Proc {
+        path: String,
+        #[source]
+        source: io::Error,
+    },
+    #[error("{path} is not in the expected form")]
+    Malformed { path: String },
+    #[error("pidfd_open({pid})")]
+    Pidfd {
+        pid: libc::pid_t,
+        #[source]
+        source: io::Error,
+    },
+}
+
+/// A pidfd of the python of the jail whose jailer is `jailer`, a child of
+/// this process that is not reaped yet.
+pub fn python_pidfd(jailer: libc::pid_t) -> Result<OwnedFd, PythonPidError> {
+    let python = find(jailer)?;
+    // SAFETY: pidfd_open takes a pid and flags and returns a new fd.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, python, 0) };
+    if fd < 0 {
+        return Err(PythonPidError::Pidfd {
+            pid: python,
+            source: io::Error::last_os_error(),
+        });
+    }
+    // SAFETY: the kernel returned a new pidfd (close-on-exec) nothing else owns.
+    let pidfd = unsafe { OwnedFd::from_raw_fd(fd as libc::c_int) };
+    if find(jailer)? != python {
+        return Err(PythonPidError::NotRunning(
+            "python ended while it was being opened",
+        ));
+    }
+    Ok(pidfd)
+}
+
+/// SIGINT to the process behind `pidfd`: python raises KeyboardInterrupt.
+pub fn send_sigint(pidfd: BorrowedFd<'_>) -> io::Result<()> {
+    // SAFETY: pidfd is a live fd; no siginfo is passed.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_pidfd_send_signal,
+            pidfd.as_raw_fd(),
+            libc::SIGINT,
+            std::ptr::null::<libc::siginfo_t>(),
+            0u32,
+        )
+    };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// python's pid as the host sees it.
+fn find(jailer: libc::pid_t) -> Result<libc::pid_t, PythonPidError> {
+    let init = match children(jailer)?[..] {
+        [init] => init,
+        [] => return Err(PythonPidError::NotRunning("the jailer has no init")),
+        _ => {
+            return Err(PythonPidError::NotRunning(
+                "the jailer has several children",
+            ))
+        }
+    };
+    if !status(init)?.is_some_and(|s| s.is_init()) {
+        return Err(PythonPidError::NotRunning(
+            "the jailer's child is not a jail's init",
+        ));
+    }
+    for pid in children(init)? {
+        if status(pid)?.is_some_and(|s| s.is_python()) {
+            return Ok(pid);
+        }
+    }
+    Err(PythonPidError::NotRunning("the init has no live python"))
+}
+
+/// The text of a /proc file; `None` when its process is gone.
+fn read_proc(path: String) -> Result<Option<String>, PythonPidError> {
+    match std::fs::read_to_string(&path) {
+        Ok(text) => Ok(Some(text)),
+        Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ESRCH)) => Ok(None),
+        Err(source) => Err(PythonPidError::Proc { path, source }),
+    }
+}
+
+fn children(pid: libc::pid_t) -> Result<Vec<libc::pid_t>, PythonPidError> {
+    let path = format!("/proc/{pid}/task/{pid}/children");
+    let Some(text) = read_proc(path.clone())? else {
+        return Ok(Vec::new());
+    };
+    parse_pids(&text).ok_or(PythonPidError::Malformed { path })
+}
+
+fn status(pid: libc::pid_t) -> Result<Option<ProcStatus>, PythonPidError> {
+    let path = format!("/proc/{pid}/status");
+    let Some(text) = read_proc(path.clone())? else {
+        return Ok(None);
+    };
+    parse_status(&text)
+        .map(Some)
+        .ok_or(PythonPidError::Malformed { path })
+}
+
+/// Space-separated pids, as in a `children` file; `None` on anything else.
+fn parse_pids(text: &str) -> Option<Vec<libc::pid_t>> {
+    text.split_ascii_whitespace()
+        .map(|p| p.parse().ok().filter(|p| *p > 0))
+        .collect()
+}
+
+/// What a /proc status file tells about a process.
+#[derive(Debug, PartialEq, Eq)]
+struct ProcStatus {
+    /// Its pid in each pid namespace, outermost (ours) first.
+    nspid: Vec<libc::pid_t>,
+    /// `R`, `S`, `Z`, ...
+    state: char,
+}
+
+impl ProcStatus {
+    /// Pid 1 of a namespace nested in ours.
+    fn is_init(&self) -> bool {
+        self.nspid.len() >= 2 && self.nspid.last() == Some(&1)
+    }
+
+    /// Pid 2 of a namespace nested in ours, and not yet dead.
+    fn is_python(&self) -> bool {
+        self.nspid.len() >= 2 && self.nspid.last() == Some(&2) && !matches!(self.state, 'Z' | 'X')
+    }
+}
+
+fn parse_status(text: &str) -> Option<ProcStatus> {
+    let field = |key: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(key)?.strip_prefix(':'))
+            .map(str::trim)
+    };
+    Some(ProcStatus {
+        nspid: parse_pids(field("NSpid")?).filter(|p| !p.is_empty())?,
+        state: field("State")?.chars().next()?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn children_files_parse_as_pids() {
+        assert_eq!(parse_pids(""), Some(vec![]));
+        assert_eq!(parse_pids("4242 "), Some(vec![4242]));
+        assert_eq!(parse_pids("4242 4250 \n"), Some(vec![4242, 4250]));
+        for bad in ["42x", "-1", "0", "4242,4250", "99999999999"] {
+            assert_eq!(parse_pids(bad), None, "{bad:?}");
+        }
+    }
+
+    fn status_of(nspid: &str, state: &str) -> String {
+        format!("Name:\tpython\nState:\t{state}\nTgid:\t4242\nPid:\t4242\nNSpid:\t{nspid}\nPPid:\t4241\n")
+    }
+
+    #[test]
+    fn python_is_pid_2_of_a_nested_namespace_and_alive() {
+        let s = parse_status(&status_of("4242\t2", "S (sleeping)")).unwrap();
+        assert_eq!(
+            s,
+            ProcStatus {
+                nspid: vec![4242, 2],
+                state: 'S'
+            }
+        );
+        assert!(s.is_python() && !s.is_init());
+        // The supervisor itself in a container: one more level.
+        assert!(parse_status(&status_of("4242\t77\t2", "R (running)"))
+            .unwrap()
+            .is_python());
+    }
+
+    #[test]
+    fn anything_else_is_not_python() {
+        for (nspid, state) in [
+            // Pid 2 of our own namespace: no jail's python.
+            ("2", "S (sleeping)"),
+            // An orphan python left behind.
+            ("4250\t7", "S (sleeping)"),
+            // Dead, not yet reaped.
+            ("4242\t2", "Z (zombie)"),
+            ("4242\t2", "X (dead)"),
+        ] {
+            let s = parse_status(&status_of(nspid, state)).unwrap();
+            assert!(!s.is_python(), "{nspid:?} {state:?}");
+        }
+    }
+
+    #[test]
+    fn the_init_is_pid_1_of_a_nested_namespace() {
+        assert!(parse_status(&status_of("4241\t1", "S (sleeping)"))
+            .unwrap()
+            .is_init());
+        // Our own init.
+        assert!(!parse_status(&status_of("1", "S (sleeping)"))
+            .unwrap()
+            .is_init());
+    }
+
+    #[test]
+    fn a_status_without_nspid_or_state_is_malformed() {
+        assert_eq!(parse_status("Name:\tx\nState:\tS (sleeping)\n"), None);
+        assert_eq!(parse_status("Name:\tx\nNSpid:\t4242\t2\n"), None);
+        assert_eq!(parse_status("State:\tS\nNSpid:\t\n"), None);
+        assert_eq!(parse_status("State:\tS\nNSpid:\t4242\tx\n"), None);
+        // A key that only starts like one is not it.
+        assert_eq!(parse_status("State:\tS\nNSpidx:\t4242\t2\n"), None);
+    }
+
+    #[test]
+    fn our_own_status_parses() {
+        // This thread's: the process's shows its main thread, asleep.
+        let text = std::fs::read_to_string("/proc/thread-self/status").unwrap();
+        let s = parse_status(&text).unwrap();
+        // SAFETY: gettid has no preconditions.
+        let tid = unsafe { libc::gettid() };
+        assert_eq!((s.nspid.first(), s.state), (Some(&tid), 'R'));
+    }
+
+    #[test]
+    fn a_process_without_a_jail_has_no_python() {
+        // This test process has no children that are a jail's init.
+        let me = std::process::id() as libc::pid_t;
+        assert!(matches!(
+            python_pidfd(me),
+            Err(PythonPidError::NotRunning(_))
+        ));
+    }
+}

@@ -1,0 +1,134 @@
+//! A jail that outlives the call that started it: a live interpreter's.
+//! Its owner reads python's output, talks to it over the channel, signals
+//! it, and ends it; nothing here watches it. The jailer still enforces the
+//! spec's wall and CPU time, as a cap on the jail's whole life.
+
+use super::cgroup_parents::{self, Parents};
+use super::jailer_end;
+use super::launch::Launched;
+use super::python_pid::{self, PythonPidError};
+use prims_protocol::jail::{Outcome, Status};
+use std::fs::File;
+use std::os::fd::OwnedFd;
+use std::process::Child;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// A running jail, from [`Jails::spawn`](super::Jails::spawn). Dropped
+/// without [`Spawned::wait`], it is killed and reaped on a thread of its
+/// own.
+#[derive(Debug)]
+pub struct Spawned {
+    pid: libc::pid_t,
+    stdout: Option<OwnedFd>,
+    stderr: Option<OwnedFd>,
+    /// A kill was sent while the jailer was unreaped.
+    killed: AtomicBool,
+    /// Taken by `wait`, or by `drop` when `wait` never ran.
+    running: Option<Running>,
+}
+
+/// What it takes to see the jail to its end.
+#[derive(Debug)]
+struct Running {
+    child: Child,
+    outcome: File,
+    job: String,
+    parents: Parents,
+}
+
+impl Spawned {
+    pub(super) fn new(launched: Launched, parents: Parents, job: String) -> Spawned {
+        let Launched { mut child, outcome } = launched;
+        Spawned {
+            pid: child.id() as libc::pid_t,
+            stdout: child.stdout.take().map(OwnedFd::from),
+            stderr: child.stderr.take().map(OwnedFd::from),
+            killed: AtomicBool::new(false),
+            running: Some(Running {
+                child,
+                outcome,
+                job,
+                parents,
+            }),
+        }
+    }
+
+    /// The jailer's pid.
+    pub fn pid(&self) -> libc::pid_t {
+        self.pid
+    }
+
+    /// Read end of python's stdout pipe (blocking; close-on-exec), once.
+    pub fn take_stdout(&mut self) -> Option<OwnedFd> {
+        self.stdout.take()
+    }
+
+    /// Read end of python's stderr pipe, which also carries the jailer's
+    /// own complaints; once.
+    pub fn take_stderr(&mut self) -> Option<OwnedFd> {
+        self.stderr.take()
+    }
+
+    /// A pidfd of the jail's python (pid 2 in the jail), checked to be
+    /// python after it was opened, so a signal through it never reaches
+    /// another process. Errors while python is not (yet, or any longer)
+    /// running.
+    pub fn python_pidfd(&self) -> Result<OwnedFd, PythonPidError> {
+        python_pid::python_pidfd(self.pid)
+    }
+
+    /// SIGKILL the jailer: the init's parent-death signal takes the whole
+    /// pid namespace with it.
+    pub fn kill(&self) {
+        // SAFETY: kill has no memory-safety preconditions. The jailer is
+        // our child and only `wait` or `drop`, which take `self`, reap it,
+        // so its pid names no other process.
+        if unsafe { libc::kill(self.pid, libc::SIGKILL) } == 0 {
+            self.killed.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// Blocks until the jailer exits and returns how the jail ended: the
+    /// jailer's record; without one, a SIGKILL after [`Spawned::kill`], else
+    /// a `setup_error` naming how the jailer ended. Then removes the job
+    /// cgroup if the jailer could not.
+    pub fn wait(mut self) -> Outcome {
+        let killed = self.killed.load(Ordering::Relaxed);
+        match self.running.take() {
+            Some(running) => running.finish(killed),
+            None => jailer_end::unwaitable(&std::io::Error::from_raw_os_error(libc::ECHILD)),
+        }
+    }
+}
+
+impl Running {
+    fn finish(mut self, killed: bool) -> Outcome {
+        let status = self.child.wait();
+        let outcome = match (jailer_end::record(&mut self.outcome), status) {
+            (Some(o), _) => o,
+            (None, _) if killed => jailer_end::killed(),
+            (None, Ok(status)) => jailer_end::crashed(status),
+            (None, Err(e)) => jailer_end::unwaitable(&e),
+        };
+        if killed || outcome.status == Status::SetupError {
+            cgroup_parents::remove_leftover(&self.parents, &self.job);
+        }
+        outcome
+    }
+}
+
+impl Drop for Spawned {
+    fn drop(&mut self) {
+        let Some(running) = self.running.take() else {
+            return;
+        };
+        self.kill();
+        let killed = self.killed.load(Ordering::Relaxed);
+        let reaper = std::thread::Builder::new()
+            .name("prims-jail-reaper".into())
+            .spawn(move || running.finish(killed));
+        if let Err(e) = reaper {
+            tracing::warn!(error = %e, jailer = self.pid, "no thread to reap a dropped jail; it stays a zombie until exit");
+        }
+    }
+}
