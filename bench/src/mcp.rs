@@ -104,6 +104,7 @@ async fn socket_run(c: &Client, sid: &str) -> Result<f64> {
                 code: "print(1)".into(),
                 requirements: vec![],
                 limits: LimitRequest::default(),
+                fresh: false,
             },
             |_| {},
         )

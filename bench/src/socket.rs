@@ -65,6 +65,7 @@ fn req(session: &str, code: &str, requirements: &[&str]) -> RunRequest {
         code: code.into(),
         requirements: requirements.iter().map(|r| r.to_string()).collect(),
         limits: LimitRequest::default(),
+        fresh: false,
     }
 }
 

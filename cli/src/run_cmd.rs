@@ -89,7 +89,7 @@ fn run(args: &RunArgs) -> Result<i32> {
 fn exit_code(o: &Outcome) -> i32 {
     match o.status {
         Status::Ok => 0,
-        Status::Exit => o.exit_code.unwrap_or(1),
+        Status::Exit | Status::Error => o.exit_code.unwrap_or(1),
         Status::Signal => 128 + o.signal.unwrap_or(0),
         Status::Timeout => EXIT_TIMEOUT,
         Status::Oom => EXIT_OOM,

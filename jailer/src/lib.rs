@@ -115,7 +115,10 @@ fn job_cgroup(spec: &JobSpec) -> Result<Option<Box<dyn JobCgroup>>, JailError> {
     let job = manager.create_job(&spec.cgroup.job, &limits)?;
     // Before the clone, so not one instruction of the job runs at normal
     // priority.
-    // MERGE: call job.set_cpu_priority(CpuPriority::Idle) when spec.cpu_idle
+    // Best effort: without a cpu controller the job only warms up slower.
+    if spec.cpu_idle {
+        let _ = job.set_cpu_priority(prims_cgroup::CpuPriority::Idle);
+    }
     Ok(Some(job))
 }
 

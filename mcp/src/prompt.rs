@@ -37,8 +37,11 @@ pub fn render(task: &str, mounted_files: Option<&str>) -> String {
     format!(
         "You are an expert Python programmer. Write Python code for this task:\n\n{task}\n\n\
          Rules:\n\
-         - Write one self-contained script, not notebook cells: only what you print() is \
-         returned, so print every result (print(df.head()), not df.head()).\n\
+         - The session keeps one live Python interpreter, like notebook cells: variables, \
+         imports and functions of earlier run_code calls are still defined, so build on them \
+         instead of repeating work. print() what you want to see; a final expression's value \
+         also comes back as result. If a result says state \"reset\", earlier variables are \
+         gone: recompute them.\n\
          - Read input files by their mount path, e.g. pd.read_csv('mounts/my_data.csv').\n\
          - Write every file you want back (tables, plots as PNG) to output/, e.g. \
          plt.savefig('output/plot.png').\n\
@@ -52,7 +55,7 @@ pub fn render(task: &str, mounted_files: Option<&str>) -> String {
 impl PrimsServer {
     #[prompt(
         name = "python_programmer",
-        description = "Instructions for writing self-contained Python for the PRIMS sandbox: print output, read mounts/, write output/."
+        description = "Instructions for writing Python for the PRIMS sandbox: a live interpreter per session, print output, read mounts/, write output/."
     )]
     async fn python_programmer(
         &self,

@@ -17,10 +17,11 @@ use rmcp::service::RequestContext;
 use rmcp::{prompt_handler, tool_handler, ErrorData as McpError, RoleServer, ServerHandler};
 use std::sync::{Arc, Mutex};
 
-const INSTRUCTIONS: &str = "PRIMS runs Python in a secure, throw-away sandbox. Call run_code \
-with a self-contained script that prints its results; files written to output/ come back as \
-artifacts. Keep the session_id of a result to reuse the workspace (files, mounts) in later \
-calls. Use mount_file to bring a remote file in once, list_dir and preview_file to look \
+const INSTRUCTIONS: &str = "PRIMS runs Python in a secure sandbox. Each session has one live \
+Python interpreter, like a notebook kernel: variables, imports and functions from one run_code \
+call are there in the next, and the value of a final expression comes back as result. Files \
+written to output/ come back as artifacts. Keep the session_id of a result to reuse the \
+session (its interpreter, files and mounts) in later calls. Use mount_file to bring a remote file in once, list_dir and preview_file to look \
 around, persist_artifact to upload a result to a presigned URL.";
 
 /// What every handler shares.

@@ -9,8 +9,9 @@ use serde::{Deserialize, Serialize};
 
 /// Bumped on any incompatible change to these types. 2: `write_mount`
 /// carries a [`MountSize`] (an upload may be open-ended) and `mount_end`;
-/// every request that names a session names its tenant.
-pub const PROTOCOL_VERSION: u32 = 2;
+/// every request that names a session names its tenant. 3: runs go to the
+/// session's live interpreter: `fresh`, and the reply's [`Interpreter`].
+pub const PROTOCOL_VERSION: u32 = 3;
 /// Largest frame either side accepts; bigger ones close the connection.
 pub const MAX_FRAME_BYTES: usize = 8 * 1024 * 1024;
 /// Largest chunk of file data in one frame.
@@ -138,6 +139,9 @@ pub struct RunRequest {
     pub requirements: Vec<String>,
     #[serde(default)]
     pub limits: LimitRequest,
+    /// Replace the session's interpreter before this run, dropping its state.
+    #[serde(default)]
+    pub fresh: bool,
 }
 
 /// Server to client.
@@ -187,6 +191,8 @@ pub enum OutputStream {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "reply", deny_unknown_fields)]
+// Each reply is built, encoded and dropped; boxing the run reply buys nothing.
+#[allow(clippy::large_enum_variant)]
 pub enum Reply {
     Session(SessionInfo),
     Closed,
@@ -228,6 +234,78 @@ pub struct RunReply {
     pub files: Vec<OutputFile>,
     /// True when this run built its environment (false when it was cached).
     pub env_built: bool,
+    /// The live interpreter the code ran in.
+    pub interpreter: Interpreter,
+}
+
+/// What happened to the session's interpreter for one run, and the value
+/// of the code's last expression.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub struct Interpreter {
+    pub state: InterpreterState,
+    /// Why the interpreter is not the one the previous run used; absent
+    /// when `state` is `kept`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<ResetReason>,
+    /// It came from the warm pool, its imports already done.
+    #[serde(default)]
+    pub warm: bool,
+    /// `repr()` of the last expression's value, when the code ends with an
+    /// expression whose value is not None.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<String>,
+    #[serde(default)]
+    pub result_truncated: bool,
+    /// Globals saved when the previous interpreter was stopped while idle
+    /// or for room, and restored into this one.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub restored: Vec<String>,
+    /// Saved globals that could not be saved or restored, with why.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub not_restored: Vec<NotRestored>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum InterpreterState {
+    /// The interpreter of the previous run: its variables and imports remain.
+    Kept,
+    /// The session's first interpreter.
+    New,
+    /// A new interpreter replaced one whose state is gone (see `reason`).
+    Reset,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ResetReason {
+    FirstCall,
+    /// The run asked for `fresh`.
+    FreshRequested,
+    /// The run's requirements (or interpreter) differ from the last run's.
+    RequirementsChanged,
+    /// The previous run timed out and did not stop when interrupted.
+    TimedOut,
+    OutOfMemory,
+    /// The previous run ended the interpreter (`os._exit`, a fatal signal).
+    CodeExited,
+    /// Its channel broke: the code closed or wrote over it.
+    ChannelBroken,
+    /// Unused for `interpreters.idle_ttl`.
+    StoppedIdle,
+    /// Stopped to make room under `interpreters.max_live*`.
+    StoppedForRoom,
+    /// The previous run was cancelled, which stops its interpreter.
+    Cancelled,
+    ServerRestarted,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub struct NotRestored {
+    pub name: String,
+    pub why: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -283,6 +361,17 @@ pub struct Stats {
     pub envs: u64,
     pub env_builds: u64,
     pub base_env_ready: bool,
+    /// Interpreters that belong to a session.
+    #[serde(default)]
+    pub interpreters_live: u64,
+    /// Memory those hold, as their cgroups count it.
+    #[serde(default)]
+    pub interpreters_memory_bytes: u64,
+    /// Warm sessions ready in the pool, and the memory they hold.
+    #[serde(default)]
+    pub pool_ready: u64,
+    #[serde(default)]
+    pub pool_memory_bytes: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

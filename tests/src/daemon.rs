@@ -173,6 +173,7 @@ pub fn run_req(session_id: &str, code: &str) -> prims_protocol::wire::RunRequest
         code: code.to_string(),
         requirements: vec![],
         limits: prims_protocol::jail::LimitRequest::default(),
+        fresh: false,
     }
 }
 

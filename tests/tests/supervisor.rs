@@ -232,8 +232,11 @@ async fn supervisor_cancel_kills_the_jail_within_a_second() {
     let c = d.client().await;
     let s = c.open_session(None).await.unwrap();
     let marker = unique("cancel");
-    let code =
-        format!("import os, time\nif os.fork() == 0:\n    os.setsid()\ntime.sleep(60)  # {marker}");
+    // The code runs in the session's interpreter, whose command line is the
+    // agent's: a detached child carries the marker in its own.
+    let code = format!(
+        "import os, time\nif os.fork() == 0:\n    os.setsid()\n    os.execv('/bin/sh', ['sh', '-c', 'sleep 60 # {marker}'])\ntime.sleep(60)"
+    );
     let call = started(&c, &s.session_id, &code).await;
     wait_for_marker(&marker);
     let t = Instant::now();
@@ -261,7 +264,9 @@ async fn supervisor_client_disconnect_cancels_its_runs() {
     {
         let c = d.client().await;
         let s = c.open_session(None).await.unwrap();
-        let sleep = format!("import time\ntime.sleep(60)  # {marker}");
+        let sleep = format!(
+            "import subprocess, time\nsubprocess.Popen(['sh', '-c', 'sleep 60 # {marker}'])\ntime.sleep(60)"
+        );
         let _call = started(&c, &s.session_id, &sleep).await;
         wait_for_marker(&marker);
         // The connection goes first: the call, dropped after it, has no

@@ -22,12 +22,17 @@ use rmcp::{tool, tool_router, ErrorData as McpError, RoleServer};
 use shim::{caller, plain, until_cancelled};
 use types::*;
 
-const RUN_CODE: &str = "Run a self-contained Python script in an isolated sandbox (a Linux jail \
-with no network) and return its stdout, stderr, exit code and the files it wrote. The script \
-runs in a workspace that persists across calls of the same session: pass the session_id from \
-an earlier result (or reuse this MCP connection) to see earlier files. Use print() to show \
-results; bare expressions such as df.head() print nothing. Files written under output/ come \
-back as artifacts (PNG/JPEG plots also as images) and can be downloaded from \
+const RUN_CODE: &str = "Run Python in an isolated sandbox (a Linux jail with no network) and \
+return its stdout, stderr, status and the files it wrote. Calls of one session share one live \
+interpreter, like notebook cells: variables, imports and functions defined by one call are \
+there in the next (state: kept). If the code ends with an expression, its repr comes back as \
+result. An exception fails the call (status error, traceback in stderr) but keeps the state. \
+The state is lost when a call times out and does not stop when interrupted, runs out of \
+memory, or exits the interpreter; fresh: true starts over on purpose; changed requirements \
+start a new interpreter; an interpreter idle for long is stopped and its picklable variables \
+restored on the next call (state and state_reason say which). Pass the session_id from an \
+earlier result (or reuse this MCP connection) to continue a session. Files written under \
+output/ come back as artifacts (PNG/JPEG plots also as images) and can be downloaded from \
 /artifacts/<relative_path>. Optional: requirements (pip specifiers), files \
 [{url, mountPath}] downloaded to mounts/<mountPath> (read-only) before the run, timeout_s to \
 lower the time limit.";

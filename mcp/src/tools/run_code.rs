@@ -18,11 +18,11 @@ use tokio_util::sync::CancellationToken;
 /// The original's limit, in characters.
 pub const MAX_CODE_CHARS: usize = 20_000;
 
-pub const FEEDBACK: &str = "No output detected. Use print() (or write to stderr) to show results: \
-a bare expression such as df.head() prints nothing in a script, so call print(df.head()). \
+pub const FEEDBACK: &str = "No output detected. Use print() (or write to stderr) to show results, \
+or end the code with an expression such as df.head() to get its value back as result. \
 For wide pandas tables, run pd.set_option('display.max_columns', None) and \
-pd.set_option('display.width', 10000) before printing. Write the code as a self-contained \
-script (not notebook style), and read mounted files by their mount path, e.g. \
+pd.set_option('display.width', 10000) before printing. Variables from earlier calls of this \
+session are still defined. Read mounted files by their mount path, e.g. \
 pd.read_csv('mounts/my_data.csv'). Files you write under output/ are returned as artifacts.";
 
 /// Refuses code over [`MAX_CODE_CHARS`], before any session is resolved.
@@ -63,6 +63,7 @@ pub async fn run_code(
             wall_time_ms,
             ..Default::default()
         },
+        fresh: p.fresh.unwrap_or(false),
     };
     let reply = match execute(app, req, ct, streamer).await {
         Ok(r) => r,
@@ -76,6 +77,7 @@ pub async fn run_code(
         Status::Ok => "ok",
         Status::Exit => "exit",
         Status::Signal => "signal",
+        Status::Error => "error",
         Status::Timeout => "timeout",
         Status::Oom => "oom",
         Status::SetupError => {
@@ -152,8 +154,9 @@ async fn execute(
 fn output(session: &SessionRef, status: &str, reply: &RunReply) -> RunCodeOutput {
     let o = &reply.outcome;
     let stdout = String::from_utf8_lossy(&reply.stdout).into_owned();
+    let it = &reply.interpreter;
     let mut notes = Vec::new();
-    if stdout.is_empty() {
+    if stdout.is_empty() && it.result.is_none() {
         notes.push(FEEDBACK.to_owned());
     }
     match o.status {
@@ -193,5 +196,22 @@ fn output(session: &SessionRef, status: &str, reply: &RunReply) -> RunCodeOutput
             stdout: reply.stdout_truncated,
             stderr: reply.stderr_truncated,
         },
+        result: it.result.clone(),
+        state: snake(&it.state),
+        state_reason: it.reason.as_ref().map(snake),
+        restored: it.restored.clone(),
+        not_restored: it
+            .not_restored
+            .iter()
+            .map(|n| format!("{}: {}", n.name, n.why))
+            .collect(),
+    }
+}
+
+/// The wire's snake_case name of a unit enum value.
+fn snake<T: serde::Serialize>(v: &T) -> String {
+    match serde_json::to_value(v) {
+        Ok(serde_json::Value::String(s)) => s,
+        _ => String::new(),
     }
 }

@@ -6,7 +6,9 @@ use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct RunCodeParams {
-    /// Python source (at most 20,000 characters), run as a script in /workspace.
+    /// Python source (at most 20,000 characters), run in /workspace as the
+    /// next cell of the session's live interpreter: variables, imports and
+    /// functions from earlier calls are still there.
     pub code: String,
     /// pip requirement specifiers, e.g. ["numpy==2.1.0", "scipy"].
     #[serde(default)]
@@ -21,6 +23,10 @@ pub struct RunCodeParams {
     /// connection's workspace (or a new one).
     #[serde(default)]
     pub session_id: Option<String>,
+    /// Start a new interpreter for this call, dropping every variable and
+    /// import of earlier calls (files in the workspace stay).
+    #[serde(default)]
+    pub fresh: Option<bool>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -60,12 +66,34 @@ pub struct RunCodeOutput {
     /// Hints, present when stdout is empty.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub feedback: Option<String>,
-    /// python's exit code; null when it was killed.
+    /// 0 when the code finished, 1 after an exception, the code of
+    /// `sys.exit(n)`; null when python was killed.
     pub exit_code: Option<i32>,
     /// The signal that killed python, if any.
     pub signal: Option<i32>,
-    /// ok, exit (non-zero exit code), signal, timeout or oom.
+    /// ok; error (an exception, traceback in stderr); exit (sys.exit with a
+    /// non-zero code, or the interpreter exited); signal; timeout; or oom.
     pub status: String,
+    /// repr() of the code's last expression, when it ends with one whose
+    /// value is not None (as a notebook shows it), cut to 16,384 characters.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub result: Option<String>,
+    /// kept: same interpreter as the previous call, variables intact;
+    /// new: the session's first interpreter; reset: a new interpreter
+    /// replaced one whose variables are gone (see state_reason).
+    pub state: String,
+    /// Why the interpreter is new: first_call, fresh_requested,
+    /// requirements_changed, timed_out, out_of_memory, code_exited,
+    /// channel_broken, stopped_idle, stopped_for_room, cancelled or
+    /// server_restarted.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub state_reason: Option<String>,
+    /// After stopped_idle or stopped_for_room: the globals restored from
+    /// the previous interpreter, and those that could not be (name: why).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub restored: Vec<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub not_restored: Vec<String>,
     pub timed_out: bool,
     pub oom_killed: bool,
     pub duration_ms: u64,

@@ -30,6 +30,8 @@ pub enum Status {
     Exit,
     /// python was killed by a signal other than a limit.
     Signal,
+    /// The code raised an exception in a live interpreter, which lives on.
+    Error,
     /// The wall or CPU time limit ended the run.
     Timeout,
     /// The memory limit ended the run.

@@ -6,17 +6,17 @@ mod run;
 mod scheduler;
 mod startup;
 
+pub(crate) use startup::JOB_PREFIX;
 pub use startup::{start, DaemonConfig, SUPERVISOR_LEAF};
 
 use crate::audit::Audit;
 use crate::envs::Envs;
-use crate::job::Jails;
+use crate::interpreters::Interpreters;
 use crate::server::{Ctx, Handler};
 use crate::sessions::SessionStore;
 use prims_policy::Policy;
 use prims_protocol::wire::{ErrorCode, ErrorReply, Reply, RequestBody, Stats};
 use scheduler::Scheduler;
-use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
 
 pub struct Daemon {
@@ -24,10 +24,8 @@ pub struct Daemon {
     sessions: Arc<SessionStore>,
     envs: Arc<Envs>,
     scheduler: Scheduler,
-    jails: Jails,
-    interpreter: PathBuf,
+    interpreters: Arc<Interpreters>,
     audit: Arc<Audit>,
-    jobs: std::sync::atomic::AtomicU64,
 }
 
 pub(crate) fn bad_request(message: impl Into<String>) -> ErrorReply {
@@ -95,7 +93,12 @@ impl Daemon {
 
     fn stats(&self) -> Stats {
         let env = self.envs.stats();
+        let live = self.interpreters.stats();
         Stats {
+            interpreters_live: live.live,
+            interpreters_memory_bytes: live.memory_bytes,
+            pool_ready: live.pool_ready,
+            pool_memory_bytes: live.pool_memory_bytes,
             sessions: self.sessions.len() as u64,
             runs_active: self.scheduler.active(),
             runs_queued: self.scheduler.queued(),
@@ -112,13 +115,25 @@ impl Handler for Arc<Daemon> {
         let sessions = self.sessions.clone();
         match body {
             RequestBody::OpenSession { tenant } => {
+                let live = self.interpreters.clone();
                 let info = self
-                    .blocking(move || sessions.create(tenant).map_err(|e| e.to_reply()))
+                    .blocking(move || match live.claim(&sessions, tenant.clone()) {
+                        Some(info) => Ok(info),
+                        None => sessions.create(tenant).map_err(|e| e.to_reply()),
+                    })
                     .await?;
                 Ok(Reply::Session(info))
             }
             RequestBody::CloseSession { session_id, tenant } => {
+                let live = self.interpreters.clone();
                 self.blocking(move || {
+                    // Only its tenant may close it; then its interpreter goes first.
+                    sessions
+                        .info(&session_id, tenant.as_deref())
+                        .map_err(|e| e.to_reply())?;
+                    if let Ok(name) = sessions.name_of(&session_id) {
+                        live.forget(&name);
+                    }
                     sessions
                         .close(&session_id, tenant.as_deref())
                         .map_err(|e| e.to_reply())

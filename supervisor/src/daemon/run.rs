@@ -1,18 +1,19 @@
 //! One `run` request, in phases: check the request, find the session and
 //! take its turn, lease the environment, wait for a scheduler slot, run the
-//! jail, then report the files the run wrote and audit it.
+//! code in the session's live interpreter, then report the files the run
+//! wrote and audit it.
 
 use super::scheduler::cancelled;
 use super::{internal, Daemon};
 use crate::audit::{now_secs, sha256_hex, RunRecord};
 use crate::envs::EnvLease;
 use crate::fsops::Snapshot;
-use crate::job::{Cancel, PythonJob, RunResult, Stream};
+use crate::interpreters::LiveRun;
+use crate::job::Stream;
 use crate::server::Ctx;
 use crate::sessions::Session;
 use prims_protocol::wire::{ErrorReply, Event, OutputStream, Reply, RunReply, RunRequest};
 use std::future::Future;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 /// Code larger than this is refused before anything else happens.
@@ -40,30 +41,35 @@ pub(super) async fn run(d: &Arc<Daemon>, req: RunRequest, ctx: Ctx) -> Result<Re
 
     let before = begin(d, &session).await?;
     ctx.events.send(Event::Started).await;
-    let result = execute(d, &session, &lease, &req, &ctx).await;
+    let (env, env_built) = (lease.key.clone(), lease.built);
+    let result = execute(d, &session, lease, &req, &ctx).await;
     let after = end(d, &session).await;
-    let result = result?;
+    let LiveRun {
+        end: cell,
+        interpreter,
+    } = result?;
     d.audit.record(&RunRecord {
         time: now_secs(),
         session: &session.name,
         tenant: session.tenant.as_deref(),
         code_sha256: sha256_hex(&req.code),
         requirements: &requirements,
-        env: &lease.key,
-        outcome: &result.outcome,
-        cancelled: result.cancelled,
+        env: &env,
+        outcome: &cell.outcome,
+        cancelled: cell.cancelled,
     });
-    if result.cancelled {
+    if cell.cancelled {
         return Err(cancelled());
     }
     Ok(Reply::Run(RunReply {
         files: crate::fsops::diff(&before, &after?),
-        outcome: result.outcome,
-        stdout: result.stdout,
-        stderr: result.stderr,
-        stdout_truncated: result.stdout_truncated,
-        stderr_truncated: result.stderr_truncated,
-        env_built: lease.built,
+        outcome: cell.outcome,
+        stdout: cell.stdout.bytes,
+        stderr: cell.stderr.bytes,
+        stdout_truncated: cell.stdout.truncated,
+        stderr_truncated: cell.stderr.truncated,
+        env_built,
+        interpreter,
     }))
 }
 
@@ -96,56 +102,34 @@ async fn begin(d: &Arc<Daemon>, session: &Arc<Session>) -> Result<Snapshot, Erro
     .await
 }
 
-/// Runs the jail on a blocking thread, streaming its output as events; a
-/// cancel of the request kills the jailer.
+/// Runs the code in the session's live interpreter, streaming its output
+/// as events; a cancel of the request kills the interpreter.
 async fn execute(
     d: &Arc<Daemon>,
     session: &Session,
-    lease: &EnvLease,
+    lease: EnvLease,
     req: &RunRequest,
     ctx: &Ctx,
-) -> Result<RunResult, ErrorReply> {
-    let name = format!(
-        "{}{}-{}",
-        super::startup::JOB_PREFIX,
-        &session.name[..8],
-        d.jobs.fetch_add(1, Ordering::Relaxed)
-    );
-    let job = PythonJob {
-        code: req.code.clone(),
-        limits: req.limits,
-        interpreter: d.interpreter.clone(),
-        venv: lease.dir.clone(),
-        workspace: session.workspace.clone(),
-        host_uid: session.host_uid,
-    };
-    let cancel = Cancel::default();
-    let watcher = {
-        let (token, cancel) = (ctx.cancel.clone(), cancel.clone());
-        tokio::spawn(async move {
-            token.cancelled().await;
-            cancel.cancel();
-        })
-    };
-    let (jails, policy, events) = (d.jails.clone(), d.policy(), ctx.events.clone());
-    let result = tokio::task::spawn_blocking(move || {
-        let sink = |s: Stream, bytes: &[u8]| {
+) -> Result<LiveRun, ErrorReply> {
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(Stream, Vec<u8>)>();
+    let events = ctx.events.clone();
+    let forward = tokio::spawn(async move {
+        while let Some((s, data)) = rx.recv().await {
             let stream = match s {
                 Stream::Stdout => OutputStream::Stdout,
                 Stream::Stderr => OutputStream::Stderr,
             };
-            events.blocking_send(Event::Output {
-                stream,
-                data: bytes.to_vec(),
-            });
-        };
-        jails.run_python(&policy, &name, job, &sink, &cancel)
-    })
-    .await;
-    watcher.abort();
-    result
-        .map_err(|e| internal(format!("run worker failed: {e}")))?
-        .map_err(|e| internal(format!("{e}")))
+            events.send(Event::Output { stream, data }).await;
+        }
+    });
+    let policy = d.policy();
+    let result = d
+        .interpreters
+        .run(&policy, session, lease, req, tx, &ctx.cancel)
+        .await;
+    // Every kept chunk reaches the client before the reply does.
+    let _ = forward.await;
+    result.map_err(|e| internal(format!("{e}")))
 }
 
 /// Marks the run over and snapshots `output/` again.

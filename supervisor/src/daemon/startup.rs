@@ -5,6 +5,7 @@ use super::scheduler::Scheduler;
 use super::Daemon;
 use crate::audit::Audit;
 use crate::envs::{EnvConfig, Envs};
+use crate::interpreters::Interpreters;
 use crate::job::{self, Jails, Parents};
 use crate::server::{self, ConnectionLimits, ServerConfig};
 use crate::sessions::{SessionPolicy, SessionStore};
@@ -20,7 +21,7 @@ use tokio_util::sync::CancellationToken;
 pub const SUPERVISOR_LEAF: &str = "supervisor";
 
 /// Names of the daemon's job cgroups start with this.
-pub(super) const JOB_PREFIX: &str = "job-";
+pub(crate) const JOB_PREFIX: &str = "job-";
 
 pub struct DaemonConfig {
     pub policy: Policy,
@@ -116,16 +117,24 @@ pub async fn start(cfg: DaemonConfig, shutdown: CancellationToken) -> Result<(),
     let envs = Arc::new(envs);
     envs.spawn_base_build();
     let concurrency = policy.max_concurrent_runs();
+    let interpreters = Arc::new(Interpreters::new(jails, interpreter));
     let daemon = Arc::new(Daemon {
         scheduler: Scheduler::new(concurrency, policy.limits.max_queued_runs),
         policy: RwLock::new(Arc::new(policy)),
         sessions: Arc::new(sessions),
         envs,
-        jails,
-        interpreter,
+        interpreters: interpreters.clone(),
         audit,
-        jobs: Default::default(),
     });
+    {
+        let d = daemon.clone();
+        tokio::spawn(interpreters.keep_pool(
+            daemon.envs.clone(),
+            daemon.sessions.clone(),
+            move || d.policy(),
+            shutdown.clone(),
+        ));
+    }
     tokio::spawn(sweeper(daemon.clone(), shutdown.clone()));
     tokio::spawn(reload_on_hangup(
         daemon.clone(),
@@ -180,7 +189,10 @@ async fn reload_on_hangup(d: Arc<Daemon>, path: Option<PathBuf>, shutdown: Cance
 /// Ends idle sessions and collects unused environments, at least once a
 /// minute and often enough that a session outlives its TTL by at most half.
 async fn sweeper(d: Arc<Daemon>, shutdown: CancellationToken) {
-    let ttl = d.policy().sessions.idle_ttl.0;
+    let ttl = {
+        let p = d.policy();
+        p.sessions.idle_ttl.0.min(p.interpreters.idle_ttl.0)
+    };
     let every = (ttl / 2).clamp(Duration::from_secs(1), Duration::from_secs(60));
     let mut tick = tokio::time::interval(every);
     loop {
@@ -188,6 +200,10 @@ async fn sweeper(d: Arc<Daemon>, shutdown: CancellationToken) {
             _ = tick.tick() => {}
             _ = shutdown.cancelled() => return,
         }
+        let p = d.policy();
+        // An interpreter never outlives its session's idle time.
+        let ttl = p.interpreters.idle_ttl.0.min(p.sessions.idle_ttl.0);
+        d.interpreters.stop_idle(ttl).await;
         let (sessions, envs) = (d.sessions.clone(), d.envs.clone());
         let swept = tokio::task::spawn_blocking(move || {
             let gone = sessions.sweep(SystemTime::now());
@@ -197,6 +213,7 @@ async fn sweeper(d: Arc<Daemon>, shutdown: CancellationToken) {
         .await
         .unwrap_or_default();
         for name in swept {
+            d.interpreters.forget(&name);
             tracing::info!(session = %name, "session expired");
         }
     }

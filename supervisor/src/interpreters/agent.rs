@@ -4,11 +4,13 @@
 //! formats as the supervisor relies on them; agent.py spells the same
 //! numbers, and a test checks that the two agree.
 
+#[cfg(test)]
 use std::os::fd::RawFd;
 
 /// The agent's program text, for `python -I -u -c`.
 pub(crate) const AGENT_SOURCE: &str = include_str!("agent.py");
 
+#[cfg(test)]
 /// Where the agent finds its channel when it starts.
 pub(crate) const CHANNEL_FD: RawFd = 3;
 
@@ -41,6 +43,7 @@ pub(crate) const MARKER_SUFFIX: &[u8] = b"\0";
 /// Lowercase hex digits in a cell marker.
 pub(crate) const MARKER_HEX_LEN: usize = 32;
 
+#[cfg(test)]
 /// True for a marker the agent accepts: [`MARKER_HEX_LEN`] lowercase hex.
 pub(crate) fn is_marker_hex(hex: &str) -> bool {
     hex.len() == MARKER_HEX_LEN && hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))

@@ -224,6 +224,7 @@ pub(crate) fn spawn_reader_within(rd: OwnedReadHalf, deadline: Duration) -> Inco
 pub(crate) struct AgentWriter(OwnedWriteHalf);
 
 impl AgentWriter {
+    #[cfg(test)]
     pub(crate) fn new(wr: OwnedWriteHalf) -> Self {
         AgentWriter(wr)
     }

@@ -1,16 +1,32 @@
-//! Live interpreters: one long-lived Python per session, run inside that
-//! session's jail. The in-jail agent ([`agent`]) runs cells in one
-//! persistent globals dict; [`channel`] is the supervisor's side of its
-//! framed, hostile channel; [`output`] cuts the jail's stdout and stderr
-//! into cells at the markers the agent writes.
-
-// The actor, pool and registry that use these parts land separately; until
-// then only the tests call them.
-#![allow(dead_code)]
+//! Live interpreters. Each session's calls run in one Python interpreter
+//! that lives in the session's jail between calls, so variables, imports
+//! and functions persist; a warm pool of whole spare sessions, each with an
+//! interpreter that already imported `python.prewarm_imports`, serves new
+//! sessions.
+//!
+//! - [`agent`]: the in-jail agent, which runs cells in one persistent
+//!   globals dict;
+//! - [`channel`]: the supervisor's side of its framed channel, a trust
+//!   boundary: code in the jail can write anything to it;
+//! - [`output`]: cutting the jail's stdout and stderr into cells at the
+//!   markers the agent writes, which `pumps` applies to the live pipes;
+//! - `start`, `live`, `cell`: starting one interpreter, and one call in it;
+//! - `registry`, `slot`, `pool`: who gets which interpreter and when one
+//!   is replaced, the caps, the idle stop and the warm pool.
 
 pub(crate) mod agent;
+mod cell;
 pub(crate) mod channel;
+mod enforced;
+mod live;
 pub(crate) mod output;
+mod pool;
+mod pumps;
+mod registry;
+mod slot;
+mod start;
 
 #[cfg(test)]
 mod agent_tests;
+
+pub(crate) use registry::{Interpreters, LiveRun};

@@ -97,6 +97,7 @@ impl MarkerScan {
         }
     }
 
+    #[cfg(test)]
     /// Bytes held back, waiting to see whether they start the marker.
     pub(crate) fn held(&self) -> usize {
         self.matched
@@ -141,6 +142,7 @@ impl Capped {
         part
     }
 
+    #[cfg(test)]
     /// Bytes pushed, kept or not.
     pub(crate) fn seen(&self) -> u64 {
         self.seen

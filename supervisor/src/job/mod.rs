@@ -19,8 +19,8 @@ mod spec;
 pub use cgroup_parents::{manager, resolve as resolve_parents, Parents};
 pub use error::RunError;
 pub use jailer::{Cancel, RunResult, Stream};
-pub use python_pid::{send_sigint, PythonPidError};
-pub use spawned::Spawned;
+pub use python_pid::{python_pidfd, send_sigint, PythonPidError};
+pub use spawned::{JailKiller, Spawned};
 pub(crate) use spec::{ro_binds, PythonJob};
 
 use prims_policy::Policy;
@@ -88,7 +88,7 @@ impl Jails {
         spec::build(policy, job, self.cgroup(name))
     }
 
-    /// Runs python `job` as job `name` under `policy`.
+    /// Runs python `job` as job `name` under `policy` (`prims run`).
     pub(crate) fn run_python(
         &self,
         policy: &Policy,

@@ -10,8 +10,10 @@ use super::python_pid::{self, PythonPidError};
 use prims_protocol::jail::{Outcome, Status};
 use std::fs::File;
 use std::os::fd::OwnedFd;
+use std::os::fd::{AsRawFd, FromRawFd};
 use std::process::Child;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 /// A running jail, from [`Jails::spawn`](super::Jails::spawn). Dropped
 /// without [`Spawned::wait`], it is killed and reaped on a thread of its
@@ -22,7 +24,9 @@ pub struct Spawned {
     stdout: Option<OwnedFd>,
     stderr: Option<OwnedFd>,
     /// A kill was sent while the jailer was unreaped.
-    killed: AtomicBool,
+    killed: Arc<AtomicBool>,
+    /// The jailer's pidfd, for kills from other threads while `wait` runs.
+    pidfd: Option<Arc<OwnedFd>>,
     /// Taken by `wait`, or by `drop` when `wait` never ran.
     running: Option<Running>,
 }
@@ -39,11 +43,13 @@ struct Running {
 impl Spawned {
     pub(super) fn new(launched: Launched, parents: Parents, job: String) -> Spawned {
         let Launched { mut child, outcome } = launched;
+        let pid = child.id() as libc::pid_t;
         Spawned {
-            pid: child.id() as libc::pid_t,
+            pid,
+            pidfd: pidfd_open(pid).map(Arc::new),
             stdout: child.stdout.take().map(OwnedFd::from),
             stderr: child.stderr.take().map(OwnedFd::from),
-            killed: AtomicBool::new(false),
+            killed: Arc::new(AtomicBool::new(false)),
             running: Some(Running {
                 child,
                 outcome,
@@ -85,6 +91,17 @@ impl Spawned {
         // so its pid names no other process.
         if unsafe { libc::kill(self.pid, libc::SIGKILL) } == 0 {
             self.killed.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// A handle that kills this jail from anywhere, even after `wait` took
+    /// the `Spawned` to another thread: it signals through the jailer's
+    /// pidfd, which never names another process.
+    pub fn killer(&self) -> JailKiller {
+        JailKiller {
+            pidfd: self.pidfd.clone(),
+            pid: self.pid,
+            killed: self.killed.clone(),
         }
     }
 
@@ -131,4 +148,49 @@ impl Drop for Spawned {
             tracing::warn!(error = %e, jailer = self.pid, "no thread to reap a dropped jail; it stays a zombie until exit");
         }
     }
+}
+
+/// Kills one jail; see [`Spawned::killer`].
+#[derive(Debug, Clone)]
+pub struct JailKiller {
+    pidfd: Option<Arc<OwnedFd>>,
+    pid: libc::pid_t,
+    killed: Arc<AtomicBool>,
+}
+
+impl JailKiller {
+    /// SIGKILL the jailer (a no-op once it has exited).
+    pub fn kill(&self) {
+        let Some(fd) = &self.pidfd else {
+            tracing::warn!(
+                jailer = self.pid,
+                "no pidfd for this jail; it cannot be killed from here"
+            );
+            return;
+        };
+        // SAFETY: a live pidfd, no siginfo; a pidfd never names a reused pid.
+        let r = unsafe {
+            libc::syscall(
+                libc::SYS_pidfd_send_signal,
+                fd.as_raw_fd(),
+                libc::SIGKILL,
+                std::ptr::null::<libc::siginfo_t>(),
+                0,
+            )
+        };
+        if r == 0 {
+            self.killed.store(true, Ordering::Relaxed);
+        }
+    }
+}
+
+fn pidfd_open(pid: libc::pid_t) -> Option<OwnedFd> {
+    // SAFETY: pidfd_open takes a pid and flags and returns a new fd.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    if fd < 0 {
+        tracing::warn!(jailer = pid, error = %std::io::Error::last_os_error(), "pidfd_open of a jailer failed");
+        return None;
+    }
+    // SAFETY: the kernel returned a new pidfd (close-on-exec) nothing else owns.
+    Some(unsafe { OwnedFd::from_raw_fd(fd as libc::c_int) })
 }

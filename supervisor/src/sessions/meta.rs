@@ -36,6 +36,14 @@ pub(super) struct Meta {
     /// Being closed: the next start finishes the job.
     #[serde(default)]
     pub closing: bool,
+    /// Made ahead of need for the warm pool and not yet given to anyone:
+    /// the next start removes it (its interpreter died with the old process).
+    #[serde(default)]
+    pub spare: bool,
+    /// Code ran in it: after a restart, its next call reports that its
+    /// interpreter was lost to the restart.
+    #[serde(default)]
+    pub ran: bool,
 }
 
 /// The metadata format this version writes.

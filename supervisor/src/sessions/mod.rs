@@ -31,7 +31,7 @@ pub use error::SessionError;
 pub use key::{SessionKey, KEY_FILE};
 pub use meta::is_valid_id;
 pub use session::Session;
-pub use store::SessionStore;
+pub use store::{SessionStore, Spare};
 
 use prims_policy::{Policy, SessionQuota};
 use std::time::Duration;

@@ -37,6 +37,7 @@ pub(super) fn open(state_dir: &Path, policy: &SessionPolicy) -> Result<Arc<Share
             live: HashMap::new(),
             closing: HashMap::new(),
             creating: 0,
+            spares: 0,
             uids: UidPool::default(),
         }),
     };
@@ -100,6 +101,11 @@ fn load(sh: &Shared) -> Result<(), SessionError> {
         let s = |m| Arc::new(Session::from_meta(&sh.dir, m));
         if m.closing {
             finish_closing(sh, &mut inner, s(m));
+            continue;
+        }
+        if m.spare {
+            tracing::info!(session = %name, "removing a spare left by the last run of the pool");
+            remove(sh, &mut inner, name);
             continue;
         }
         if m.disk_quota > 0 {

@@ -30,6 +30,9 @@ pub struct Session {
     pub disk_quota: u64,
     pub(super) state: Mutex<State>,
     pub(super) closed: AtomicBool,
+    /// Loaded at start-up with code run before: its interpreter was lost
+    /// to the restart.
+    pub ran_before_restart: bool,
 }
 
 #[derive(Debug)]
@@ -41,6 +44,7 @@ pub(super) struct State {
 
 impl Session {
     pub(super) fn from_meta(dir: &Path, meta: Meta) -> Session {
+        let ran_before_restart = meta.ran;
         Session {
             name: meta.name.clone(),
             tenant: meta.tenant.clone(),
@@ -54,6 +58,7 @@ impl Session {
                 persisted: Instant::now(),
             }),
             closed: AtomicBool::new(false),
+            ran_before_restart,
         }
     }
 
@@ -119,13 +124,14 @@ pub(super) fn check_tenant(t: &str) -> Result<(), SessionError> {
 
 /// Makes the files of a new session; returns its id and the session. On
 /// failure, the name to clean up once its directory exists (never the name
-/// of a directory we did not create).
+/// of a directory we did not create). A `spare` has no tenant yet.
 pub(super) fn build(
     dir: &Path,
     key: &SessionKey,
     uid: u32,
     policy: &SessionPolicy,
     tenant: Option<String>,
+    spare: bool,
 ) -> Result<(String, Session), (Option<String>, SessionError)> {
     let id = meta::new_id().map_err(|e| (None, e))?;
     let name = key.name_of(&id);
@@ -152,6 +158,8 @@ pub(super) fn build(
         run_in_flight: false,
         last_run_lost: false,
         closing: false,
+        spare,
+        ran: false,
     };
     meta::write(dir, &m, meta::Durability::Durable).map_err(fail)?;
     let s = Session::from_meta(dir, m);

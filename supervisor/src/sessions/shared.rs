@@ -28,6 +28,8 @@ pub(super) struct Inner {
     /// lock, or removal failed): their uids stay taken.
     pub closing: HashMap<String, Arc<Session>>,
     pub creating: usize,
+    /// Spares made for the warm pool and not yet adopted or discarded.
+    pub spares: usize,
     pub uids: UidPool,
 }
 

@@ -37,11 +37,70 @@ impl SessionStore {
         if let Some(t) = &tenant {
             super::session::check_tenant(t)?;
         }
+        let (id, session) = self.make(tenant, false)?;
+        let info = session.info(&id);
+        lock(&self.shared.inner)
+            .live
+            .insert(session.name.clone(), Arc::new(session));
+        Ok(info)
+    }
+
+    /// A session made ahead of need for the warm pool: its workspace and
+    /// uid exist and count against `max_sessions`, but it has no tenant,
+    /// nobody knows its id, and a restart removes it. Hand it out with
+    /// [`SessionStore::adopt`], or give it up with [`SessionStore::discard`].
+    pub fn create_spare(&self) -> Result<Spare, SessionError> {
+        let (id, session) = self.make(None, true)?;
+        lock(&self.shared.inner).spares += 1;
+        Ok(Spare { id, session })
+    }
+
+    /// Makes `spare` a live session of `tenant`.
+    pub fn adopt(&self, spare: Spare, tenant: Option<String>) -> Result<SessionInfo, SessionError> {
+        if let Some(t) = &tenant {
+            super::session::check_tenant(t)?;
+        }
+        let sh = &self.shared;
+        let Spare { id, session } = spare;
+        let adopted = session.update(&sh.dir, meta::Durability::Atomic, |m| {
+            m.spare = false;
+            m.tenant = tenant;
+            m.last_used = unix_secs(SystemTime::now());
+        });
+        if let Err(e) = adopted {
+            self.discard(Spare { id, session });
+            return Err(e);
+        }
+        let m = lock(&session.state).meta.clone();
+        let s = Session::from_meta(&sh.dir, m);
+        let info = s.info(&id);
+        let mut inner = lock(&sh.inner);
+        inner.spares -= 1;
+        inner.live.insert(s.name.clone(), Arc::new(s));
+        Ok(info)
+    }
+
+    /// Removes a spare's files and frees its uid.
+    pub fn discard(&self, spare: Spare) {
+        let sh = &self.shared;
+        let s = spare.session;
+        let removed = layout::teardown(&sh.dir, &s.name);
+        let mut inner = lock(&sh.inner);
+        inner.spares -= 1;
+        match removed {
+            Ok(()) => inner.uids.release(s.host_uid),
+            Err(e) => tracing::error!(session = %s.name, error = %e,
+                "could not remove a spare; its uid stays out of use until the next start"),
+        }
+    }
+
+    /// The files of a new session, counted while they are made.
+    fn make(&self, tenant: Option<String>, spare: bool) -> Result<(String, Session), SessionError> {
         let sh = &self.shared;
         let (policy, uid) = {
             let mut inner = lock(&sh.inner);
             let max = inner.policy.max_sessions;
-            if inner.live.len() + inner.creating >= max {
+            if inner.live.len() + inner.creating + inner.spares >= max {
                 return Err(SessionError::TooMany(max));
             }
             let (base, count) = (inner.policy.uid_base, inner.policy.uid_count);
@@ -57,18 +116,13 @@ impl SessionStore {
             (inner.policy.clone(), uid)
         };
         let started = Instant::now();
-        let result =
-            super::session::build(&sh.dir, &sh.key, uid, &policy, tenant).map(|(id, s)| {
-                let info = s.info(&id);
-                (s, info)
-            });
+        let result = super::session::build(&sh.dir, &sh.key, uid, &policy, tenant, spare);
         let mut inner = lock(&sh.inner);
         inner.creating -= 1;
         match result {
-            Ok((session, info)) => {
-                tracing::info!(session = %session.name, uid, ms = started.elapsed().as_millis() as u64, "session created");
-                inner.live.insert(session.name.clone(), Arc::new(session));
-                Ok(info)
+            Ok((id, session)) => {
+                tracing::info!(session = %session.name, uid, spare, ms = started.elapsed().as_millis() as u64, "session created");
+                Ok((id, session))
             }
             Err((None, e)) => {
                 inner.uids.release(uid);
@@ -174,6 +228,7 @@ impl SessionStore {
         s.update(&self.shared.dir, meta::Durability::Atomic, |m| {
             m.run_in_flight = true;
             m.last_run_lost = false;
+            m.ran = true;
         })
     }
 
@@ -255,4 +310,26 @@ fn room_for(dir: &Path, policy: &SessionPolicy, creating: usize) -> Result<(), S
         });
     }
     Ok(())
+}
+
+/// A session made for the warm pool; see [`SessionStore::create_spare`].
+#[derive(Debug)]
+pub struct Spare {
+    id: String,
+    session: Session,
+}
+
+impl Spare {
+    /// What files and logs call it.
+    pub fn name(&self) -> &str {
+        &self.session.name
+    }
+
+    pub fn workspace(&self) -> &Path {
+        &self.session.workspace
+    }
+
+    pub fn host_uid(&self) -> u32 {
+        self.session.host_uid
+    }
 }

@@ -51,6 +51,15 @@ pub fn run_reply(stdout: &[u8]) -> RunReply {
         stderr_truncated: false,
         files: Vec::new(),
         env_built: false,
+        interpreter: prims_protocol::wire::Interpreter {
+            state: prims_protocol::wire::InterpreterState::Kept,
+            reason: None,
+            warm: false,
+            result: None,
+            result_truncated: false,
+            restored: Vec::new(),
+            not_restored: Vec::new(),
+        },
     }
 }
 
@@ -210,6 +219,7 @@ pub fn run(session: &str, code: &str) -> RequestBody {
         code: code.into(),
         requirements: Vec::new(),
         limits: Default::default(),
+        fresh: false,
     })
 }
 

@@ -1,0 +1,248 @@
+//! One call in a live interpreter: send the cell, follow it to the agent's
+//! `done`, enforce the call's time limits (interrupt first, kill after the
+//! grace period), and measure it from the cgroup, never from the agent.
+
+use super::channel::{CellDone, CellStatus, ChannelError, FromAgent, ToAgent};
+use super::live::Live;
+use super::output::new_marker;
+use super::pumps::{Captured, OutputTx};
+use prims_cgroup::{PeakMeter, Usage};
+use prims_protocol::jail::{JobLimits, Outcome, Status};
+use prims_protocol::wire::ResetReason;
+use std::os::fd::AsFd;
+use std::time::{Duration, Instant};
+use tokio::time::Instant as TokioInstant;
+
+/// How often CPU use is sampled while a cell runs.
+const CPU_TICK: Duration = Duration::from_millis(50);
+/// How long after `done` the end-of-cell markers may take to come through
+/// the pipes (they were written before `done` was sent).
+const MARKER_WAIT: Duration = Duration::from_millis(500);
+/// How long a dead interpreter's jailer may take to report how it ended.
+const EXIT_WAIT: Duration = Duration::from_secs(10);
+
+/// How a call ended, and whether its interpreter lives on.
+#[derive(Debug)]
+pub(crate) struct CellEnd {
+    pub outcome: Outcome,
+    pub stdout: Captured,
+    pub stderr: Captured,
+    pub result: Option<String>,
+    pub result_truncated: bool,
+    /// `None`: the interpreter lives on with its state. Otherwise it is
+    /// gone, and the next call reports this reason.
+    pub gone: Option<ResetReason>,
+    /// The caller cancelled the call.
+    pub cancelled: bool,
+}
+
+enum Ending {
+    /// The agent's answer, and which limit interrupted the code, if one did.
+    Done(CellDone, Option<&'static str>),
+    /// The interrupt did not stop the code within the grace period.
+    Killed,
+    Broken(ChannelError),
+    /// The channel ended: python is gone.
+    Died,
+    Cancelled,
+}
+
+/// Runs `code` as the next cell of `live` under `limits`.
+pub(super) async fn run(
+    live: &mut Live,
+    code: String,
+    limits: &JobLimits,
+    grace: Duration,
+    out: OutputTx,
+    cancel: &tokio_util::sync::CancellationToken,
+) -> CellEnd {
+    let started = Instant::now();
+    let marker = new_marker();
+    let cap = usize::try_from(limits.output_bytes).unwrap_or(usize::MAX);
+    live.stdout.begin(&marker, cap, out.clone());
+    live.stderr.begin(&marker, cap, out);
+    let peak: Option<PeakMeter> = live.cgroup.as_ref().and_then(|c| c.start_peak().ok());
+    let before = usage(live);
+    live.cells += 1;
+    let id = live.cells;
+    let ending = match live.writer.send(&ToAgent::Cell { id, code, marker }).await {
+        Err(e) => Ending::Broken(e),
+        Ok(()) => follow(live, id, limits, grace, cancel, started, before.cpu_ns).await,
+    };
+    let timed_out = live_timeout(&ending);
+    let marker_deadline = TokioInstant::now() + MARKER_WAIT;
+    if matches!(ending, Ending::Done(..)) {
+        live.stdout.wait_marker(marker_deadline).await;
+        live.stderr.wait_marker(marker_deadline).await;
+    }
+    let after = usage(live);
+    let mut end = CellEnd {
+        outcome: Outcome {
+            wall_ms: started.elapsed().as_millis() as u64,
+            cpu_ms: after
+                .cpu_ns
+                .zip(before.cpu_ns)
+                .map_or(0, |(a, b)| a.saturating_sub(b) / 1_000_000),
+            memory_peak_bytes: peak.as_ref().and_then(|p| p.read().ok().flatten()),
+            oom_killed: after.oom_kills > before.oom_kills,
+            enforced: live.enforced.clone(),
+            ..Default::default()
+        },
+        stdout: Captured::default(),
+        stderr: Captured::default(),
+        result: None,
+        result_truncated: false,
+        gone: None,
+        cancelled: false,
+    };
+    match ending {
+        Ending::Done(d, _) => {
+            end.outcome.exit_code = d.exit_code;
+            end.outcome.status = match d.status {
+                _ if timed_out.is_some() => Status::Timeout,
+                CellStatus::Ok => Status::Ok,
+                CellStatus::Error => Status::Error,
+                CellStatus::Exit => Status::Exit,
+            };
+            end.outcome.timeout_kind = timed_out.map(str::to_string);
+            end.result = d.result;
+            end.result_truncated = d.result_truncated;
+        }
+        Ending::Killed => {
+            end.outcome.status = Status::Timeout;
+            end.outcome.timeout_kind = timed_out.map(str::to_string);
+            end.outcome.signal = Some(libc::SIGKILL);
+            end.gone = Some(ResetReason::TimedOut);
+        }
+        Ending::Broken(e) => {
+            live.kill();
+            tracing::warn!(job = %live.job, error = %e, "an interpreter's channel broke; killed it");
+            end.outcome.status = Status::Error;
+            end.gone = Some(ResetReason::ChannelBroken);
+            note(
+                &mut end,
+                format!(
+                    "\n[prims] The interpreter's channel to the server was broken ({e}); \
+                 the interpreter was stopped and the next call starts a new one.\n"
+                ),
+            );
+        }
+        Ending::Died => died(live, &mut end).await,
+        Ending::Cancelled => {
+            live.kill();
+            end.cancelled = true;
+            end.gone = Some(ResetReason::Cancelled);
+        }
+    }
+    if end.outcome.oom_killed && end.gone.is_none() && end.outcome.status != Status::Timeout {
+        // A child of the code was killed for memory; the interpreter lives.
+        end.outcome.status = Status::Oom;
+    }
+    end.stdout = live.stdout.end();
+    end.stderr = live.stderr.end();
+    end
+}
+
+/// Appends a note from the server to the call's stderr.
+fn note(end: &mut CellEnd, text: String) {
+    end.stderr.bytes.extend_from_slice(text.as_bytes());
+}
+
+fn live_timeout(e: &Ending) -> Option<&'static str> {
+    match e {
+        Ending::Done(_, kind) => *kind,
+        Ending::Killed => Some("wall"),
+        _ => None,
+    }
+}
+
+fn usage(live: &Live) -> Usage {
+    live.cgroup
+        .as_ref()
+        .and_then(|c| c.usage().ok())
+        .unwrap_or_default()
+}
+
+/// Waits for the cell's `done`, interrupting at the time limits.
+async fn follow(
+    live: &mut Live,
+    id: u64,
+    limits: &JobLimits,
+    grace: Duration,
+    cancel: &tokio_util::sync::CancellationToken,
+    started: Instant,
+    cpu_start: Option<u64>,
+) -> Ending {
+    let wall = TokioInstant::from_std(started) + Duration::from_millis(limits.wall_time_ms);
+    let cpu_limit_ns = limits.cpu_time_ms.saturating_mul(1_000_000);
+    let sample_cpu = cpu_start.is_some();
+    let mut tick = tokio::time::interval(CPU_TICK);
+    let mut interrupted: Option<(&'static str, TokioInstant)> = None;
+    loop {
+        let kill_at = interrupted.map(|(_, at)| at);
+        tokio::select! {
+            m = live.rx.recv() => match m {
+                Some(Ok(FromAgent::Done(d))) if d.id == id => {
+                    return Ending::Done(d, interrupted.map(|(kind, _)| kind));
+                }
+                Some(Ok(other)) => return Ending::Broken(ChannelError::Malformed(
+                    format!("expected done for cell {id}, got {}", other.op()),
+                )),
+                Some(Err(ChannelError::Closed)) | None => return Ending::Died,
+                Some(Err(e)) => return Ending::Broken(e),
+            },
+            _ = tokio::time::sleep_until(wall), if interrupted.is_none() => {
+                interrupted = Some(("wall", interrupt(live, grace)));
+            }
+            _ = tick.tick(), if sample_cpu && interrupted.is_none() => {
+                let used = usage(live).cpu_ns.zip(cpu_start).map(|(a, b)| a.saturating_sub(b));
+                if used.is_some_and(|ns| ns >= cpu_limit_ns) {
+                    interrupted = Some(("cpu", interrupt(live, grace)));
+                }
+            }
+            _ = tokio::time::sleep_until(kill_at.unwrap_or(wall)), if kill_at.is_some() => {
+                live.kill();
+                return Ending::Killed;
+            }
+            _ = cancel.cancelled() => return Ending::Cancelled,
+        }
+    }
+}
+
+/// Sends python SIGINT (KeyboardInterrupt); returns when to give up on it.
+fn interrupt(live: &Live, grace: Duration) -> TokioInstant {
+    if let Err(e) = crate::job::send_sigint(live.python.as_fd()) {
+        tracing::warn!(job = %live.job, error = %e, "could not interrupt an interpreter");
+    }
+    TokioInstant::now() + grace
+}
+
+/// python died during the cell: the jailer's outcome says how.
+async fn died(live: &mut Live, end: &mut CellEnd) {
+    let outcome = tokio::time::timeout(EXIT_WAIT, &mut live.exit).await;
+    let Ok(Ok(o)) = outcome else {
+        live.kill();
+        end.outcome.status = Status::Signal;
+        end.gone = Some(ResetReason::CodeExited);
+        return;
+    };
+    end.outcome.exit_code = o.exit_code;
+    end.outcome.signal = o.signal;
+    end.outcome.oom_killed |= o.oom_killed;
+    let (status, reason) = match o.status {
+        _ if end.outcome.oom_killed => (Status::Oom, ResetReason::OutOfMemory),
+        Status::Oom => (Status::Oom, ResetReason::OutOfMemory),
+        Status::Timeout => (Status::Timeout, ResetReason::TimedOut),
+        Status::Ok | Status::Exit | Status::Error => (
+            if o.exit_code == Some(0) {
+                Status::Ok
+            } else {
+                Status::Exit
+            },
+            ResetReason::CodeExited,
+        ),
+        Status::Signal | Status::SetupError => (Status::Signal, ResetReason::CodeExited),
+    };
+    end.outcome.status = status;
+    end.gone = Some(reason);
+}

@@ -1,0 +1,115 @@
+//! One running interpreter: its jail, the agent's channel, the output
+//! pumps, python's pidfd and the job cgroup. It belongs to one session (or
+//! waits in the pool for one) for its whole life.
+
+use super::channel::{AgentWriter, ChannelError, FromAgent, Named, ToAgent};
+use super::pumps::Pump;
+use crate::envs::EnvLease;
+use crate::job::JailKiller;
+use prims_cgroup::JobCgroup;
+use prims_protocol::jail::{Enforced, Outcome};
+use std::os::fd::OwnedFd;
+use std::time::Duration;
+use tokio::sync::{mpsc, oneshot};
+
+/// How long a save or restore of globals may take inside the jail.
+const STATE_DEADLINE: Duration = Duration::from_secs(30);
+/// Where the agent saves globals, inside the jail.
+pub(super) const STATE_FILE: &str = "/workspace/.prims/state.pickle";
+
+#[derive(Debug)]
+pub(super) struct Live {
+    /// The environment it runs in (its cache key), and the lease that keeps
+    /// it from being collected meanwhile.
+    pub env_key: String,
+    pub _lease: Option<EnvLease>,
+    pub kill: JailKiller,
+    /// The jailer's outcome, once it exited.
+    pub exit: oneshot::Receiver<Outcome>,
+    pub writer: AgentWriter,
+    pub rx: mpsc::Receiver<Result<FromAgent, ChannelError>>,
+    pub stdout: Pump,
+    pub stderr: Pump,
+    /// python, pid 2 of the jail: where interrupts go.
+    pub python: OwnedFd,
+    pub cgroup: Option<Box<dyn JobCgroup>>,
+    pub enforced: Enforced,
+    /// Cells run so far; 0 means no user code ever ran in it.
+    pub cells: u64,
+    /// It came from the warm pool.
+    pub warm: bool,
+    pub job: String,
+}
+
+/// Globals carried over a stop: what was saved, or restored, and what not.
+#[derive(Debug, Default, Clone)]
+pub(super) struct Carried {
+    pub names: Vec<String>,
+    pub missed: Vec<Named>,
+}
+
+impl Live {
+    /// Kills the jail: the jailer dies, and the init's parent-death signal
+    /// takes every process of the jail with it.
+    pub fn kill(&self) {
+        self.kill.kill();
+    }
+
+    /// Its jail has not ended.
+    pub fn is_alive(&mut self) -> bool {
+        matches!(
+            self.exit.try_recv(),
+            Err(oneshot::error::TryRecvError::Empty)
+        )
+    }
+
+    /// Memory the job holds now, as its cgroup counts it.
+    pub fn memory_bytes(&self) -> Option<u64> {
+        self.cgroup
+            .as_ref()
+            .and_then(|c| c.usage().ok())
+            .and_then(|u| u.memory_current_bytes)
+    }
+
+    /// Asks the agent to pickle its globals into the workspace; the caller
+    /// kills the jail afterwards either way.
+    pub async fn save(&mut self) -> Result<Carried, String> {
+        let path = STATE_FILE.to_string();
+        match self.ask(ToAgent::Save { path }).await? {
+            FromAgent::Saved { saved, skipped } => Ok(Carried {
+                names: saved,
+                missed: skipped,
+            }),
+            other => Err(format!("unexpected answer to save: {}", other.op())),
+        }
+    }
+
+    /// Asks the agent to load what a stopped interpreter saved.
+    pub async fn restore(&mut self) -> Result<Carried, String> {
+        let path = STATE_FILE.to_string();
+        match self.ask(ToAgent::Restore { path }).await? {
+            FromAgent::Restored { restored, failed } => Ok(Carried {
+                names: restored,
+                missed: failed,
+            }),
+            other => Err(format!("unexpected answer to restore: {}", other.op())),
+        }
+    }
+
+    async fn ask(&mut self, msg: ToAgent) -> Result<FromAgent, String> {
+        self.writer.send(&msg).await.map_err(|e| e.to_string())?;
+        match tokio::time::timeout(STATE_DEADLINE, self.rx.recv()).await {
+            Err(_) => Err(format!("no answer within {} s", STATE_DEADLINE.as_secs())),
+            Ok(None) => Err("the interpreter ended".into()),
+            Ok(Some(Err(e))) => Err(e.to_string()),
+            Ok(Some(Ok(m))) => Ok(m),
+        }
+    }
+}
+
+impl Drop for Live {
+    fn drop(&mut self) {
+        // A dropped interpreter never lingers: its jail goes with it.
+        self.kill.kill();
+    }
+}

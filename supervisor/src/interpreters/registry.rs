@@ -1,0 +1,436 @@
+//! Every live interpreter, by session: which call gets which interpreter,
+//! the caps on how many live (least recently used stopped first), the idle
+//! stop, and the warm pool that new sessions take from.
+
+use super::cell::{self, CellEnd};
+use super::live::{Carried, Live};
+use super::pool::{Pool, Warm};
+use super::pumps::OutputTx;
+use super::slot::Slot;
+use super::start::{self, StartError, StartSpec};
+use crate::envs::{EnvLease, Envs};
+use crate::job::Jails;
+use crate::sessions::{Session, SessionStore};
+use prims_policy::Policy;
+use prims_protocol::wire::{
+    Interpreter, InterpreterState, NotRestored, ResetReason, RunRequest, SessionInfo,
+};
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
+
+/// Live interpreters and the warm pool.
+#[derive(Debug)]
+pub struct Interpreters {
+    jails: Jails,
+    /// The host python every environment points at.
+    interpreter: PathBuf,
+    slots: Mutex<HashMap<String, Arc<Slot>>>,
+    pool: Pool,
+    jobs: AtomicU64,
+}
+
+/// A call's result, with what happened to the interpreter.
+#[derive(Debug)]
+pub(crate) struct LiveRun {
+    pub end: CellEnd,
+    pub interpreter: Interpreter,
+}
+
+/// What `Interpreters::stats` reports.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct InterpreterStats {
+    pub live: u64,
+    pub memory_bytes: u64,
+    pub pool_ready: u64,
+    pub pool_memory_bytes: u64,
+}
+
+impl Interpreters {
+    pub(crate) fn new(jails: Jails, interpreter: PathBuf) -> Interpreters {
+        Interpreters {
+            jails,
+            interpreter,
+            slots: Mutex::default(),
+            pool: Pool::default(),
+            jobs: AtomicU64::new(0),
+        }
+    }
+
+    fn slots(&self) -> MutexGuard<'_, HashMap<String, Arc<Slot>>> {
+        self.slots.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn job_name(&self, session: &str) -> String {
+        format!(
+            "{}{}-i{}",
+            crate::daemon::JOB_PREFIX,
+            &session[..8.min(session.len())],
+            self.jobs.fetch_add(1, Ordering::Relaxed)
+        )
+    }
+
+    /// Runs `req` in the session's interpreter, starting one when it has
+    /// none (or must replace it), and reports which.
+    pub(crate) async fn run(
+        &self,
+        policy: &Policy,
+        session: &Session,
+        lease: EnvLease,
+        req: &RunRequest,
+        out: OutputTx,
+        cancel: &CancellationToken,
+    ) -> Result<LiveRun, StartError> {
+        let slot = self.slot(session);
+        let mut guard = slot.live.lock().await;
+        let mut reason = guard.as_mut().and_then(|live| {
+            if req.fresh {
+                Some(ResetReason::FreshRequested)
+            } else if live.env_key != lease.key {
+                Some(ResetReason::RequirementsChanged)
+            } else if !live.is_alive() {
+                Some(ResetReason::CodeExited)
+            } else {
+                None
+            }
+        });
+        if reason.is_some() {
+            *guard = None;
+            slot.meta().kill = None;
+        }
+        let mut carried = None;
+        let mut warm = guard.as_ref().is_some_and(|l| l.warm && l.cells == 0);
+        if guard.is_none() {
+            let pending = slot.meta().next_reason.take();
+            reason = reason.or(pending);
+            self.make_room(policy, session.tenant.as_deref(), &slot)
+                .await;
+            let limits = req.limits;
+            let spec = StartSpec {
+                name: self.job_name(&session.name),
+                interpreter: self.interpreter.clone(),
+                workspace: session.workspace.clone(),
+                host_uid: session.host_uid,
+                venv: lease.dir.clone(),
+                env_key: lease.key.clone(),
+                lease: Some(lease),
+                limits,
+                prewarm: Vec::new(),
+                warm: false,
+            };
+            let mut live = start::start(&self.jails, policy, spec).await?;
+            if slot.meta().saved {
+                slot.meta().saved = false;
+                carried = Some(live.restore().await);
+            }
+            slot.meta().kill = Some(live.kill.clone());
+            *guard = Some(live);
+            warm = false;
+        }
+        let first = {
+            let m = slot.meta();
+            m.cells == 0
+        };
+        let (state, reason) = if first && !session.ran_before_restart {
+            (InterpreterState::New, Some(ResetReason::FirstCall))
+        } else if first {
+            (InterpreterState::Reset, Some(ResetReason::ServerRestarted))
+        } else {
+            match reason {
+                Some(r) => (InterpreterState::Reset, Some(r)),
+                None => (InterpreterState::Kept, None),
+            }
+        };
+        let Some(live) = guard.as_mut() else {
+            return Err(StartError::NotReady("no interpreter".into()));
+        };
+        let limits = policy.job_limits(&req.limits);
+        let grace = policy.interpreters.interrupt_grace.0;
+        let end = cell::run(live, req.code.clone(), &limits, grace, out, cancel).await;
+        {
+            let mut m = slot.meta();
+            m.cells += 1;
+            m.last_used = Instant::now();
+            m.memory = live.memory_bytes().unwrap_or(m.memory);
+            if let Some(gone) = end.gone {
+                m.next_reason = Some(gone);
+                m.kill = None;
+            }
+        }
+        if end.gone.is_some() {
+            *guard = None;
+        }
+        let (restored, not_restored) = carried_report(carried);
+        Ok(LiveRun {
+            interpreter: Interpreter {
+                state,
+                reason,
+                warm,
+                result: end.result.clone(),
+                result_truncated: end.result_truncated,
+                restored,
+                not_restored,
+            },
+            end,
+        })
+    }
+
+    /// The session's slot, made on its first call.
+    fn slot(&self, session: &Session) -> Arc<Slot> {
+        self.slots()
+            .entry(session.name.clone())
+            .or_insert_with(|| Arc::new(Slot::new(session.tenant.clone(), None)))
+            .clone()
+    }
+
+    /// A new session for `tenant`, taken from the warm pool when one is
+    /// ready there: `None` when the pool is empty.
+    pub(crate) fn claim(
+        &self,
+        sessions: &SessionStore,
+        tenant: Option<String>,
+    ) -> Option<SessionInfo> {
+        let (warm, dead) = self.pool.take();
+        for d in dead {
+            tracing::warn!(job = %d.live.job, "a pooled interpreter had died; discarding it");
+            sessions.discard(d.spare);
+        }
+        let Warm { spare, live } = warm?;
+        start::promote(&live);
+        let name = spare.name().to_string();
+        match sessions.adopt(spare, tenant.clone()) {
+            Ok(info) => {
+                self.slots()
+                    .insert(name, Arc::new(Slot::new(tenant, Some(live))));
+                Some(info)
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "could not hand out a pooled session");
+                None
+            }
+        }
+    }
+
+    /// The session ended: its interpreter goes at once.
+    pub(crate) fn forget(&self, session: &str) {
+        if let Some(slot) = self.slots().remove(session) {
+            if let Some(k) = slot.meta().kill.take() {
+                k.kill();
+            }
+        }
+    }
+
+    /// Stops interpreters unused for `ttl`, saving their state.
+    pub(crate) async fn stop_idle(&self, ttl: Duration) {
+        let now = Instant::now();
+        let idle: Vec<Arc<Slot>> = self
+            .slots()
+            .values()
+            .filter(|s| s.is_live() && now.duration_since(s.meta().last_used) >= ttl)
+            .cloned()
+            .collect();
+        for slot in idle {
+            stop(&slot, ResetReason::StoppedIdle).await;
+        }
+    }
+
+    /// Below the caps before a new interpreter starts for `me`: stops the
+    /// least recently used idle ones (of the tenant first when the tenant
+    /// is at its own cap). A busy interpreter is never stopped, so the cap
+    /// can be passed while every one is running a call.
+    async fn make_room(&self, policy: &Policy, tenant: Option<&str>, me: &Arc<Slot>) {
+        let cfg = &policy.interpreters;
+        loop {
+            let live: Vec<Arc<Slot>> = self
+                .slots()
+                .values()
+                .filter(|s| s.is_live() && !Arc::ptr_eq(s, me))
+                .cloned()
+                .collect();
+            let mine = live
+                .iter()
+                .filter(|s| s.tenant.as_deref() == tenant)
+                .count();
+            let over_tenant = mine >= cfg.max_live_per_tenant as usize;
+            if live.len() < cfg.max_live as usize && !over_tenant {
+                return;
+            }
+            let mut candidates: Vec<(Instant, Arc<Slot>)> = live
+                .into_iter()
+                .filter(|s| !over_tenant || s.tenant.as_deref() == tenant)
+                .map(|s| {
+                    let t = s.meta().last_used;
+                    (t, s)
+                })
+                .collect();
+            candidates.sort_by_key(|(t, _)| *t);
+            let mut stopped = false;
+            for (_, slot) in candidates {
+                if stop(&slot, ResetReason::StoppedForRoom).await {
+                    stopped = true;
+                    break;
+                }
+            }
+            if !stopped {
+                tracing::warn!(
+                    "every live interpreter is busy; starting one past interpreters.max_live"
+                );
+                return;
+            }
+        }
+    }
+
+    /// Figures for `/metrics`.
+    pub(crate) fn stats(&self) -> InterpreterStats {
+        let slots: Vec<Arc<Slot>> = self.slots().values().cloned().collect();
+        let mut st = InterpreterStats {
+            pool_ready: self.pool.len() as u64,
+            pool_memory_bytes: self.pool.memory_bytes(),
+            ..Default::default()
+        };
+        for s in slots.iter().filter(|s| s.is_live()) {
+            st.live += 1;
+            let now = s
+                .live
+                .try_lock()
+                .ok()
+                .and_then(|g| g.as_ref().and_then(Live::memory_bytes));
+            let mut m = s.meta();
+            if let Some(b) = now {
+                m.memory = b;
+            }
+            st.memory_bytes += m.memory;
+        }
+        st
+    }
+
+    /// Keeps the pool at `interpreters.pool_size` warm sessions, one start
+    /// at a time, until `shutdown`.
+    pub(crate) async fn keep_pool(
+        self: Arc<Self>,
+        envs: Arc<Envs>,
+        sessions: Arc<SessionStore>,
+        policy: impl Fn() -> Arc<Policy>,
+        shutdown: CancellationToken,
+    ) {
+        loop {
+            let p = policy();
+            let size = p.interpreters.pool_size as usize;
+            for w in self.pool.trim(size) {
+                discard(&sessions, w).await;
+            }
+            if self.pool.len() < size {
+                match self.warm_one(&p, &envs, &sessions).await {
+                    Ok(w) => {
+                        self.pool.put(w);
+                        continue;
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "could not start a pooled interpreter; retrying in 10 s");
+                        tokio::select! {
+                            _ = tokio::time::sleep(Duration::from_secs(10)) => continue,
+                            _ = shutdown.cancelled() => return,
+                        }
+                    }
+                }
+            }
+            tokio::select! {
+                _ = self.pool.wake.notified() => {}
+                _ = tokio::time::sleep(Duration::from_secs(30)) => {}
+                _ = shutdown.cancelled() => return,
+            }
+        }
+    }
+
+    async fn warm_one(
+        &self,
+        policy: &Policy,
+        envs: &Envs,
+        sessions: &Arc<SessionStore>,
+    ) -> Result<Warm, String> {
+        let lease = envs
+            .ensure(&[], &|_| {})
+            .await
+            .map_err(|e| format!("the base environment: {e}"))?;
+        let store = sessions.clone();
+        let spare = tokio::task::spawn_blocking(move || store.create_spare())
+            .await
+            .map_err(|e| e.to_string())?
+            .map_err(|e| format!("a spare session: {e}"))?;
+        let spec = StartSpec {
+            name: self.job_name(spare.name()),
+            interpreter: self.interpreter.clone(),
+            workspace: spare.workspace().to_path_buf(),
+            host_uid: spare.host_uid(),
+            venv: lease.dir.clone(),
+            env_key: lease.key.clone(),
+            lease: Some(lease),
+            limits: Default::default(),
+            prewarm: policy.python.prewarm_imports.clone(),
+            warm: true,
+        };
+        match start::start(&self.jails, policy, spec).await {
+            Ok(live) => Ok(Warm { spare, live }),
+            Err(e) => {
+                let store = sessions.clone();
+                let _ = tokio::task::spawn_blocking(move || store.discard(spare)).await;
+                Err(e.to_string())
+            }
+        }
+    }
+}
+
+/// Stops the slot's interpreter if it is idle (its lock is free): saves
+/// what of its globals can be pickled, then kills it. False when busy.
+async fn stop(slot: &Slot, reason: ResetReason) -> bool {
+    let Ok(mut guard) = slot.live.try_lock() else {
+        return false;
+    };
+    let Some(mut live) = guard.take() else {
+        return false;
+    };
+    let saved = if live.cells > 0 {
+        live.save().await
+    } else {
+        Ok(Carried::default())
+    };
+    tracing::info!(job = %live.job, ?reason, saved = ?saved.as_ref().map(|c| c.names.len()), "stopping an interpreter");
+    drop(live);
+    let mut m = slot.meta();
+    m.kill = None;
+    m.saved = matches!(&saved, Ok(c) if !c.names.is_empty() || !c.missed.is_empty());
+    m.next_reason = Some(reason);
+    true
+}
+
+async fn discard(sessions: &Arc<SessionStore>, w: Warm) {
+    drop(w.live);
+    let store = sessions.clone();
+    let _ = tokio::task::spawn_blocking(move || store.discard(w.spare)).await;
+}
+
+fn carried_report(c: Option<Result<Carried, String>>) -> (Vec<String>, Vec<NotRestored>) {
+    match c {
+        None => (Vec::new(), Vec::new()),
+        Some(Ok(c)) => (
+            c.names,
+            c.missed
+                .into_iter()
+                .map(|n| NotRestored {
+                    name: n.name,
+                    why: n.why,
+                })
+                .collect(),
+        ),
+        Some(Err(e)) => (
+            Vec::new(),
+            vec![NotRestored {
+                name: "*".into(),
+                why: format!("the saved state could not be restored: {e}"),
+            }],
+        ),
+    }
+}

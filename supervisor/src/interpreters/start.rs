@@ -1,0 +1,194 @@
+//! Starting an interpreter: the jail of a session's workspace running the
+//! agent, up to the agent's `ready`.
+
+use super::agent::{AGENT_SOURCE, PREWARM_ENV};
+use super::channel::{self, FromAgent, Named};
+use super::enforced::enforced;
+use super::live::Live;
+use super::pumps::Pump;
+use crate::envs::EnvLease;
+use crate::job::{Jails, PythonJob, Stream};
+use prims_cgroup::CpuPriority;
+use prims_policy::Policy;
+use prims_protocol::jail::{CgroupBackend, LimitRequest};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+/// How long an agent may take to start and import `python.prewarm_imports`
+/// (a cold pandas import on a busy host, at idle priority for the pool).
+const READY_DEADLINE: Duration = Duration::from_secs(120);
+/// An interpreter's jail ends after this long whatever happens; the
+/// supervisor enforces each call's own limits.
+const LIFETIME_MS: u64 = 24 * 3600 * 1000;
+
+/// Where and how to start one interpreter.
+pub(super) struct StartSpec {
+    pub name: String,
+    pub interpreter: PathBuf,
+    pub workspace: PathBuf,
+    pub host_uid: u32,
+    /// The environment's venv, and the lease that keeps it from being
+    /// collected while the interpreter lives (none for `prims run`).
+    pub venv: PathBuf,
+    pub env_key: String,
+    pub lease: Option<EnvLease>,
+    /// The limits of the call that starts it (memory and pids hold for its
+    /// life; time limits are per call).
+    pub limits: LimitRequest,
+    /// For the pool: import these first, at idle CPU priority.
+    pub prewarm: Vec<String>,
+    pub warm: bool,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum StartError {
+    #[error("creating the interpreter's channel: {0}")]
+    Channel(#[source] std::io::Error),
+    #[error("starting the jail: {0}")]
+    Spawn(String),
+    #[error("the interpreter did not start: {0}")]
+    NotReady(String),
+}
+
+/// Starts an interpreter and waits for its agent's `ready`. Prewarm
+/// imports that fail are logged; the interpreter still serves.
+pub(super) async fn start(
+    jails: &Jails,
+    policy: &Policy,
+    s: StartSpec,
+) -> Result<Live, StartError> {
+    let t0 = Instant::now();
+    let mut spec = jails.python_spec(
+        policy,
+        &s.name,
+        PythonJob {
+            code: AGENT_SOURCE.to_string(),
+            limits: s.limits,
+            interpreter: s.interpreter.clone(),
+            venv: s.venv.clone(),
+            workspace: s.workspace.clone(),
+            host_uid: s.host_uid,
+        },
+    );
+    spec.limits.wall_time_ms = LIFETIME_MS;
+    spec.limits.cpu_time_ms = LIFETIME_MS;
+    spec.cpu_idle = s.warm;
+    if !s.prewarm.is_empty() {
+        spec.env
+            .push(format!("{PREWARM_ENV}={}", s.prewarm.join(",")));
+    }
+    let (writer, mut rx, theirs) = channel::pair().map_err(StartError::Channel)?;
+    let jails2 = jails.clone();
+    let spec2 = spec.clone();
+    let mut spawned = tokio::task::spawn_blocking(move || jails2.spawn(&spec2, theirs))
+        .await
+        .map_err(|e| StartError::Spawn(e.to_string()))?
+        .map_err(|e| StartError::Spawn(e.to_string()))?;
+    let kill = spawned.killer();
+    let pumps = (|| {
+        let out = spawned
+            .take_stdout()
+            .ok_or_else(|| std::io::Error::other("no stdout"))?;
+        let err = spawned
+            .take_stderr()
+            .ok_or_else(|| std::io::Error::other("no stderr"))?;
+        Ok::<_, std::io::Error>((
+            Pump::start(Stream::Stdout, out)?,
+            Pump::start(Stream::Stderr, err)?,
+        ))
+    })();
+    let jailer_pid = spawned.pid();
+    let (exit_tx, exit) = tokio::sync::oneshot::channel();
+    tokio::task::spawn_blocking(move || {
+        let _ = exit_tx.send(spawned.wait());
+    });
+    let (stdout, stderr) = match pumps {
+        Ok(p) => p,
+        Err(e) => {
+            kill.kill();
+            return Err(StartError::Spawn(format!("reading the jail's output: {e}")));
+        }
+    };
+    let mut live_exit = exit;
+    let ready = tokio::select! {
+        m = tokio::time::timeout(READY_DEADLINE, rx.recv()) => m,
+        o = &mut live_exit => {
+            kill.kill();
+            let why = match o {
+                Ok(o) => o.setup_error.map_or_else(|| format!("the jail ended ({:?})", o.status), |e| e.to_string()),
+                Err(_) => "the jailer vanished".to_string(),
+            };
+            return Err(StartError::NotReady(why));
+        }
+    };
+    let fail = |why: String| {
+        kill.kill();
+        Err(StartError::NotReady(why))
+    };
+    match ready {
+        Err(_) => return fail(format!("no ready within {} s", READY_DEADLINE.as_secs())),
+        Ok(None) => return fail("the agent ended before it was ready".into()),
+        Ok(Some(Err(e))) => return fail(format!("the agent's channel: {e}")),
+        Ok(Some(Ok(FromAgent::Ready {
+            python,
+            imported,
+            failed,
+            import_ms,
+        }))) => {
+            log_failed_imports(&s.name, &failed);
+            tracing::debug!(job = %s.name, python, ?imported, import_ms, ms = t0.elapsed().as_millis() as u64, "interpreter ready");
+        }
+        Ok(Some(Ok(_))) => return fail("the agent's first message was not ready".into()),
+    }
+    let python = match crate::job::python_pidfd(jailer_pid) {
+        Ok(fd) => fd,
+        Err(e) => return fail(format!("finding the jail's python: {e}")),
+    };
+    let cgroup = match open_cgroup(jails, &s.name, s.warm) {
+        Ok(c) => c,
+        Err(e) => return fail(format!("opening the job cgroup: {e}")),
+    };
+    Ok(Live {
+        env_key: s.env_key,
+        _lease: s.lease,
+        kill,
+        exit: live_exit,
+        writer,
+        rx,
+        stdout,
+        stderr,
+        python,
+        enforced: enforced(&spec, cgroup.is_some()),
+        cgroup,
+        cells: 0,
+        warm: s.warm,
+        job: s.name,
+    })
+}
+
+fn log_failed_imports(job: &str, failed: &[Named]) {
+    for f in failed {
+        tracing::warn!(job, module = %f.name, why = %f.why, "a prewarm import failed");
+    }
+}
+
+fn open_cgroup(
+    jails: &Jails,
+    name: &str,
+    _warm: bool,
+) -> Result<Option<Box<dyn prims_cgroup::JobCgroup>>, prims_cgroup::CgroupError> {
+    if jails.parents.backend == CgroupBackend::None {
+        return Ok(None);
+    }
+    let cg = crate::job::manager(&jails.parents)?.open_job(name)?;
+    Ok(Some(cg))
+}
+
+/// A claimed pool interpreter competes for CPU like any run from now on.
+pub(super) fn promote(live: &Live) {
+    if let Some(cg) = &live.cgroup {
+        if let Err(e) = cg.set_cpu_priority(CpuPriority::Normal) {
+            tracing::warn!(job = %live.job, error = %e, "could not raise a claimed interpreter's CPU priority");
+        }
+    }
+}
