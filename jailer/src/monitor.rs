@@ -11,8 +11,19 @@ use prims_protocol::jail::{CgroupBackend, Enforced, Enforcement, JobSpec, Outcom
 use std::os::fd::BorrowedFd;
 use std::time::{Duration, Instant};
 
-/// How often CPU use is sampled from the cgroup while a job runs.
+/// How often CPU use is sampled from the cgroup while a job runs, at most.
 const CPU_TICK: Duration = Duration::from_millis(50);
+/// The longest gap between samples: a live interpreter's lifetime budget is
+/// hours of CPU, and sampling it every 50 ms would cost every idle one.
+const CPU_TICK_MAX: Duration = Duration::from_secs(30);
+
+/// When to sample next: the job cannot use `left_ns` of CPU sooner than
+/// `left_ns / cores` of wall time, so half of that is early enough.
+fn cpu_tick(left_ns: u64, cpu_millis: u64) -> Duration {
+    let cores = (cpu_millis / 1000).max(1);
+    let soonest = Duration::from_nanos(left_ns / cores / 2);
+    soonest.clamp(CPU_TICK, CPU_TICK_MAX)
+}
 
 pub struct Watch {
     timed_out: Option<&'static str>,
@@ -37,12 +48,17 @@ pub fn watch(
     let cpu_limit_ns = spec.limits.cpu_time_ms.saturating_mul(1_000_000);
     let sample_cpu = cpu_ns(cgroup).is_some();
     let mut timed_out = None;
+    let mut cpu_left = cpu_limit_ns;
     loop {
         let elapsed = start.elapsed();
         if elapsed >= wall {
             timed_out = Some("wall");
-        } else if sample_cpu && cpu_ns(cgroup).is_some_and(|ns| ns >= cpu_limit_ns) {
-            timed_out = Some("cpu");
+        } else if sample_cpu {
+            let used = cpu_ns(cgroup).unwrap_or(0);
+            cpu_left = cpu_limit_ns.saturating_sub(used);
+            if cpu_left == 0 {
+                timed_out = Some("cpu");
+            }
         }
         if timed_out.is_some() {
             // Killing pid 1 of the namespace kills every process in it.
@@ -54,7 +70,7 @@ pub fn watch(
         }
         let mut wait = wall - elapsed;
         if sample_cpu {
-            wait = wait.min(CPU_TICK);
+            wait = wait.min(cpu_tick(cpu_left, spec.limits.cpu_millis));
         }
         let ms = wait.as_millis().clamp(1, i32::MAX as u128) as i32;
         let mut fds = [PollFd::new(pidfd, PollFlags::POLLIN)];
@@ -188,4 +204,23 @@ pub fn outcome(
         _ => Status::Exit,
     };
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_ticks_stretch_with_the_budget_left() {
+        // A run's 20 s budget nearly spent: the next sample comes at once.
+        assert_eq!(cpu_tick(10_000_000, 1000), CPU_TICK);
+        // 2 s left on one core: a sample a second from now is early enough.
+        assert_eq!(cpu_tick(2_000_000_000, 1000), Duration::from_secs(1));
+        // Two cores halve it.
+        assert_eq!(cpu_tick(2_000_000_000, 2000), Duration::from_millis(500));
+        // A day of budget: no more often than every 30 s.
+        assert_eq!(cpu_tick(86_400_000_000_000, 1000), CPU_TICK_MAX);
+        // cpu_millis below one core counts as one core (it is slower, not faster).
+        assert_eq!(cpu_tick(2_000_000_000, 10), Duration::from_secs(1));
+    }
 }

@@ -204,7 +204,11 @@ async fn output_streams_as_progress_before_the_result() {
 /// Start a sleeping run through `c`, cancel it once its jail is up, and
 /// check that no process of it survives a moment later.
 async fn cancel_kills(stack: &Stack, c: &support::client::Mcp, marker: &str) {
-    let code = format!("# {marker}\nimport time\nprint('started', flush=True)\ntime.sleep(50)\n");
+    // The interpreter's command line is the agent's: a child of the code
+    // carries the marker in its own.
+    let code = format!(
+        "import subprocess, time\nsubprocess.Popen(['sh', '-c', 'sleep 50 # {marker}'])\nprint('started', flush=True)\ntime.sleep(50)\n"
+    );
     let handle = c
         .send_cancellable_request(
             ClientRequest::CallToolRequest(Request::new(params(

@@ -285,6 +285,9 @@ pub enum ResetReason {
     FreshRequested,
     /// The run's requirements (or interpreter) differ from the last run's.
     RequirementsChanged,
+    /// The run's memory or process limit differs from the one the
+    /// interpreter was started with, which holds for its whole life.
+    LimitsChanged,
     /// The previous run timed out and did not stop when interrupted.
     TimedOut,
     OutOfMemory,

@@ -106,7 +106,12 @@ async fn another_local_user_finds_no_live_session_id() {
     let marker2 = marker.clone();
     let running = tokio::spawn(async move {
         c2.run(
-            run_req(&id2, &format!("import time\n# {marker2}\ntime.sleep(8)")),
+            // The interpreter's command line is the agent's: a child of the
+            // code carries the marker in its own.
+            run_req(
+                &id2,
+                &format!("import subprocess, time\nsubprocess.Popen(['sh', '-c', 'sleep 8 # {marker2}'])\ntime.sleep(8)"),
+            ),
             |_| {},
         )
         .await

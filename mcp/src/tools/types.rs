@@ -83,7 +83,7 @@ pub struct RunCodeOutput {
     /// replaced one whose variables are gone (see state_reason).
     pub state: String,
     /// Why the interpreter is new: first_call, fresh_requested,
-    /// requirements_changed, timed_out, out_of_memory, code_exited,
+    /// requirements_changed, limits_changed, timed_out, out_of_memory, code_exited,
     /// channel_broken, stopped_idle, stopped_for_room, cancelled or
     /// server_restarted.
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -128,7 +128,7 @@ pub async fn start(cfg: DaemonConfig, shutdown: CancellationToken) -> Result<(),
     });
     {
         let d = daemon.clone();
-        tokio::spawn(interpreters.keep_pool(
+        tokio::spawn(interpreters.clone().keep_pool(
             daemon.envs.clone(),
             daemon.sessions.clone(),
             move || d.policy(),
@@ -142,18 +142,22 @@ pub async fn start(cfg: DaemonConfig, shutdown: CancellationToken) -> Result<(),
         shutdown.clone(),
     ));
     tracing::info!(socket = %cfg.socket.display(), "supervisor ready");
-    server::serve(
+    let served = server::serve(
         ServerConfig {
             socket: cfg.socket,
             allowed_uids: cfg.allowed_uids,
             socket_group: cfg.socket_group,
             limits: ConnectionLimits::default(),
         },
-        Arc::new(daemon),
+        Arc::new(daemon.clone()),
         shutdown,
     )
     .await
-    .map_err(|e| StartError::Server(e.to_string()))
+    .map_err(|e| StartError::Server(e.to_string()));
+    // No jail outlives the supervisor that started it.
+    let sessions = daemon.sessions.clone();
+    let _ = tokio::task::spawn_blocking(move || interpreters.shutdown(&sessions)).await;
+    served
 }
 
 /// `systemctl reload` sends SIGHUP: re-read the policy file. An invalid

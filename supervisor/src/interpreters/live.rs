@@ -23,6 +23,8 @@ pub(super) struct Live {
     /// it from being collected meanwhile.
     pub env_key: String,
     pub _lease: Option<EnvLease>,
+    /// Memory and process limits of its cgroup, for its whole life.
+    pub held: HeldLimits,
     pub kill: JailKiller,
     /// The jailer's outcome, once it exited.
     pub exit: oneshot::Receiver<Outcome>,
@@ -39,6 +41,23 @@ pub(super) struct Live {
     /// It came from the warm pool.
     pub warm: bool,
     pub job: String,
+}
+
+/// The limits an interpreter's cgroup holds for its whole life; a call
+/// that asks for others gets a new interpreter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct HeldLimits {
+    pub memory_bytes: u64,
+    pub pids: u64,
+}
+
+impl From<&prims_protocol::jail::JobLimits> for HeldLimits {
+    fn from(l: &prims_protocol::jail::JobLimits) -> Self {
+        HeldLimits {
+            memory_bytes: l.memory_bytes,
+            pids: l.pids,
+        }
+    }
 }
 
 /// Globals carried over a stop: what was saved, or restored, and what not.

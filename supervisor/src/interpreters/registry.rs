@@ -3,7 +3,7 @@
 //! stop, and the warm pool that new sessions take from.
 
 use super::cell::{self, CellEnd};
-use super::live::{Carried, Live};
+use super::live::{Carried, HeldLimits, Live};
 use super::pool::{Pool, Warm};
 use super::pumps::OutputTx;
 use super::slot::Slot;
@@ -86,11 +86,14 @@ impl Interpreters {
     ) -> Result<LiveRun, StartError> {
         let slot = self.slot(session);
         let mut guard = slot.live.lock().await;
+        let limits = policy.job_limits(&req.limits);
         let mut reason = guard.as_mut().and_then(|live| {
             if req.fresh {
                 Some(ResetReason::FreshRequested)
             } else if live.env_key != lease.key {
                 Some(ResetReason::RequirementsChanged)
+            } else if live.held != HeldLimits::from(&limits) {
+                Some(ResetReason::LimitsChanged)
             } else if !live.is_alive() {
                 Some(ResetReason::CodeExited)
             } else {
@@ -122,9 +125,15 @@ impl Interpreters {
                 warm: false,
             };
             let mut live = start::start(&self.jails, policy, spec).await?;
-            if slot.meta().saved {
-                slot.meta().saved = false;
-                carried = Some(live.restore().await);
+            let (saved, unsaved) = {
+                let mut m = slot.meta();
+                (std::mem::take(&mut m.saved), std::mem::take(&mut m.unsaved))
+            };
+            if saved {
+                carried = Some(live.restore().await.map(|mut c| {
+                    c.missed.splice(0..0, unsaved);
+                    c
+                }));
             }
             slot.meta().kill = Some(live.kill.clone());
             *guard = Some(live);
@@ -147,7 +156,6 @@ impl Interpreters {
         let Some(live) = guard.as_mut() else {
             return Err(StartError::NotReady("no interpreter".into()));
         };
-        let limits = policy.job_limits(&req.limits);
         let grace = policy.interpreters.interrupt_grace.0;
         let end = cell::run(live, req.code.clone(), &limits, grace, out, cancel).await;
         {
@@ -283,6 +291,20 @@ impl Interpreters {
         }
     }
 
+    /// Kills every interpreter, and removes the pool's spare sessions.
+    pub(crate) fn shutdown(&self, sessions: &SessionStore) {
+        let slots: Vec<Arc<Slot>> = self.slots().drain().map(|(_, s)| s).collect();
+        for s in slots {
+            if let Some(k) = s.meta().kill.take() {
+                k.kill();
+            }
+        }
+        for w in self.pool.trim(0) {
+            drop(w.live);
+            sessions.discard(w.spare);
+        }
+    }
+
     /// Figures for `/metrics`.
     pub(crate) fn stats(&self) -> InterpreterStats {
         let slots: Vec<Arc<Slot>> = self.slots().values().cloned().collect();
@@ -401,7 +423,14 @@ async fn stop(slot: &Slot, reason: ResetReason) -> bool {
     drop(live);
     let mut m = slot.meta();
     m.kill = None;
-    m.saved = matches!(&saved, Ok(c) if !c.names.is_empty() || !c.missed.is_empty());
+    match saved {
+        Ok(c) if !c.names.is_empty() || !c.missed.is_empty() => {
+            m.saved = true;
+            m.unsaved = c.missed;
+        }
+        Ok(_) => {}
+        Err(e) => tracing::warn!(?reason, error = %e, "saving an interpreter's globals failed"),
+    }
     m.next_reason = Some(reason);
     true
 }

@@ -1,6 +1,7 @@
 //! A session's place in the registry: its interpreter (when one lives) and
 //! what the next call must be told about it.
 
+use super::channel::Named;
 use super::live::Live;
 use crate::job::JailKiller;
 use prims_protocol::wire::ResetReason;
@@ -22,6 +23,8 @@ pub(super) struct SlotMeta {
     pub next_reason: Option<ResetReason>,
     /// Its globals were saved by a stop; the next interpreter restores them.
     pub saved: bool,
+    /// Globals that stop could not save, reported with the restore.
+    pub unsaved: Vec<Named>,
     /// Cells run in this session by any of its interpreters.
     pub cells: u64,
     /// Kills the live interpreter without waiting for its lock.
@@ -40,6 +43,7 @@ impl Slot {
                 last_used: Instant::now(),
                 next_reason: None,
                 saved: false,
+                unsaved: Vec::new(),
                 cells: 0,
                 kill,
                 memory: 0,

@@ -149,6 +149,7 @@ pub(super) async fn start(
         Err(e) => return fail(format!("opening the job cgroup: {e}")),
     };
     Ok(Live {
+        held: (&spec.limits).into(),
         env_key: s.env_key,
         _lease: s.lease,
         kill,
