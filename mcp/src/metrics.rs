@@ -117,6 +117,26 @@ impl Metrics {
                     "Whether the base environment is built.",
                     u64::from(s.base_env_ready),
                 ),
+                (
+                    "prims_interpreters_live",
+                    "Live interpreters that belong to a session.",
+                    s.interpreters_live,
+                ),
+                (
+                    "prims_interpreters_memory_bytes",
+                    "Memory the live interpreters hold, as their cgroups count it.",
+                    s.interpreters_memory_bytes,
+                ),
+                (
+                    "prims_pool_ready",
+                    "Warm interpreters ready in the pool.",
+                    s.pool_ready,
+                ),
+                (
+                    "prims_pool_memory_bytes",
+                    "Memory the pool's interpreters hold.",
+                    s.pool_memory_bytes,
+                ),
             ];
             for (name, help, v) in gauges {
                 let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {v}");
