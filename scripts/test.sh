@@ -18,7 +18,7 @@ echo "== cargo clippy"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 echo "== cargo build"
 cargo build --workspace --all-targets --locked
-echo "== cargo test"
+echo "== cargo test (one-shot jails: prims run runs each script as python's main program)"
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 set +e
@@ -28,6 +28,27 @@ set -e
 passed=$(awk '/^test result:/ {p += $4} END {print p + 0}' "$log")
 failed=$(awk '/^test result:/ {f += $6} END {print f + 0}' "$log")
 [ "$status" -eq 0 ] || { echo "cargo-test: $passed passed, $failed failed"; exit "$status"; }
+
+# The same escape catalogue against the jail the daemon really runs code in:
+# every `prims run` of these tests gets --live, so each script is the one
+# cell of a live interpreter (the agent on its channel, in the same jail).
+live_tests=() live_names=()
+for f in tests/tests/escape_*.rs tests/tests/limits.rs tests/tests/bad_input.rs tests/tests/happy.rs; do
+  live_names+=("$(basename "$f" .rs)")
+  live_tests+=(--test "${live_names[-1]}")
+done
+echo "== cargo test, LIVE INTERPRETER mode (PRIMS_TEST_LIVE=1, prims run --live): ${live_names[*]}"
+set +e
+PRIMS_TEST_LIVE=1 cargo test -p prims-tests --locked --no-fail-fast "${live_tests[@]}" \
+  -- --test-threads="${PRIMS_TEST_THREADS:-4}" 2>&1 | tee "$log"
+live_status=${PIPESTATUS[0]}
+set -e
+live_passed=$(awk '/^test result:/ {p += $4} END {print p + 0}' "$log")
+live_failed=$(awk '/^test result:/ {f += $6} END {print f + 0}' "$log")
+echo "live interpreter mode: $live_passed passed, $live_failed failed"
+passed=$((passed + live_passed))
+failed=$((failed + live_failed))
+[ "$live_status" -eq 0 ] || { echo "cargo-test: $passed passed, $failed failed"; exit "$live_status"; }
 
 echo "== MCP clients (Python SDK, Inspector, mcp-remote) against prims serve"
 mcp_log=$(mktemp)

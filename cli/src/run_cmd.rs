@@ -24,6 +24,10 @@ pub struct RunArgs {
     /// Print one JSON record with the outcome, stdout and stderr.
     #[arg(long)]
     json: bool,
+    /// Run the script as the one cell of a live interpreter, the way the
+    /// server runs each call: an uncaught exception is status `error`.
+    #[arg(long)]
+    live: bool,
     /// Workspace directory to use and keep (default: a temporary one).
     #[arg(long)]
     workspace: Option<PathBuf>,
@@ -65,6 +69,7 @@ fn run(args: &RunArgs) -> Result<i32> {
         jailer: args.jailer.path()?,
         state_dir: args.state.dir.clone(),
         workspace: args.workspace.clone(),
+        live: args.live,
     };
     let json = args.json;
     let sink = move |s: Stream, bytes: &[u8]| {

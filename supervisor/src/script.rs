@@ -1,6 +1,12 @@
 //! One script in a jail without the daemon (`prims run`): the policy's
 //! default interpreter on an empty venv, a workspace of the caller's or a
-//! temporary one, and a job cgroup of its own.
+//! temporary one, and a job cgroup of its own. The script runs as python's
+//! main program, or (`live`) as the one cell of a live interpreter, the way
+//! the daemon runs every call.
+
+mod live;
+
+pub use live::LiveError;
 
 use crate::envs::bare_venv::{self, VenvError};
 use crate::job::{resolve_parents, Cancel, Jails, PythonJob, RunError, RunResult, Sink};
@@ -20,6 +26,8 @@ pub struct Script {
     pub state_dir: PathBuf,
     /// A directory to use and keep; `None` for a temporary one.
     pub workspace: Option<PathBuf>,
+    /// Run it as the one cell of a live interpreter.
+    pub live: bool,
 }
 
 /// A finished script run. A temporary workspace lives as long as this.
@@ -45,6 +53,8 @@ pub enum ScriptError {
     Cgroup(#[source] CgroupError),
     #[error(transparent)]
     Run(#[from] RunError),
+    #[error(transparent)]
+    Live(#[from] LiveError),
 }
 
 /// Runs `script` under `policy` to its end.
@@ -84,7 +94,11 @@ pub fn run_script(
         host_uid,
     };
     let name = format!("run-{}", std::process::id());
-    let result = jails.run_python(policy, &name, job, sink, &Cancel::default())?;
+    let result = if script.live {
+        live::run(policy, &jails, name, job, sink)?
+    } else {
+        jails.run_python(policy, &name, job, sink, &Cancel::default())?
+    };
     Ok(ScriptRun {
         result,
         workspace: ws,

@@ -59,6 +59,15 @@ pub fn jailer_bin() -> PathBuf {
     built_binary("prims-jailer")
 }
 
+/// Set to `1`, every [`Job`] runs with `--live`: its script is the one
+/// cell of a live interpreter, as the daemon runs calls.
+pub const LIVE_ENV: &str = "PRIMS_TEST_LIVE";
+
+/// Jobs run against live interpreters ([`LIVE_ENV`]).
+pub fn live_mode() -> bool {
+    std::env::var_os(LIVE_ENV).is_some_and(|v| v == "1")
+}
+
 /// A policy with just a wall time, plus `extra` appended verbatim.
 pub fn policy_with(wall: &str, extra: &str) -> String {
     format!("[limits]\nwall_time = \"{wall}\"\n{extra}")
@@ -71,6 +80,7 @@ pub struct Job {
     policy: Option<String>,
     workspace: Option<PathBuf>,
     json: bool,
+    live: bool,
     envs: Vec<(String, String)>,
     extra_args: Vec<String>,
     core_unlimited: bool,
@@ -84,6 +94,7 @@ impl Job {
             policy: Some(DEFAULT_POLICY.to_string()),
             workspace: None,
             json: true,
+            live: false,
             envs: Vec::new(),
             extra_args: Vec::new(),
             core_unlimited: false,
@@ -115,6 +126,12 @@ impl Job {
     /// Run without `--json`.
     pub fn raw(mut self) -> Job {
         self.json = false;
+        self
+    }
+
+    /// Run with `--live`, whatever [`LIVE_ENV`] says.
+    pub fn live(mut self) -> Job {
+        self.live = true;
         self
     }
 
@@ -151,6 +168,9 @@ impl Job {
         cmd.arg("run");
         if self.json {
             cmd.arg("--json");
+        }
+        if self.live || live_mode() {
+            cmd.arg("--live");
         }
         if let Some(p) = &self.policy {
             let pf = dir.path().join("policy.toml");

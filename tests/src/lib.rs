@@ -19,7 +19,9 @@
 //! needs `use prims_tests::*;`:
 //!
 //! - [`harness`]: locating the built binaries, the root check, and [`Job`],
-//!   which runs `prims run` with a script and a policy;
+//!   which runs `prims run` with a script and a policy (every one with
+//!   `--live`, as the one cell of a live interpreter, when the environment
+//!   has `PRIMS_TEST_LIVE=1`);
 //! - [`child`]: running any child process with a hard timeout ([`RawOutput`]);
 //! - [`outcome`]: [`Run`], a parsed `prims run --json` outcome and its
 //!   `SC` / `ERR` / `KV` lines;

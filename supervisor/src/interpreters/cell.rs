@@ -16,10 +16,9 @@ use tokio::time::Instant as TokioInstant;
 /// How often CPU use is sampled while a cell runs.
 const CPU_TICK: Duration = Duration::from_millis(50);
 /// How long after `done` the end-of-cell markers may take to come through
-/// the pipes (they were written before `done` was sent).
+/// the pipes (they were written before `done` was sent), or a dead jail's
+/// last output.
 const MARKER_WAIT: Duration = Duration::from_millis(500);
-/// How long a dead interpreter's jailer may take to report how it ended.
-const EXIT_WAIT: Duration = Duration::from_secs(10);
 
 /// How a call ended, and whether its interpreter lives on.
 #[derive(Debug)]
@@ -48,7 +47,7 @@ enum Ending {
 }
 
 /// Runs `code` as the next cell of `live` under `limits`.
-pub(super) async fn run(
+pub(crate) async fn run(
     live: &mut Live,
     code: String,
     limits: &JobLimits,
@@ -71,7 +70,8 @@ pub(super) async fn run(
     };
     let timed_out = live_timeout(&ending);
     let marker_deadline = TokioInstant::now() + MARKER_WAIT;
-    if matches!(ending, Ending::Done(..)) {
+    let done = matches!(ending, Ending::Done(..));
+    if done {
         live.stdout.wait_marker(marker_deadline).await;
         live.stderr.wait_marker(marker_deadline).await;
     }
@@ -127,7 +127,11 @@ pub(super) async fn run(
                 ),
             );
         }
-        Ending::Died => died(live, &mut end).await,
+        Ending::Died => {
+            died(live, &mut end, limits, started, before.cpu_ns).await;
+            // Code that replaced python (exec) ran on until now.
+            end.outcome.wall_ms = started.elapsed().as_millis() as u64;
+        }
         Ending::Cancelled => {
             live.kill();
             end.cancelled = true;
@@ -138,8 +142,17 @@ pub(super) async fn run(
         // A child of the code was killed for memory; the interpreter lives.
         end.outcome.status = Status::Oom;
     }
+    if !done {
+        // The jail is dead or being killed: what it wrote up to then is
+        // still on its way through the pipes, which end with it.
+        let drained = TokioInstant::now() + MARKER_WAIT;
+        live.stdout.wait_marker(drained).await;
+        live.stderr.wait_marker(drained).await;
+    }
     end.stdout = live.stdout.end();
-    end.stderr = live.stderr.end();
+    // The server's notes follow the code's own stderr.
+    let notes = std::mem::replace(&mut end.stderr, live.stderr.end());
+    end.stderr.bytes.extend_from_slice(&notes.bytes);
     end
 }
 
@@ -217,10 +230,28 @@ fn interrupt(live: &Live, grace: Duration) -> TokioInstant {
     TokioInstant::now() + grace
 }
 
-/// python died during the cell: the jailer's outcome says how.
-async fn died(live: &mut Live, end: &mut CellEnd) {
-    let outcome = tokio::time::timeout(EXIT_WAIT, &mut live.exit).await;
-    let Ok(Ok(o)) = outcome else {
+/// The agent's channel ended during the cell: python died, or the code
+/// replaced it (`os.execv`) and runs on. The jailer's outcome says how the
+/// jail ended; until it does, the call's time limits still hold.
+async fn died(
+    live: &mut Live,
+    end: &mut CellEnd,
+    limits: &JobLimits,
+    started: Instant,
+    cpu_start: Option<u64>,
+) {
+    let outcome = match until_exit_or_limit(live, limits, started, cpu_start).await {
+        Err(kind) => {
+            live.kill();
+            end.outcome.status = Status::Timeout;
+            end.outcome.timeout_kind = Some(kind.to_string());
+            end.outcome.signal = Some(libc::SIGKILL);
+            end.gone = Some(ResetReason::TimedOut);
+            return;
+        }
+        Ok(o) => o,
+    };
+    let Some(o) = outcome else {
         live.kill();
         end.outcome.status = Status::Signal;
         end.gone = Some(ResetReason::CodeExited);
@@ -245,4 +276,30 @@ async fn died(live: &mut Live, end: &mut CellEnd) {
     };
     end.outcome.status = status;
     end.gone = Some(reason);
+}
+
+/// The jailer's outcome (`None` if it vanished), or the limit (`wall`,
+/// `cpu`) that ran out first.
+async fn until_exit_or_limit(
+    live: &mut Live,
+    limits: &JobLimits,
+    started: Instant,
+    cpu_start: Option<u64>,
+) -> Result<Option<Outcome>, &'static str> {
+    let wall = TokioInstant::from_std(started) + Duration::from_millis(limits.wall_time_ms);
+    let cpu_limit_ns = limits.cpu_time_ms.saturating_mul(1_000_000);
+    let mut tick = tokio::time::interval(CPU_TICK);
+    loop {
+        tokio::select! {
+            biased;
+            o = &mut live.exit => return Ok(o.ok()),
+            _ = tokio::time::sleep_until(wall) => return Err("wall"),
+            _ = tick.tick(), if cpu_start.is_some() => {
+                let used = usage(live).cpu_ns.zip(cpu_start).map(|(a, b)| a.saturating_sub(b));
+                if used.is_some_and(|ns| ns >= cpu_limit_ns) {
+                    return Err("cpu");
+                }
+            }
+        }
+    }
 }

@@ -18,7 +18,7 @@ const STATE_DEADLINE: Duration = Duration::from_secs(30);
 pub(super) const STATE_FILE: &str = "/workspace/.prims/state.pickle";
 
 #[derive(Debug)]
-pub(super) struct Live {
+pub(crate) struct Live {
     /// The environment it runs in (its cache key), and the lease that keeps
     /// it from being collected meanwhile.
     pub env_key: String,
@@ -30,8 +30,8 @@ pub(super) struct Live {
     pub exit: oneshot::Receiver<Outcome>,
     pub writer: AgentWriter,
     pub rx: mpsc::Receiver<Result<FromAgent, ChannelError>>,
-    pub stdout: Pump,
-    pub stderr: Pump,
+    pub(super) stdout: Pump,
+    pub(super) stderr: Pump,
     /// python, pid 2 of the jail: where interrupts go.
     pub python: OwnedFd,
     pub cgroup: Option<Box<dyn JobCgroup>>,
@@ -74,6 +74,20 @@ impl Live {
         self.kill.kill();
     }
 
+    /// Kills the jail and waits, at most `within`, until its jailer is
+    /// reaped (and with it the job cgroup removed): for a caller that is
+    /// about to exit and must leave nothing behind.
+    pub async fn end(mut self, within: Duration) {
+        self.kill.kill();
+        // A cell that saw python die has already taken the jailer's outcome.
+        if self.exit.is_terminated() {
+            return;
+        }
+        if tokio::time::timeout(within, &mut self.exit).await.is_err() {
+            tracing::warn!(job = %self.job, "an interpreter's jailer was not reaped in time");
+        }
+    }
+
     /// Its jail has not ended.
     pub fn is_alive(&mut self) -> bool {
         matches!(
@@ -92,7 +106,7 @@ impl Live {
 
     /// Asks the agent to pickle its globals into the workspace; the caller
     /// kills the jail afterwards either way.
-    pub async fn save(&mut self) -> Result<Carried, String> {
+    pub(super) async fn save(&mut self) -> Result<Carried, String> {
         let path = STATE_FILE.to_string();
         match self.ask(ToAgent::Save { path }).await? {
             FromAgent::Saved { saved, skipped } => Ok(Carried {
@@ -104,7 +118,7 @@ impl Live {
     }
 
     /// Asks the agent to load what a stopped interpreter saved.
-    pub async fn restore(&mut self) -> Result<Carried, String> {
+    pub(super) async fn restore(&mut self) -> Result<Carried, String> {
         let path = STATE_FILE.to_string();
         match self.ask(ToAgent::Restore { path }).await? {
             FromAgent::Restored { restored, failed } => Ok(Carried {

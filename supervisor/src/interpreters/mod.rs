@@ -15,16 +15,16 @@
 //!   is replaced, the caps, the idle stop and the warm pool.
 
 pub(crate) mod agent;
-mod cell;
+pub(crate) mod cell;
 pub(crate) mod channel;
 mod enforced;
-mod live;
+pub(crate) mod live;
 pub(crate) mod output;
 mod pool;
 mod pumps;
 mod registry;
 mod slot;
-mod start;
+pub(crate) mod start;
 
 #[cfg(test)]
 mod agent_tests;

@@ -34,7 +34,8 @@ enum Route {
     Idle,
     Cell(Capture),
     /// The pipe ended: python and every process that held it are gone.
-    Ended,
+    /// A cell that was running keeps what it got, for `end` to collect.
+    Ended(Option<Capture>),
 }
 
 #[derive(Debug)]
@@ -73,7 +74,14 @@ impl Pump {
                 };
                 sh.feed(stream, &buf[..n]);
             }
-            *lock(&sh.route) = Route::Ended;
+            {
+                let mut route = lock(&sh.route);
+                let cell = match std::mem::replace(&mut *route, Route::Idle) {
+                    Route::Cell(c) => Some(c),
+                    _ => None,
+                };
+                *route = Route::Ended(cell);
+            }
             sh.changed.notify_waiters();
         });
         Ok(Pump {
@@ -86,7 +94,7 @@ impl Pump {
     /// From now on, output belongs to the cell whose marker is `marker`.
     pub fn begin(&self, marker: &str, cap: usize, out: OutputTx) {
         let mut route = lock(&self.shared.route);
-        if !matches!(*route, Route::Ended) {
+        if !matches!(*route, Route::Ended(_)) {
             *route = Route::Cell(Capture {
                 scan: Some(MarkerScan::new(marker)),
                 kept: Capped::new(cap),
@@ -113,18 +121,23 @@ impl Pump {
     fn marker_seen(&self) -> bool {
         match &*lock(&self.shared.route) {
             Route::Cell(c) => c.scan.is_none(),
-            Route::Idle | Route::Ended => true,
+            Route::Idle | Route::Ended(_) => true,
         }
     }
 
     /// The cell is over: what it got; later bytes are dropped.
     pub fn end(&self) -> Captured {
         let mut route = lock(&self.shared.route);
-        let ended = matches!(*route, Route::Ended);
-        let prev = std::mem::replace(&mut *route, if ended { Route::Ended } else { Route::Idle });
+        let ended = matches!(*route, Route::Ended(_));
+        let next = if ended {
+            Route::Ended(None)
+        } else {
+            Route::Idle
+        };
+        let prev = std::mem::replace(&mut *route, next);
         drop(route);
         match prev {
-            Route::Cell(mut c) => {
+            Route::Cell(mut c) | Route::Ended(Some(mut c)) => {
                 if let Some(scan) = c.scan.take() {
                     // No marker: what the scanner held back was output.
                     let (stream, kept, out) = (self.stream, &mut c.kept, &c.out);

@@ -2,7 +2,7 @@
 //! agent, up to the agent's `ready`.
 
 use super::agent::{AGENT_SOURCE, PREWARM_ENV};
-use super::channel::{self, FromAgent, Named};
+use super::channel::{self, ChannelError, FromAgent, Named};
 use super::enforced::enforced;
 use super::live::Live;
 use super::pumps::Pump;
@@ -10,19 +10,23 @@ use crate::envs::EnvLease;
 use crate::job::{Jails, PythonJob, Stream};
 use prims_cgroup::CpuPriority;
 use prims_policy::Policy;
-use prims_protocol::jail::{CgroupBackend, LimitRequest};
+use prims_protocol::jail::{CgroupBackend, LimitRequest, Outcome, SetupError};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
+use tokio::sync::oneshot;
 
 /// How long an agent may take to start and import `python.prewarm_imports`
 /// (a cold pandas import on a busy host, at idle priority for the pool).
 const READY_DEADLINE: Duration = Duration::from_secs(120);
+/// How long a jail whose agent closed its channel before `ready` may take
+/// to report why.
+const SETUP_REPORT_WAIT: Duration = Duration::from_secs(5);
 /// An interpreter's jail ends after this long whatever happens; the
 /// supervisor enforces each call's own limits.
 const LIFETIME_MS: u64 = 24 * 3600 * 1000;
 
 /// Where and how to start one interpreter.
-pub(super) struct StartSpec {
+pub(crate) struct StartSpec {
     pub name: String,
     pub interpreter: PathBuf,
     pub workspace: PathBuf,
@@ -48,11 +52,14 @@ pub(crate) enum StartError {
     Spawn(String),
     #[error("the interpreter did not start: {0}")]
     NotReady(String),
+    /// The jailer could not build the jail; nothing ran.
+    #[error("the interpreter did not start: {0}")]
+    Setup(SetupError),
 }
 
 /// Starts an interpreter and waits for its agent's `ready`. Prewarm
 /// imports that fail are logged; the interpreter still serves.
-pub(super) async fn start(
+pub(crate) async fn start(
     jails: &Jails,
     policy: &Policy,
     s: StartSpec,
@@ -114,11 +121,7 @@ pub(super) async fn start(
         m = tokio::time::timeout(READY_DEADLINE, rx.recv()) => m,
         o = &mut live_exit => {
             kill.kill();
-            let why = match o {
-                Ok(o) => o.setup_error.map_or_else(|| format!("the jail ended ({:?})", o.status), |e| e.to_string()),
-                Err(_) => "the jailer vanished".to_string(),
-            };
-            return Err(StartError::NotReady(why));
+            return Err(jail_ended(o));
         }
     };
     let fail = |why: String| {
@@ -127,7 +130,16 @@ pub(super) async fn start(
     };
     match ready {
         Err(_) => return fail(format!("no ready within {} s", READY_DEADLINE.as_secs())),
-        Ok(None) => return fail("the agent ended before it was ready".into()),
+        Ok(None) | Ok(Some(Err(ChannelError::Closed))) => {
+            // The channel closes as the jailer gives up building the jail,
+            // just before it reports why: that reason is the one to give.
+            let o = tokio::time::timeout(SETUP_REPORT_WAIT, &mut live_exit).await;
+            kill.kill();
+            return Err(match o {
+                Ok(o) => jail_ended(o),
+                Err(_) => StartError::NotReady("the agent ended before it was ready".into()),
+            });
+        }
         Ok(Some(Err(e))) => return fail(format!("the agent's channel: {e}")),
         Ok(Some(Ok(FromAgent::Ready {
             python,
@@ -165,6 +177,18 @@ pub(super) async fn start(
         warm: s.warm,
         job: s.name,
     })
+}
+
+/// Why a jail that ended before its agent was ready did not start.
+fn jail_ended(o: Result<Outcome, oneshot::error::RecvError>) -> StartError {
+    match o {
+        Ok(Outcome {
+            setup_error: Some(e),
+            ..
+        }) => StartError::Setup(e),
+        Ok(o) => StartError::NotReady(format!("the jail ended ({:?})", o.status)),
+        Err(_) => StartError::NotReady("the jailer vanished".to_string()),
+    }
 }
 
 fn log_failed_imports(job: &str, failed: &[Named]) {

@@ -1,0 +1,123 @@
+//! `prims run --live`: the script as the one cell of a live interpreter.
+//! The jail is built as for a daemon session (the agent on fd 3, the same
+//! spec), the script runs as its first cell under the policy's limits, and
+//! the jail is killed and reaped before the outcome is returned. What the
+//! outcome says is the cell's, as a daemon call reports it.
+
+use crate::interpreters::cell::{self, CellEnd};
+use crate::interpreters::live::Live;
+use crate::interpreters::start::{self, StartError, StartSpec};
+use crate::job::{Jails, PythonJob, RunResult, Sink, Stream};
+use prims_policy::Policy;
+use prims_protocol::jail::{JobLimits, Outcome, SetupError, Status};
+use std::time::Duration;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+/// How long the killed jail's jailer may take to be reaped.
+const REAP_WAIT: Duration = Duration::from_secs(10);
+/// No environment cache is involved; the key only names the venv.
+const ENV_KEY: &str = "prims-run";
+
+/// Why a script could not run in a live interpreter.
+#[derive(Debug, thiserror::Error)]
+pub enum LiveError {
+    #[error("starting the async runtime")]
+    Runtime(#[source] std::io::Error),
+    #[error("starting the live interpreter")]
+    Start(#[source] Box<dyn std::error::Error + Send + Sync>),
+}
+
+/// Runs `job` as the one cell of a live interpreter, job `name`.
+pub(super) fn run(
+    policy: &Policy,
+    jails: &Jails,
+    name: String,
+    job: PythonJob,
+    sink: Sink<'_>,
+) -> Result<RunResult, LiveError> {
+    // `prims run` is synchronous; the interpreter's pumps and channel need
+    // a runtime only while this one script runs.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(LiveError::Runtime)?;
+    let spec = StartSpec {
+        name,
+        interpreter: job.interpreter,
+        workspace: job.workspace,
+        host_uid: job.host_uid,
+        venv: job.venv,
+        env_key: ENV_KEY.to_string(),
+        lease: None,
+        limits: job.limits,
+        prewarm: Vec::new(),
+        warm: false,
+    };
+    let mut live = match rt.block_on(start::start(jails, policy, spec)) {
+        Ok(live) => live,
+        Err(StartError::Setup(e)) => return Ok(not_built(e)),
+        Err(e) => return Err(LiveError::Start(Box::new(e))),
+    };
+    let limits = policy.job_limits(&job.limits);
+    let grace = policy.interpreters.interrupt_grace.0;
+    let end = rt.block_on(one_cell(&mut live, job.code, &limits, grace, sink));
+    // Nothing of the jail outlives the script, background processes
+    // included, and its job cgroup goes with it.
+    rt.block_on(live.end(REAP_WAIT));
+    Ok(result(end))
+}
+
+/// Runs `code` as the next cell of `live`, streaming its output to `sink`.
+async fn one_cell(
+    live: &mut Live,
+    code: String,
+    limits: &JobLimits,
+    grace: Duration,
+    sink: Sink<'_>,
+) -> CellEnd {
+    let (tx, mut rx) = mpsc::unbounded_channel::<(Stream, Vec<u8>)>();
+    let never = CancellationToken::new();
+    let end = {
+        let cell = cell::run(live, code, limits, grace, tx, &never);
+        tokio::pin!(cell);
+        loop {
+            tokio::select! {
+                end = &mut cell => break end,
+                Some((stream, bytes)) = rx.recv() => sink(stream, &bytes),
+            }
+        }
+    };
+    while let Ok((stream, bytes)) = rx.try_recv() {
+        sink(stream, &bytes);
+    }
+    end
+}
+
+fn result(end: CellEnd) -> RunResult {
+    RunResult {
+        outcome: end.outcome,
+        stdout: end.stdout.bytes,
+        stderr: end.stderr.bytes,
+        stdout_truncated: end.stdout.truncated,
+        stderr_truncated: end.stderr.truncated,
+        cancelled: false,
+    }
+}
+
+/// The jailer could not build the jail: the same outcome a one-shot run
+/// reports.
+fn not_built(e: SetupError) -> RunResult {
+    RunResult {
+        outcome: Outcome {
+            status: Status::SetupError,
+            setup_error: Some(e),
+            ..Default::default()
+        },
+        stdout: Vec::new(),
+        stderr: Vec::new(),
+        stdout_truncated: false,
+        stderr_truncated: false,
+        cancelled: false,
+    }
+}
