@@ -22,6 +22,8 @@ pub struct Daemon {
     uid_base: u32,
     /// Extra `prims supervisor` arguments, kept across restarts.
     args: Vec<String>,
+    /// Extra keys of the `[python]` section, kept across reloads.
+    python: String,
 }
 
 fn next_uid_base() -> u32 {
@@ -30,10 +32,11 @@ fn next_uid_base() -> u32 {
 }
 
 /// The policy every test daemon gets before `extra`: an empty base
-/// environment (no downloads), a unique cgroup parent and uid range.
-fn base_policy(cgroup_parent: &str, uid_base: u32, extra: &str) -> String {
+/// environment (no downloads) with the `python` keys, a unique cgroup
+/// parent and uid range.
+fn base_policy(cgroup_parent: &str, uid_base: u32, extra: &str, python: &str) -> String {
     format!(
-        "{extra}\n[python]\ndefault_packages = []\nbuild_disk = \"1GiB\"\n[cgroup]\nparent = \"{cgroup_parent}\"\n\
+        "{extra}\n[python]\ndefault_packages = []\nbuild_disk = \"1GiB\"\n{python}\n[cgroup]\nparent = \"{cgroup_parent}\"\n\
          [identity]\nuid_base = {uid_base}\nuid_count = 1000\n"
     )
 }
@@ -48,6 +51,16 @@ impl Daemon {
     /// [`Daemon::start`] with extra `prims supervisor` arguments, e.g.
     /// `--allow-uid`.
     pub fn start_with_args(extra: &str, args: &[&str]) -> Daemon {
+        Daemon::start_full(extra, "", args)
+    }
+
+    /// [`Daemon::start`] with extra keys of the `[python]` section (whose
+    /// `default_packages` stays empty), e.g. `prewarm_imports`.
+    pub fn start_with_python(extra: &str, python: &str) -> Daemon {
+        Daemon::start_full(extra, python, &[])
+    }
+
+    fn start_full(extra: &str, python: &str, args: &[&str]) -> Daemon {
         require_root();
         let tag = unique("sup");
         let dir = PathBuf::from("/var/tmp").join(&tag);
@@ -55,7 +68,11 @@ impl Daemon {
         let cgroup_parent = format!("prims-test-{tag}");
         let policy = dir.join("policy.toml");
         let uid_base = next_uid_base();
-        std::fs::write(&policy, base_policy(&cgroup_parent, uid_base, extra)).expect("policy");
+        std::fs::write(
+            &policy,
+            base_policy(&cgroup_parent, uid_base, extra, python),
+        )
+        .expect("policy");
         let mut d = Daemon {
             child: None,
             socket: dir.join("supervisor.sock"),
@@ -65,6 +82,7 @@ impl Daemon {
             cgroup_parent,
             uid_base,
             args: args.iter().map(|a| a.to_string()).collect(),
+            python: python.to_string(),
         };
         d.spawn();
         d
@@ -110,7 +128,7 @@ impl Daemon {
     pub fn reload(&self, extra: &str) {
         std::fs::write(
             &self.policy,
-            base_policy(&self.cgroup_parent, self.uid_base, extra),
+            base_policy(&self.cgroup_parent, self.uid_base, extra, &self.python),
         )
         .expect("policy");
         self.hangup();

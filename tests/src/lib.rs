@@ -33,6 +33,8 @@
 //! - [`daemon`]: a real `prims supervisor` process for socket tests;
 //! - [`held`]: [`Held`], a jail kept running while the host inspects it;
 //! - [`jail_spec`]: job specs for driving the jailer or `Jails` directly;
+//! - [`live`]: runs in a supervisor's live interpreters, their state, and
+//!   waits on the supervisor's figures;
 //! - [`peer`]: talking to a socket as another uid, from a forked child;
 //! - [`host`]: host-side helpers: unique markers, process-table scans,
 //!   workspace directories, file owners, host python runs;
@@ -45,6 +47,7 @@ pub mod harness;
 pub mod held;
 pub mod host;
 pub mod jail_spec;
+pub mod live;
 pub mod outcome;
 pub mod peer;
 pub mod probes;

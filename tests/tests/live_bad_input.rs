@@ -1,0 +1,164 @@
+//! User code that attacks its interpreter's channel to the supervisor (the
+//! socket the agent reads cells from): garbage, a huge length header, a
+//! frame left half written, a forged answer, the channel closed or
+//! replaced. Each call gets a clear result, the session's next call works
+//! in a new interpreter, and no other session notices.
+
+use prims_protocol::client::Client;
+use prims_protocol::jail::Status;
+use prims_protocol::wire::{ResetReason, RunReply};
+use prims_tests::daemon::Daemon;
+use prims_tests::live::*;
+
+/// Finds the channel among the interpreter's fds: the only socket.
+const FIND_CHANNEL: &str = r#"import os, time
+def _channel():
+    for f in os.listdir('/proc/self/fd'):
+        try:
+            if os.readlink('/proc/self/fd/' + f).startswith('socket:'):
+                return int(f)
+        except OSError:
+            pass
+chan = _channel()
+print('channel found:', chan is not None, flush=True)
+"#;
+
+/// What the supervisor appends to a call whose channel it found broken.
+const BROKEN_NOTE: &str = "[prims] The interpreter's channel to the server was broken";
+
+async fn start() -> (Daemon, Client, String) {
+    let d = Daemon::start(&live_policy(NO_POOL, ""));
+    let c = d.client().await;
+    let s = c.open_session(None).await.unwrap().session_id;
+    (d, c, s)
+}
+
+/// Runs `attack` after FIND_CHANNEL in a session that holds `x`: the
+/// session's next call finds a new interpreter (for `channel_broken`) with
+/// no `x`, and works; another session is untouched; the attacked call was
+/// stopped with a note and kept what it printed. Returns the attacked call.
+async fn attacked(attack: &str) -> RunReply {
+    let (_d, c, s) = start().await;
+    let other = c.open_session(None).await.unwrap().session_id;
+    run(&c, &s, "x = 1").await;
+    run(&c, &other, "y = 'untouched'").await;
+    let hit = run(&c, &s, &format!("{FIND_CHANNEL}{attack}")).await;
+    assert_kept(&hit);
+    let next = run(&c, &s, "print('x' in globals())").await;
+    assert_reset(&next, ResetReason::ChannelBroken);
+    assert_eq!(next.outcome.status, Status::Ok, "{next:?}");
+    assert_eq!(stdout(&next), "False\n");
+    let again = run(&c, &s, "print('works')").await;
+    assert_kept(&again);
+    assert_eq!(stdout(&again), "works\n");
+    let bystander = run(&c, &other, "print(y)").await;
+    assert_kept(&bystander);
+    assert_eq!(
+        stdout(&bystander),
+        "untouched\n",
+        "another session is untouched"
+    );
+    assert_broken(&hit);
+    assert_eq!(
+        stdout(&hit),
+        "channel found: True\n",
+        "what the code printed before the attack: {hit:?}"
+    );
+    hit
+}
+
+/// The supervisor stopped the call at a frame it could not accept.
+#[track_caller]
+fn assert_broken(hit: &RunReply) {
+    assert_eq!(hit.outcome.status, Status::Error, "{hit:?}");
+    assert_eq!(hit.outcome.exit_code, None);
+    assert_eq!(hit.outcome.signal, None);
+    assert!(stderr(hit).contains(BROKEN_NOTE), "{hit:?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn live_bad_input_garbage_on_the_channel() {
+    let hit = attacked("os.write(chan, b'garbage')\ntime.sleep(30)").await;
+    // b"garb" read as a length is far past the frame cap.
+    assert!(
+        stderr(&hit).contains("1734439522"),
+        "the error names the length read: {}",
+        stderr(&hit)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn live_bad_input_a_huge_length_header() {
+    let hit = attacked("os.write(chan, b'\\xff\\xff\\xff\\xff')\ntime.sleep(30)").await;
+    assert!(stderr(&hit).contains("4294967295"), "{}", stderr(&hit));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn live_bad_input_a_frame_left_half_written() {
+    // The frame deadline (5 s from its first byte) ends the wait, well
+    // before the call's own 30 s limit.
+    let hit =
+        attacked("os.write(chan, (100).to_bytes(4, 'big') + b'{\"op\"')\ntime.sleep(30)").await;
+    assert!(
+        hit.outcome.wall_ms < 30_000,
+        "not the time limit: {:?}",
+        hit.outcome
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn live_bad_input_an_answer_for_the_wrong_cell() {
+    let forged = concat!(
+        "import json\n",
+        "body = json.dumps({'op': 'done', 'id': 999, 'status': 'ok', 'exit_code': 0,",
+        " 'exception': None, 'result': 'forged', 'result_truncated': False}).encode()\n",
+        "os.write(chan, len(body).to_bytes(4, 'big') + body)\n",
+        "time.sleep(30)",
+    );
+    let hit = attacked(forged).await;
+    assert_eq!(hit.interpreter.result, None, "the forgery is not believed");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn live_bad_input_an_answer_forged_for_the_running_cell() {
+    // The cell's id is in the agent's frame; a forged `done` for it is
+    // taken as the answer (it comes from the session's own code, which
+    // decides its own output anyway), and the agent's real `done` that
+    // follows breaks the channel at the next call: the session's own.
+    let (_d, c, s) = start().await;
+    let other = c.open_session(None).await.unwrap().session_id;
+    run(&c, &s, "x = 1").await;
+    run(&c, &other, "y = 'untouched'").await;
+    let forge = concat!(
+        "import json, sys\n",
+        "f = sys._getframe()\n",
+        "while 'cid' not in f.f_locals:\n",
+        "    f = f.f_back\n",
+        "body = json.dumps({'op': 'done', 'id': f.f_locals['cid'], 'status': 'ok', 'exit_code': 0,",
+        " 'exception': None, 'result': \"'forged'\", 'result_truncated': False}).encode()\n",
+        "del f\n",
+        "os.write(chan, len(body).to_bytes(4, 'big') + body)",
+    );
+    let hit = run(&c, &s, &format!("{FIND_CHANNEL}{forge}")).await;
+    assert_kept(&hit);
+    assert_eq!(hit.outcome.status, Status::Ok, "{hit:?}");
+    assert_eq!(hit.interpreter.result.as_deref(), Some("'forged'"));
+    let broken = run(&c, &s, "print('x' in globals())").await;
+    assert_kept(&broken);
+    assert_broken(&broken);
+    let next = run(&c, &s, "print('x' in globals())").await;
+    assert_reset(&next, ResetReason::ChannelBroken);
+    assert_eq!(stdout(&next), "False\n");
+    let bystander = run(&c, &other, "print(y)").await;
+    assert_eq!(stdout(&bystander), "untouched\n");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn live_bad_input_closing_the_channel() {
+    attacked("os.close(chan)").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn live_bad_input_dev_null_over_the_channel() {
+    attacked("os.dup2(os.open(os.devnull, os.O_WRONLY), chan)").await;
+}

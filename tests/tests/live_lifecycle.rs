@@ -1,0 +1,338 @@
+//! The life of live interpreters on a real supervisor: stopped when idle
+//! and for room under the caps (globals saved and restored), replaced
+//! after a cancel or a supervisor restart, claimed warm from the pool (and
+//! confined exactly like a cold one), and counted in the supervisor's
+//! figures.
+
+use prims_protocol::client::{Client, ClientError};
+use prims_protocol::jail::Status;
+use prims_protocol::wire::{
+    ErrorCode, Event, InterpreterState, NotRestored, RequestBody, ResetReason, RunRequest,
+};
+use prims_tests::daemon::{run_req, Daemon};
+use prims_tests::live::*;
+
+fn sorted(names: &[String]) -> Vec<&str> {
+    let mut v: Vec<&str> = names.iter().map(String::as_str).collect();
+    v.sort_unstable();
+    v
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn live_lifecycle_an_idle_interpreter_is_stopped_and_its_globals_restored() {
+    let d = Daemon::start(&live_policy(&format!("{NO_POOL}idle_ttl = \"1s\""), ""));
+    let c = d.client().await;
+    let s = c.open_session(None).await.unwrap().session_id;
+    let set = run(
+        &c,
+        &s,
+        "import json\nimport collections\nn = 5\nd = {'a': [1, 2]}\n\
+         counts = collections.Counter('aab')\nf = lambda: 1",
+    )
+    .await;
+    assert_eq!(set.outcome.status, Status::Ok, "{set:?}");
+
+    wait_for_stats(&c, "the idle interpreter stopped", |s| {
+        s.interpreters_live == 0
+    })
+    .await;
+    let state_file = d.workspace(&s).join(".prims/state.pickle");
+    assert!(
+        state_file.exists(),
+        "the globals were saved in the workspace"
+    );
+
+    let back = run(
+        &c,
+        &s,
+        "print(n, d, counts['a'], json.dumps(d))\nprint('f' in globals())",
+    )
+    .await;
+    assert_reset(&back, ResetReason::StoppedIdle);
+    assert_eq!(back.outcome.status, Status::Ok, "{back:?}");
+    assert_eq!(stdout(&back), "5 {'a': [1, 2]} 2 {\"a\": [1, 2]}\nFalse\n");
+    assert_eq!(
+        sorted(&back.interpreter.restored),
+        ["collections", "counts", "d", "json", "n"]
+    );
+    assert!(!state_file.exists(), "the restore consumed the saved state");
+    assert_eq!(
+        back.interpreter.not_restored,
+        [NotRestored {
+            name: "f".into(),
+            why:
+                "PicklingError: function <lambda> is defined in a cell, not in an importable module"
+                    .into(),
+        }],
+        "the global that could not be saved is named, with why"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn live_lifecycle_past_max_live_the_least_recently_used_is_stopped() {
+    let d = Daemon::start(&live_policy(&format!("{NO_POOL}max_live = 1"), ""));
+    let c = d.client().await;
+    let a = c.open_session(None).await.unwrap().session_id;
+    let b = c.open_session(None).await.unwrap().session_id;
+    run(&c, &a, "a = 1").await;
+    let in_b = run(&c, &b, "b = 2").await;
+    assert_state(&in_b, InterpreterState::New, Some(ResetReason::FirstCall));
+    assert_eq!(c.stats().await.unwrap().interpreters_live, 1);
+
+    let back_a = run(&c, &a, "print(a)").await;
+    assert_reset(&back_a, ResetReason::StoppedForRoom);
+    assert_eq!(stdout(&back_a), "1\n");
+    assert_eq!(back_a.interpreter.restored, ["a"]);
+    assert!(back_a.interpreter.not_restored.is_empty());
+    assert_eq!(c.stats().await.unwrap().interpreters_live, 1);
+
+    let back_b = run(&c, &b, "print(b)").await;
+    assert_reset(&back_b, ResetReason::StoppedForRoom);
+    assert_eq!(stdout(&back_b), "2\n");
+    assert_eq!(back_b.interpreter.restored, ["b"]);
+}
+
+/// A run of `code` in `sid` for `tenant`.
+fn for_tenant(tenant: &str, sid: &str, code: &str) -> RunRequest {
+    RunRequest {
+        tenant: Some(tenant.into()),
+        ..run_req(sid, code)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn live_lifecycle_past_max_live_per_tenant_only_that_tenant_yields() {
+    let d = Daemon::start(&live_policy(
+        &format!("{NO_POOL}max_live = 8\nmax_live_per_tenant = 1"),
+        "",
+    ));
+    let c = d.client().await;
+    let x = c.open_session(Some("t1")).await.unwrap().session_id;
+    let y = c.open_session(Some("t1")).await.unwrap().session_id;
+    let z = c.open_session(Some("t2")).await.unwrap().session_id;
+    send(&c, for_tenant("t1", &x, "v = 'x'")).await;
+    send(&c, for_tenant("t2", &z, "v = 'z'")).await;
+    send(&c, for_tenant("t1", &y, "v = 'y'")).await;
+    assert_eq!(c.stats().await.unwrap().interpreters_live, 2);
+
+    let in_z = send(&c, for_tenant("t2", &z, "v")).await;
+    assert_kept(&in_z);
+    assert_eq!(in_z.interpreter.result.as_deref(), Some("'z'"));
+    let in_x = send(&c, for_tenant("t1", &x, "v")).await;
+    assert_reset(&in_x, ResetReason::StoppedForRoom);
+    assert_eq!(in_x.interpreter.result.as_deref(), Some("'x'"));
+}
+
+/// Writes and lists where a jail might be able to, and prints what
+/// confines it: the same text for a pooled and a cold interpreter. Only
+/// the workspace, `/tmp` and the harmless devices take writes; the
+/// read-only mounts answer EROFS; `/proc/self/comm`, which the mount and
+/// the file's owner would allow, is Landlock's EACCES, as is listing the
+/// root (where other workspaces would be, were they there).
+const CONFINEMENT: &str = r#"import errno, os
+def attempt(path):
+    try:
+        with open(path, 'w') as f:
+            f.write('x')
+        return 'ok'
+    except OSError as e:
+        return errno.errorcode[e.errno]
+for p in ('/workspace/w.txt', '/tmp/t.txt', '/x.txt', '/usr/x.txt', '/venv/x.txt',
+          '/etc/x.txt', '/etc/passwd', '/dev/zero', '/dev/null', '/proc/self/comm'):
+    print(p, attempt(p))
+def listing(path):
+    try:
+        return sorted(os.listdir(path))
+    except OSError as e:
+        return errno.errorcode[e.errno]
+for p in ('/', '/workspace/..', '/workspace', '/tmp'):
+    print(p, listing(p))
+for line in open('/proc/self/status'):
+    k, _, v = line.partition(':')
+    if k in ('NoNewPrivs', 'Seccomp', 'CapInh', 'CapPrm', 'CapEff', 'CapBnd', 'CapAmb'):
+        print(k, v.strip())
+"#;
+
+const CONFINED: &str = "/workspace/w.txt ok\n\
+/tmp/t.txt ok\n\
+/x.txt EROFS\n\
+/usr/x.txt EROFS\n\
+/venv/x.txt EROFS\n\
+/etc/x.txt EROFS\n\
+/etc/passwd EROFS\n\
+/dev/zero ok\n\
+/dev/null ok\n\
+/proc/self/comm EACCES\n\
+/ EACCES\n\
+/workspace/.. EACCES\n\
+/workspace ['mounts', 'output', 'w.txt']\n\
+/tmp ['t.txt']\n\
+CapInh 0000000000000000\n\
+CapPrm 0000000000000000\n\
+CapEff 0000000000000000\n\
+CapBnd 0000000000000000\n\
+CapAmb 0000000000000000\n\
+NoNewPrivs 1\n\
+Seccomp 2\n";
+
+#[tokio::test(flavor = "multi_thread")]
+async fn live_lifecycle_a_pool_claim_is_warm_clean_and_confined() {
+    let d = Daemon::start_with_python(
+        &live_policy("pool_size = 1", ""),
+        "prewarm_imports = [\"sqlite3\", \"xml.dom.minidom\"]",
+    );
+    let c = d.client().await;
+    let ready = wait_for_stats(&c, "a warm session in the pool", |s| s.pool_ready == 1).await;
+    assert!(ready.pool_memory_bytes > 0, "{ready:?}");
+    assert_eq!(ready.interpreters_live, 0, "a pooled one is no session's");
+
+    let a = c.open_session(None).await.unwrap().session_id;
+    let first = run(
+        &c,
+        &a,
+        "print(sorted(k for k in globals() if not k.startswith('__')))\n\
+         import sys\n\
+         print([m in sys.modules for m in ('sqlite3', 'xml.dom.minidom')])",
+    )
+    .await;
+    assert_state(&first, InterpreterState::New, Some(ResetReason::FirstCall));
+    assert!(first.interpreter.warm, "{first:?}");
+    assert_eq!(
+        stdout(&first),
+        "[]\n[True, True]\n",
+        "no user code ran before; the prewarm imports did"
+    );
+
+    let warm = run(&c, &a, CONFINEMENT).await;
+    assert_kept(&warm);
+    assert!(!warm.interpreter.warm, "warm is the first call's news");
+    assert_eq!(stdout(&warm), CONFINED, "{}", stderr(&warm));
+
+    // A cold interpreter in the same workspace is confined alike, and has
+    // not imported what the pool's did.
+    let cold = send(
+        &c,
+        fresh(
+            &a,
+            &format!("import sys\nprint('sqlite3' in sys.modules)\n{CONFINEMENT}"),
+        ),
+    )
+    .await;
+    assert_reset(&cold, ResetReason::FreshRequested);
+    assert!(!cold.interpreter.warm);
+    assert_eq!(stdout(&cold), format!("False\n{CONFINED}"));
+
+    // Another session's workspace is nowhere in A's jail.
+    let b = c.open_session(None).await.unwrap().session_id;
+    run(&c, &b, "open('output/b-secret.txt', 'w').write('B')").await;
+    let name = |sid: &str| {
+        d.workspace(sid)
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .into_owned()
+    };
+    let look = format!(
+        "import os\n\
+         hits = []\n\
+         for top in ('/workspace', '/tmp', '/dev', '/etc'):\n\
+         \x20   for root, dirs, files in os.walk(top):\n\
+         \x20       hits += [os.path.join(root, f) for f in files + dirs if f == 'b-secret.txt']\n\
+         print(hits)\n\
+         mi = open('/proc/self/mountinfo').read()\n\
+         print([w in mi for w in ({state:?}, {na:?}, {nb:?}, 'sessions')])",
+        state = d.state.to_string_lossy(),
+        na = name(&a),
+        nb = name(&b),
+    );
+    let seen = send(&c, fresh(&a, &look)).await;
+    assert_eq!(
+        stdout(&seen),
+        "[]\n[False, False, False, False]\n",
+        "{}",
+        stderr(&seen)
+    );
+
+    wait_for_stats(&c, "the pool refilled", |s| s.pool_ready == 1).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn live_lifecycle_the_figures_count_live_interpreters() {
+    let d = Daemon::start(&live_policy(NO_POOL, ""));
+    let c = d.client().await;
+    let none = c.stats().await.unwrap();
+    assert_eq!(
+        (
+            none.interpreters_live,
+            none.pool_ready,
+            none.interpreters_memory_bytes
+        ),
+        (0, 0, 0)
+    );
+    let a = c.open_session(None).await.unwrap().session_id;
+    let b = c.open_session(None).await.unwrap().session_id;
+    run(&c, &a, "x = 1").await;
+    let one = c.stats().await.unwrap();
+    assert_eq!(one.interpreters_live, 1);
+    assert!(
+        one.interpreters_memory_bytes > 0,
+        "the cgroup's count: {one:?}"
+    );
+    run(&c, &b, "x = 1").await;
+    assert_eq!(c.stats().await.unwrap().interpreters_live, 2);
+
+    let exited = run(&c, &b, "import os\nos._exit(0)").await;
+    assert_eq!(exited.outcome.status, Status::Ok, "{exited:?}");
+    assert_eq!(
+        c.stats().await.unwrap().interpreters_live,
+        1,
+        "an interpreter that ended is not live"
+    );
+    c.close_session(&a, None).await.unwrap();
+    let closed = c.stats().await.unwrap();
+    assert_eq!(
+        (closed.interpreters_live, closed.interpreters_memory_bytes),
+        (0, 0),
+        "a closed session's interpreter goes with it"
+    );
+    let again = run(&c, &b, "print('x' in globals())").await;
+    assert_reset(&again, ResetReason::CodeExited);
+    assert_eq!(c.stats().await.unwrap().interpreters_live, 1);
+}
+
+/// Starts a run of `code` and waits until it is running.
+async fn started(c: &Client, sid: &str, code: &str) -> prims_protocol::client::Call {
+    let mut call = c.call(RequestBody::Run(run_req(sid, code))).await.unwrap();
+    while let Some(ev) = call.next_event().await.unwrap() {
+        if ev == Event::Started {
+            return call;
+        }
+    }
+    panic!("the run ended before it started");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn live_lifecycle_a_cancel_and_a_restart_replace_the_interpreter() {
+    let mut d = Daemon::start(&live_policy(NO_POOL, ""));
+    let c = d.client().await;
+    let s = c.open_session(None).await.unwrap().session_id;
+    run(&c, &s, "x = 1").await;
+    let call = started(&c, &s, "import time\ntime.sleep(60)").await;
+    c.cancel(call.id()).await.unwrap();
+    match call.finish().await {
+        Err(ClientError::Server(e)) => assert_eq!(e.code, ErrorCode::Cancelled),
+        other => panic!("{other:?}"),
+    }
+    let after_cancel = run(&c, &s, "print('x' in globals())\nx = 2").await;
+    assert_reset(&after_cancel, ResetReason::Cancelled);
+    assert_eq!(stdout(&after_cancel), "False\n");
+
+    drop(c);
+    d.crash_and_restart();
+    let c = d.client().await;
+    let after_restart = run(&c, &s, "print('x' in globals())").await;
+    assert_reset(&after_restart, ResetReason::ServerRestarted);
+    assert_eq!(stdout(&after_restart), "False\n");
+    let next = run(&c, &s, "print('kept')").await;
+    assert_kept(&next);
+}

@@ -1,0 +1,509 @@
+//! One session's live interpreter through the supervisor socket: state
+//! kept between calls, the last expression's value, exceptions and exits,
+//! `fresh`, a change of requirements, time and memory limits, output of
+//! subprocesses, an stdout flood, background processes and a long cell.
+
+use prims_protocol::jail::{LimitRequest, Status};
+use prims_protocol::wire::{InterpreterState, ResetReason};
+use prims_tests::daemon::{run_req, Daemon};
+use prims_tests::live::*;
+use prims_tests::{assert_no_survivors, processes_with_marker, py_str, unique};
+use std::time::{Duration, Instant};
+
+/// No pool (every interpreter starts cold) and a short interrupt grace, so
+/// an interpreter that ignores the interrupt is killed soon.
+fn policy(extra: &str) -> String {
+    live_policy(&format!("{NO_POOL}interrupt_grace = \"500ms\""), extra)
+}
+
+async fn session(extra: &str) -> (Daemon, prims_protocol::client::Client, String) {
+    let d = Daemon::start(&policy(extra));
+    let c = d.client().await;
+    let s = c.open_session(None).await.unwrap().session_id;
+    (d, c, s)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn live_state_variables_imports_and_functions_persist() {
+    let (_d, c, s) = session("").await;
+    let first = run(&c, &s, "x = 41").await;
+    assert_state(&first, InterpreterState::New, Some(ResetReason::FirstCall));
+    assert!(!first.interpreter.warm, "no pool: a cold start");
+    assert_eq!(first.outcome.status, Status::Ok);
+    assert_eq!(first.outcome.exit_code, Some(0));
+    assert_eq!(stdout(&first), "");
+
+    let second = run(&c, &s, "print(x + 1)").await;
+    assert_kept(&second);
+    assert_eq!(stdout(&second), "42\n");
+    assert_eq!(second.interpreter.result, None);
+
+    let def = run(&c, &s, "import json\ndef twice(v):\n    return v * 2").await;
+    assert_kept(&def);
+    let used = run(&c, &s, "print(twice(json.loads('21')))").await;
+    assert_kept(&used);
+    assert_eq!(stdout(&used), "42\n");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn live_state_last_expression_is_the_result() {
+    let (_d, c, s) = session("").await;
+    let set = run(&c, &s, "x = 41").await;
+    assert_eq!(set.interpreter.result, None, "an assignment has no value");
+
+    let expr = run(&c, &s, "x + 1").await;
+    assert_kept(&expr);
+    assert_eq!(expr.interpreter.result.as_deref(), Some("42"));
+    assert!(!expr.interpreter.result_truncated);
+    assert_eq!(stdout(&expr), "", "the value is the result, not output");
+
+    let printed = run(&c, &s, "print('p')\n{'k': [x]}").await;
+    assert_eq!(stdout(&printed), "p\n");
+    assert_eq!(printed.interpreter.result.as_deref(), Some("{'k': [41]}"));
+
+    let none = run(&c, &s, "None").await;
+    assert_eq!(none.interpreter.result, None, "None shows nothing");
+    let call = run(&c, &s, "print('side')").await;
+    assert_eq!(call.interpreter.result, None, "print() returns None");
+
+    let big = run(&c, &s, "'a' * 100_000").await;
+    let result = big.interpreter.result.clone().unwrap_or_default();
+    assert!(big.interpreter.result_truncated, "{:?}", big.interpreter);
+    assert_eq!(
+        result.chars().count(),
+        16384,
+        "the repr is cut at 16384 chars"
+    );
+    assert!(result.starts_with("'aaaa") && result.bytes().skip(1).all(|b| b == b'a'));
+    assert_eq!(stdout(&big), "");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn live_state_an_exception_fails_the_call_and_keeps_the_state() {
+    let (_d, c, s) = session("").await;
+    run(&c, &s, "x = 1").await;
+    let failed = run(&c, &s, "y = 2\n1 / 0\nz = 3").await;
+    assert_kept(&failed);
+    assert_eq!(failed.outcome.status, Status::Error);
+    assert_eq!(failed.outcome.exit_code, Some(1));
+    assert_eq!(failed.outcome.signal, None);
+    let err = stderr(&failed);
+    assert!(
+        err.starts_with("Traceback (most recent call last):\n"),
+        "{err}"
+    );
+    assert_stderr_ends_with(&failed, "ZeroDivisionError: division by zero\n");
+    assert!(
+        !err.contains("File \"<string>\""),
+        "no frame of the agent: {err}"
+    );
+    assert_eq!(stdout(&failed), "");
+
+    let after = run(&c, &s, "print(x, y, 'z' in globals())").await;
+    assert_kept(&after);
+    assert_eq!(after.outcome.status, Status::Ok);
+    assert_eq!(
+        stdout(&after),
+        "1 2 False\n",
+        "what ran before the exception stays"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn live_state_fresh_drops_the_state() {
+    let (_d, c, s) = session("").await;
+    run(&c, &s, "x = 1").await;
+    let fresh_run = send(&c, fresh(&s, "print(x)")).await;
+    assert_reset(&fresh_run, ResetReason::FreshRequested);
+    assert_eq!(fresh_run.outcome.status, Status::Error);
+    assert_stderr_ends_with(&fresh_run, "NameError: name 'x' is not defined\n");
+    let next = run(&c, &s, "print('again')").await;
+    assert_kept(&next);
+    assert_eq!(stdout(&next), "again\n");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn live_state_other_requirements_replace_the_interpreter() {
+    let (_d, c, s) = session("").await;
+    run(&c, &s, "x = 1").await;
+    let code = "import six\nprint(six.__name__, 'x' in globals())\nx = 2";
+    let with_six = send(&c, requiring(&s, code, &["six"])).await;
+    assert_reset(&with_six, ResetReason::RequirementsChanged);
+    assert_eq!(stdout(&with_six), "six False\n", "{}", stderr(&with_six));
+
+    let same = send(&c, requiring(&s, "print(x)", &["six"])).await;
+    assert_kept(&same);
+    assert_eq!(stdout(&same), "2\n");
+
+    let without = run(&c, &s, "print('x' in globals())").await;
+    assert_reset(&without, ResetReason::RequirementsChanged);
+    assert_eq!(stdout(&without), "False\n");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn live_state_sys_exit_keeps_the_interpreter_and_os_exit_ends_it() {
+    let (_d, c, s) = session("").await;
+    run(&c, &s, "x = 'kept'").await;
+
+    let exit3 = run(&c, &s, "import sys\nprint('before')\nsys.exit(3)").await;
+    assert_kept(&exit3);
+    assert_eq!(exit3.outcome.status, Status::Exit);
+    assert_eq!(exit3.outcome.exit_code, Some(3));
+    assert_eq!(stdout(&exit3), "before\n");
+
+    let caught = run(
+        &c,
+        &s,
+        "try:\n    sys.exit(1)\nexcept SystemExit:\n    pass\nprint(x)",
+    )
+    .await;
+    assert_kept(&caught);
+    assert_eq!(caught.outcome.status, Status::Ok);
+    assert_eq!(caught.outcome.exit_code, Some(0));
+    assert_eq!(stdout(&caught), "kept\n", "sys.exit(3) kept the state");
+
+    let (gone, streamed) = send_streamed(
+        &c,
+        run_req(&s, "import os\nprint('bye', flush=True)\nos._exit(7)"),
+    )
+    .await;
+    assert_kept(&gone);
+    assert_eq!(gone.outcome.status, Status::Exit);
+    assert_eq!(gone.outcome.exit_code, Some(7));
+    assert_eq!(gone.outcome.signal, None);
+    assert_eq!(streamed, b"bye\n", "streamed as it was printed");
+    assert_eq!(
+        stdout(&gone),
+        "bye\n",
+        "the reply keeps what the code printed before it ended the interpreter"
+    );
+
+    let next = run(&c, &s, "print('x' in globals())").await;
+    assert_reset(&next, ResetReason::CodeExited);
+    assert_eq!(next.outcome.status, Status::Ok);
+    assert_eq!(stdout(&next), "False\n", "a new interpreter, fresh state");
+}
+
+/// Runs `code` under the limit `set` makes after setting `x`: the limit
+/// interrupts it (KeyboardInterrupt, no kill) as a `kind` timeout, and the
+/// next call finds `x`.
+async fn interrupted_keeps_state(code: &str, kind: &str, set: impl FnOnce(&mut LimitRequest)) {
+    let (_d, c, s) = session("").await;
+    run(&c, &s, "x = 'kept'").await;
+    let cut = send(&c, limited(&s, code, set)).await;
+    assert_kept(&cut);
+    assert_eq!(cut.outcome.status, Status::Timeout, "{cut:?}");
+    assert_eq!(cut.outcome.timeout_kind.as_deref(), Some(kind));
+    assert_eq!(cut.outcome.signal, None, "interrupted, not killed");
+    assert_stderr_ends_with(&cut, "KeyboardInterrupt\n");
+    let after = run(&c, &s, "print(x)").await;
+    assert_kept(&after);
+    assert_eq!(stdout(&after), "kept\n");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn live_state_a_wall_time_limit_interrupts_the_code_and_keeps_the_state() {
+    interrupted_keeps_state("import time\ntime.sleep(60)", "wall", |l| {
+        l.wall_time_ms = Some(1000)
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn live_state_a_cpu_limit_interrupts_the_code_and_keeps_the_state() {
+    interrupted_keeps_state("while True:\n    pass", "cpu", |l| {
+        l.cpu_time_ms = Some(1000)
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn live_state_code_that_swallows_the_interrupt_is_killed() {
+    let (_d, c, s) = session("").await;
+    run(&c, &s, "x = 'lost'").await;
+    let code = "import signal\nsignal.signal(signal.SIGINT, lambda *a: None)\n\
+                print('spinning', flush=True)\nwhile True:\n    pass";
+    let (stuck, streamed) =
+        send_streamed(&c, limited(&s, code, |l| l.wall_time_ms = Some(1000))).await;
+    assert_kept(&stuck);
+    assert_eq!(stuck.outcome.status, Status::Timeout, "{stuck:?}");
+    assert_eq!(stuck.outcome.timeout_kind.as_deref(), Some("wall"));
+    assert_eq!(stuck.outcome.signal, Some(libc::SIGKILL));
+    assert_eq!(streamed, b"spinning\n");
+    assert_eq!(
+        stdout(&stuck),
+        "spinning\n",
+        "the reply keeps what the code printed before it was killed"
+    );
+
+    let next = run(&c, &s, "print('x' in globals())").await;
+    assert_reset(&next, ResetReason::TimedOut);
+    assert_eq!(stdout(&next), "False\n");
+    let again = run(&c, &s, "print('fine')").await;
+    assert_kept(&again);
+    assert_eq!(stdout(&again), "fine\n");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn live_state_out_of_memory_resets_and_the_session_works() {
+    let (_d, c, s) = session("[limits]\nmemory = \"256MiB\"\n").await;
+    run(&c, &s, "x = 1").await;
+    // A child that runs out of memory is killed alone: the interpreter lives.
+    let child = run(
+        &c,
+        &s,
+        "import subprocess, sys\n\
+         r = subprocess.run([sys.executable, '-c', \"b = b'x' * (512 << 20)\"])\n\
+         print(r.returncode)",
+    )
+    .await;
+    assert_kept(&child);
+    assert_eq!(child.outcome.status, Status::Oom, "{child:?}");
+    assert!(child.outcome.oom_killed);
+    assert_eq!(stdout(&child), "-9\n");
+    let still = run(&c, &s, "print(x)").await;
+    assert_kept(&still);
+    assert_eq!(stdout(&still), "1\n");
+
+    let hog = run(&c, &s, "b = b'x' * (512 << 20)\nprint('survived')").await;
+    assert_kept(&hog);
+    assert_eq!(hog.outcome.status, Status::Oom, "{hog:?}");
+    assert!(hog.outcome.oom_killed);
+    assert_eq!(stdout(&hog), "");
+
+    let next = run(&c, &s, "print('x' in globals())").await;
+    assert_reset(&next, ResetReason::OutOfMemory);
+    assert_eq!(next.outcome.status, Status::Ok);
+    assert_eq!(stdout(&next), "False\n");
+    let works = run(&c, &s, "print(sum(range(10)))").await;
+    assert_kept(&works);
+    assert_eq!(stdout(&works), "45\n");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn live_state_output_of_subprocesses_is_in_the_call() {
+    let (_d, c, s) = session("").await;
+    let r = run(
+        &c,
+        &s,
+        "import os, subprocess, sys\n\
+         print('a')\n\
+         os.system('echo sub')\n\
+         subprocess.run(['echo', 'x'])\n\
+         os.system('echo e >&2')\n\
+         print('b')\n\
+         print('c', file=sys.stderr)",
+    )
+    .await;
+    assert_eq!(r.outcome.status, Status::Ok, "{r:?}");
+    assert_eq!(stdout(&r), "a\nsub\nx\nb\n");
+    assert_eq!(stderr(&r), "e\nc\n");
+    let next = run(&c, &s, "subprocess.run(['echo', 'y'])").await;
+    assert_eq!(stdout(&next), "y\n", "nothing of the last call");
+    assert_eq!(
+        next.interpreter.result.as_deref(),
+        Some("CompletedProcess(args=['echo', 'y'], returncode=0)")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn live_state_an_stdout_flood_is_cut_and_the_next_call_is_clean() {
+    let (_d, c, s) = session("").await;
+    let cap = 64 * 1024;
+    let flood = send(
+        &c,
+        limited(&s, "while True:\n    print('x' * 1000)", |l| {
+            l.wall_time_ms = Some(1000);
+            l.output_bytes = Some(cap);
+        }),
+    )
+    .await;
+    assert_eq!(flood.outcome.status, Status::Timeout, "{:?}", flood.outcome);
+    assert!(flood.stdout_truncated);
+    assert_eq!(flood.stdout.len() as u64, cap);
+    assert!(flood.stdout.iter().all(|&b| b == b'x' || b == b'\n'));
+
+    let next = run(&c, &s, "print('after')").await;
+    assert_kept(&next);
+    assert_eq!(next.outcome.status, Status::Ok);
+    assert_eq!(stdout(&next), "after\n", "no byte of the flood");
+    assert!(!next.stdout_truncated);
+    assert_eq!(stderr(&next), "");
+}
+
+/// How many more processes the jail can start: the probe starts sleepers
+/// until fork fails, then kills them; prints the count and the errno.
+const SPARE_PIDS: &str = r#"import errno, subprocess
+more = []
+try:
+    while len(more) < 100:
+        more.append(subprocess.Popen(['sleep', '300']))
+    print(len(more), 'no limit')
+except OSError as e:
+    print(len(more), errno.errorcode[e.errno])
+for p in more:
+    p.kill()
+    p.wait()
+del more"#;
+
+#[tokio::test(flavor = "multi_thread")]
+async fn live_state_background_processes_outlive_the_call_count_against_pids_and_go_on_reset() {
+    let (_d, c, s) = session("[limits]\npids = 16\n").await;
+    let marker = unique("bg");
+    let start = format!(
+        "import subprocess, sys\n\
+         bg = [subprocess.Popen(['sleep', '300']) for _ in range(3)]\n\
+         bg.append(subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)', '{marker}']))\n\
+         print(len(bg))"
+    );
+    let started = run(&c, &s, &start).await;
+    assert_eq!(stdout(&started), "4\n", "{started:?}");
+    assert_eq!(
+        processes_with_marker(&marker).len(),
+        1,
+        "the background python runs on after its call"
+    );
+
+    let seen = run(
+        &c,
+        &s,
+        "import os\n\
+         cmds = [open('/proc/%s/cmdline' % p, 'rb').read().split(b'\\0')[0].decode()\n\
+         \x20       for p in os.listdir('/proc') if p.isdigit() and int(p) > 2]\n\
+         print(sorted(os.path.basename(c) for c in cmds))\n\
+         print(all(p.poll() is None for p in bg))",
+    )
+    .await;
+    assert_kept(&seen);
+    assert_eq!(
+        stdout(&seen),
+        "['python', 'sleep', 'sleep', 'sleep']\nTrue\n",
+        "{}",
+        stderr(&seen)
+    );
+
+    let crowded = run(&c, &s, SPARE_PIDS).await;
+    let fresh_run = send(&c, fresh(&s, &format!("{JAIL_PIDS}\n{SPARE_PIDS}"))).await;
+    assert_reset(&fresh_run, ResetReason::FreshRequested);
+    let crowded_out = stdout(&crowded);
+    let fresh_out = stdout(&fresh_run);
+    assert_eq!(fresh_run.outcome.status, Status::Ok, "{fresh_run:?}");
+    let mut lines = fresh_out.lines();
+    assert_eq!(
+        lines.next(),
+        Some("1 2"),
+        "the reset took every background process"
+    );
+    let spare = |line: &str| -> u32 {
+        let (n, errno) = line.trim().split_once(' ').expect("count and errno");
+        assert_eq!(errno, "EAGAIN", "fork fails at pids.max: {line}");
+        n.parse().unwrap()
+    };
+    let with_bg = spare(&crowded_out);
+    let without = spare(lines.next().unwrap_or_default());
+    assert_eq!(
+        without - with_bg,
+        4,
+        "the 4 background processes count against pids \
+         (with them: {crowded_out:?}, after the reset: {fresh_out:?})"
+    );
+
+    let deadline = Instant::now() + HANG_GUARD;
+    while !processes_with_marker(&marker).is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_no_survivors(&marker, "a fresh reset kills the old jail");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn live_state_background_output_between_calls_is_dropped() {
+    let (d, c, s) = session("").await;
+    let ws = d.workspace(&s);
+    let marker = unique("bgout");
+    // The background process prints a burst whenever a trigger file
+    // appears, then says so with another file.
+    let printer = r#"import os, sys, time
+n = 0
+while True:
+    n += 1
+    while not os.path.exists('/workspace/go%d' % n):
+        time.sleep(0.01)
+    for i in range(2000):
+        print('bg%d-%d' % (n, i))
+    sys.stdout.flush()
+    open('/workspace/done%d' % n, 'w').close()
+"#;
+    let start = format!(
+        "import subprocess, sys\n\
+         printer = subprocess.Popen([sys.executable, '-c', {printer}, '{marker}'])\n\
+         print('started')",
+        printer = py_str(printer)
+    );
+    let started = run(&c, &s, &start).await;
+    assert_eq!(stdout(&started), "started\n", "{started:?}");
+    let pid = {
+        let deadline = Instant::now() + HANG_GUARD;
+        loop {
+            if let Some((pid, _)) = processes_with_marker(&marker).first() {
+                break *pid;
+            }
+            assert!(Instant::now() < deadline, "the printer never ran");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+
+    // A burst while no call runs.
+    std::fs::write(ws.join("go1"), "").unwrap();
+    wait_for_file(&ws, "done1");
+    wait_stdout_read(pid);
+    let quiet = run(&c, &s, "print('after')").await;
+    assert_kept(&quiet);
+    assert_eq!(
+        stdout(&quiet),
+        "after\n",
+        "output written between calls is dropped"
+    );
+
+    // A burst while a call runs belongs to that call.
+    let during = run(
+        &c,
+        &s,
+        "import os, time\n\
+         open('/workspace/go2', 'w').close()\n\
+         while not os.path.exists('/workspace/done2'):\n\
+         \x20   time.sleep(0.01)\n\
+         print('end')",
+    )
+    .await;
+    let burst: String = (0..2000).map(|i| format!("bg2-{i}\n")).collect();
+    assert_eq!(stdout(&during), format!("{burst}end\n"));
+
+    let reset = send(&c, fresh(&s, JAIL_PIDS)).await;
+    assert_eq!(stdout(&reset), "1 2\n");
+    let deadline = Instant::now() + HANG_GUARD;
+    while !processes_with_marker(&marker).is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_no_survivors(&marker, "a fresh reset kills the printer");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn live_state_a_cell_of_20000_characters_runs() {
+    let (_d, c, s) = session("").await;
+    let head = "total = 0\n";
+    let line = "total += 1\n";
+    let tail = "print(total)\n";
+    // Whole lines, then a comment of at least 10 characters fills it up.
+    let n = (20_000 - head.len() - tail.len() - 10) / line.len();
+    let mut code = format!("{head}{}", line.repeat(n));
+    let pad = 20_000 - code.len() - tail.len();
+    code.push_str(&format!("#{}\n", "p".repeat(pad - 2)));
+    code.push_str(tail);
+    assert_eq!(code.chars().count(), 20_000);
+    let r = send(&c, run_req(&s, &code)).await;
+    assert_eq!(r.outcome.status, Status::Ok, "{}", stderr(&r));
+    assert_eq!(stdout(&r), format!("{n}\n"));
+    let next = run(&c, &s, "total").await;
+    assert_kept(&next);
+    assert_eq!(next.interpreter.result, Some(n.to_string()));
+}
