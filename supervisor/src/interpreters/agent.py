@@ -43,6 +43,19 @@ STATE_MAGIC = b"PRIMS-STATE-1\n"
 RECORD = struct.Struct(">cIQ")
 RECORD_NAME_MAX = 1024 * 1024
 
+# The agent exits with this when the code closed or replaced its channel.
+CHANNEL_LOST_EXIT = 118
+
+# What framing uses, bound now: code in a cell shares these modules and may
+# patch them (json.dumps = ...), which must not break the agent's own frames.
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+_DECODER = json.JSONDecoder()
+_HEADER = struct.Struct(">I")
+_read = os.read
+_write = os.write
+_fstat = os.fstat
+_exit = os._exit
+
 _SIGINT = {signal.SIGINT}
 _HEX = frozenset("0123456789abcdef")
 
@@ -193,7 +206,7 @@ def _exit_outcome(exc, err_fd):
 def _fit(msg):
     """Encode `msg` as a frame body, halving its lists until it fits."""
     while True:
-        body = json.dumps(msg, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        body = _ENCODER.encode(msg).encode("utf-8")
         lists = [k for k, v in msg.items() if isinstance(v, list) and v]
         if len(body) <= FRAME_OUT_MAX or not lists:
             return body
@@ -273,18 +286,18 @@ class Agent:
 
     def _check_channel(self):
         try:
-            st = os.fstat(self.channel)
+            st = _fstat(self.channel)
         except OSError:
-            os._exit(3)
+            _exit(CHANNEL_LOST_EXIT)
         if (st.st_dev, st.st_ino) != self.channel_id:
             # User code closed or replaced the channel; nothing can be sent.
-            os._exit(3)
+            _exit(CHANNEL_LOST_EXIT)
 
     def _read_exact(self, n):
         buf = bytearray()
         while len(buf) < n:
             try:
-                chunk = os.read(self.channel, min(n - len(buf), 1 << 20))
+                chunk = _read(self.channel, min(n - len(buf), 1 << 20))
             except OSError:
                 return None
             if not chunk:
@@ -298,7 +311,7 @@ class Agent:
         header = self._read_exact(4)
         if header is None:
             return None
-        (length,) = struct.unpack(">I", header)
+        (length,) = _HEADER.unpack(header)
         if length > FRAME_IN_MAX:
             while length > 0:
                 if self._read_exact(min(length, 1 << 20)) is None:
@@ -309,7 +322,7 @@ class Agent:
         if body is None:
             return None
         try:
-            msg = json.loads(body.decode("utf-8"))
+            msg = _DECODER.decode(body.decode("utf-8"))
         except ValueError as e:
             return "malformed frame: %s" % _why(e)
         if not isinstance(msg, dict):
@@ -319,13 +332,13 @@ class Agent:
     def send(self, msg):
         self._check_channel()
         body = _fit(msg)
-        frame = struct.pack(">I", len(body)) + body
+        frame = _HEADER.pack(len(body)) + body
         view = memoryview(frame)
         while view:
             try:
-                n = os.write(self.channel, view)
+                n = _write(self.channel, view)
             except OSError:
-                os._exit(3)
+                _exit(CHANNEL_LOST_EXIT)
             view = view[n:]
 
     # --- start-up ---

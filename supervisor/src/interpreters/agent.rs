@@ -14,6 +14,9 @@ pub(crate) const AGENT_SOURCE: &str = include_str!("agent.py");
 /// Where the agent finds its channel when it starts.
 pub(crate) const CHANNEL_FD: RawFd = 3;
 
+/// The agent's exit code when the code closed or replaced its channel.
+pub(crate) const CHANNEL_LOST_EXIT: i32 = 118;
+
 /// Comma-separated modules the agent imports before it reports ready.
 pub(crate) const PREWARM_ENV: &str = "PRIMS_PREWARM";
 

@@ -2,6 +2,7 @@
 //! `done`, enforce the call's time limits (interrupt first, kill after the
 //! grace period), and measure it from the cgroup, never from the agent.
 
+use super::agent::CHANNEL_LOST_EXIT;
 use super::channel::{CellDone, CellStatus, ChannelError, FromAgent, ToAgent};
 use super::live::Live;
 use super::output::new_marker;
@@ -264,6 +265,15 @@ async fn died(
         _ if end.outcome.oom_killed => (Status::Oom, ResetReason::OutOfMemory),
         Status::Oom => (Status::Oom, ResetReason::OutOfMemory),
         Status::Timeout => (Status::Timeout, ResetReason::TimedOut),
+        Status::Exit if o.exit_code == Some(CHANNEL_LOST_EXIT) => {
+            note(
+                end,
+                "\n[prims] The interpreter's channel to the server was broken (the code closed \
+                 or replaced it), which ended the interpreter; the next call starts a new one.\n"
+                    .to_string(),
+            );
+            (Status::Error, ResetReason::ChannelBroken)
+        }
         Status::Ok | Status::Exit | Status::Error => (
             if o.exit_code == Some(0) {
                 Status::Ok
@@ -274,6 +284,10 @@ async fn died(
         ),
         Status::Signal | Status::SetupError => (Status::Signal, ResetReason::CodeExited),
     };
+    if reason == ResetReason::ChannelBroken {
+        // The agent's code, not the code's.
+        end.outcome.exit_code = None;
+    }
     end.outcome.status = status;
     end.gone = Some(reason);
 }

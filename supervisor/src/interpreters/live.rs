@@ -46,7 +46,7 @@ pub(crate) struct Live {
 /// The limits an interpreter's cgroup holds for its whole life; a call
 /// that asks for others gets a new interpreter.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct HeldLimits {
+pub(crate) struct HeldLimits {
     pub memory_bytes: u64,
     pub pids: u64,
 }

@@ -22,6 +22,7 @@ fn python_int(name: &str) -> usize {
 #[test]
 fn the_agent_and_the_supervisor_agree_on_limits_and_formats() {
     assert_eq!(python_int("CHANNEL_FD"), CHANNEL_FD as usize);
+    assert_eq!(python_int("CHANNEL_LOST_EXIT"), CHANNEL_LOST_EXIT as usize);
     assert_eq!(python_int("FRAME_IN_MAX"), SUPERVISOR_FRAME_MAX);
     assert_eq!(python_int("FRAME_OUT_MAX"), AGENT_FRAME_MAX);
     assert_eq!(python_int("RESULT_MAX_CHARS"), RESULT_MAX_CHARS);
