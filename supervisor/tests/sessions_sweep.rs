@@ -17,11 +17,11 @@ fn sweep_closes_idle_sessions_but_never_a_busy_one() {
     let busy_s = store.get(&busy, None).unwrap();
     let now = SystemTime::now();
 
-    assert!(store.sweep(now).is_empty(), "nothing is idle yet");
+    assert!(store.sweep(now, &|_| {}).is_empty(), "nothing is idle yet");
     let guard = busy_s.run_lock.try_lock().unwrap();
     let later = now + Duration::from_secs(120);
     let idle_name = store.name_of(&idle).unwrap();
-    assert_eq!(store.sweep(later), vec![idle_name.clone()]);
+    assert_eq!(store.sweep(later, &|_| {}), vec![idle_name.clone()]);
     assert!(matches!(
         store.get(&idle, None),
         Err(SessionError::NotFound)
@@ -32,7 +32,7 @@ fn sweep_closes_idle_sessions_but_never_a_busy_one() {
 
     drop(guard);
     assert_eq!(
-        store.sweep(later + Duration::from_secs(120)),
+        store.sweep(later + Duration::from_secs(120), &|_| {}),
         vec![busy_s.name.clone()]
     );
     assert_eq!(store.len(), 0);
@@ -49,11 +49,13 @@ fn use_keeps_a_session_alive_and_ttl_reloads() {
     let now = SystemTime::now();
     let s = store.get(&id, None).unwrap();
     store.touch(&s);
-    assert!(store.sweep(now + Duration::from_secs(30)).is_empty());
+    assert!(store
+        .sweep(now + Duration::from_secs(30), &|_| {})
+        .is_empty());
     p.idle_ttl = Duration::from_secs(10);
     store.update_policy(&p);
     assert_eq!(
-        store.sweep(now + Duration::from_secs(30)),
+        store.sweep(now + Duration::from_secs(30), &|_| {}),
         vec![s.name.clone()]
     );
 }

@@ -208,16 +208,15 @@ async fn sweeper(d: Arc<Daemon>, shutdown: CancellationToken) {
         // An interpreter never outlives its session's idle time.
         let ttl = p.interpreters.idle_ttl.0.min(p.sessions.idle_ttl.0);
         d.interpreters.stop_idle(ttl).await;
-        let (sessions, envs) = (d.sessions.clone(), d.envs.clone());
+        let (sessions, envs, live) = (d.sessions.clone(), d.envs.clone(), d.interpreters.clone());
         let swept = tokio::task::spawn_blocking(move || {
-            let gone = sessions.sweep(SystemTime::now());
+            let gone = sessions.sweep(SystemTime::now(), &|name| live.forget(name));
             let _ = envs.gc();
             gone
         })
         .await
         .unwrap_or_default();
         for name in swept {
-            d.interpreters.forget(&name);
             tracing::info!(session = %name, "session expired");
         }
     }

@@ -222,12 +222,21 @@ impl Interpreters {
         }
     }
 
-    /// The session ended: its interpreter goes at once.
+    /// The session ends: its interpreter goes at once, and unless a call
+    /// still runs in it, this waits until its jail has ended, so the
+    /// workspace can be removed. Blocking: call it off the async threads.
     pub(crate) fn forget(&self, session: &str) {
-        if let Some(slot) = self.slots().remove(session) {
-            if let Some(k) = slot.meta().kill.take() {
-                k.kill();
-            }
+        let Some(slot) = self.slots().remove(session) else {
+            return;
+        };
+        if let Some(k) = slot.meta().kill.take() {
+            k.kill();
+        }
+        let idle = slot.live.try_lock().ok().and_then(|mut g| g.take());
+        if let Some(mut live) = idle {
+            live.kill();
+            let exit = std::mem::replace(&mut live.exit, tokio::sync::oneshot::channel().1);
+            let _ = exit.blocking_recv();
         }
     }
 

@@ -177,7 +177,11 @@ fn finish_closing(sh: &Shared, inner: &mut Inner, s: Arc<Session>) {
     }
 }
 
-pub(super) fn sweep(sh: &Arc<Shared>, now: SystemTime) -> Vec<String> {
+pub(super) fn sweep(
+    sh: &Arc<Shared>,
+    now: SystemTime,
+    before_removal: &dyn Fn(&str),
+) -> Vec<String> {
     let (pending, idle): (Vec<_>, Vec<_>) = {
         let inner = lock(&sh.inner);
         let ttl = inner.policy.idle_ttl;
@@ -211,6 +215,7 @@ pub(super) fn sweep(sh: &Arc<Shared>, now: SystemTime) -> Vec<String> {
         }
         tracing::info!(session = %s.name, "closing an idle session");
         sh.begin_close(&s);
+        before_removal(&s.name);
         let _ = sh.finish_close(&s, guard);
         closed.push(s.name.clone());
     }

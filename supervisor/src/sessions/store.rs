@@ -249,9 +249,11 @@ impl SessionStore {
 
     /// Closes every session idle for longer than `idle_ttl` at `now`, except
     /// those whose `run_lock` is held, and retries unfinished closes.
-    /// Returns the names of those it closed.
-    pub fn sweep(&self, now: SystemTime) -> Vec<String> {
-        recover::sweep(&self.shared, now)
+    /// `before_removal` sees each one's name once it is closed to callers
+    /// and before its files go (its interpreter must end first). Returns
+    /// the names of those it closed.
+    pub fn sweep(&self, now: SystemTime, before_removal: &dyn Fn(&str)) -> Vec<String> {
+        recover::sweep(&self.shared, now, before_removal)
     }
 
     /// Live sessions.
