@@ -2,6 +2,7 @@
 //! in one run, so the ratios hold on a noisy machine.
 
 mod jail;
+mod live;
 mod mcp;
 mod original;
 mod socket;
@@ -44,6 +45,22 @@ enum Bench {
         #[arg(long)]
         policy: Option<PathBuf>,
     },
+    /// Live interpreters through MCP: the same session, a new session's
+    /// first call from the warm pool, 8 concurrent sessions and idle
+    /// memory, each beside a new interpreter per call (`fresh: true`).
+    /// Without `--policy` the server's policy is the defaults with
+    /// `interpreters.pool_size = 8`; a given policy is used as it is and
+    /// must set `pool_size` to at least 8.
+    Live {
+        /// Samples of each latency (at least 20).
+        #[arg(long, default_value_t = 20)]
+        runs: usize,
+        /// Rounds of the 8 concurrent sessions, of each kind.
+        #[arg(long, default_value_t = 5)]
+        rounds: usize,
+        #[arg(long)]
+        policy: Option<PathBuf>,
+    },
     /// PRIMS's `run_code` against the original's fresh venv + pip install per call.
     Original {
         /// Calls made the original's way (each takes seconds).
@@ -68,6 +85,11 @@ fn main() -> Result<()> {
         Bench::Jail { runs } => jail::main(runs, prims),
         Bench::Socket { runs, policy } => socket::main(runs, prims, policy),
         Bench::Mcp { runs, policy } => mcp::main(runs, prims, policy),
+        Bench::Live {
+            runs,
+            rounds,
+            policy,
+        } => live::main(runs, rounds, prims, policy),
         Bench::Original {
             runs,
             prims_per,

@@ -73,20 +73,33 @@ pub(crate) async fn connect(url: &str) -> Result<Mcp> {
         .map_err(|e| anyhow!("MCP client: {e}"))
 }
 
+/// One `run_code` call with `args`: its latency in ms and its structured
+/// result. A tool error (`isError`) fails.
+pub(crate) async fn call_run_code(
+    c: &Mcp,
+    args: serde_json::Map<String, serde_json::Value>,
+) -> Result<(f64, serde_json::Value)> {
+    let t = Instant::now();
+    let r = c
+        .call_tool(CallToolRequestParams::new("run_code").with_arguments(args))
+        .await?;
+    let ms = t.elapsed().as_secs_f64() * 1000.0;
+    if r.is_error == Some(true) {
+        bail!("run_code failed: {:?}", r.content);
+    }
+    let v = r
+        .structured_content
+        .ok_or_else(|| anyhow!("no structured content: {:?}", r.content))?;
+    Ok((ms, v))
+}
+
 pub(crate) async fn run_code(c: &Mcp, session: Option<&str>) -> Result<(f64, String)> {
     let mut args = serde_json::Map::new();
     args.insert("code".into(), "print(1)".into());
     if let Some(s) = session {
         args.insert("session_id".into(), s.into());
     }
-    let t = Instant::now();
-    let r = c
-        .call_tool(CallToolRequestParams::new("run_code").with_arguments(args))
-        .await?;
-    let ms = t.elapsed().as_secs_f64() * 1000.0;
-    let v = r
-        .structured_content
-        .ok_or_else(|| anyhow!("no structured content: {:?}", r.content))?;
+    let (ms, v) = call_run_code(c, args).await?;
     if v["stdout"] != "1\n" {
         bail!("unexpected result {v}");
     }
@@ -115,22 +128,47 @@ async fn socket_run(c: &Client, sid: &str) -> Result<f64> {
     Ok(t.elapsed().as_secs_f64() * 1000.0)
 }
 
+/// A fresh, empty directory for one benchmark's `prims serve`: its state
+/// directory and `serve.log` go there.
+pub(crate) fn bench_dir(name: &str) -> Result<PathBuf> {
+    let dir = PathBuf::from("/var/tmp").join(format!("prims-bench-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    // The front-end runs unprivileged and must traverse to the socket.
+    std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o755))?;
+    Ok(dir)
+}
+
+/// Starts `prims serve` on `dir`, runs `measure` with its port, then stops
+/// it and removes `dir`.
+pub(crate) fn with_serve<F, Fut>(
+    prims: &Path,
+    dir: &Path,
+    policy: Option<&Path>,
+    measure: F,
+) -> Result<()>
+where
+    F: FnOnce(u16) -> Fut,
+    Fut: std::future::Future<Output = Result<()>>,
+{
+    let port = free_port()?;
+    let serve = start(prims, dir, port, policy)?;
+    let result = tokio::runtime::Runtime::new()
+        .map_err(anyhow::Error::from)
+        .and_then(|rt| rt.block_on(measure(port)));
+    drop(serve);
+    prims_tests::teardown::unmount_below(dir);
+    let _ = std::fs::remove_dir_all(dir);
+    result
+}
+
 pub fn main(runs: usize, prims: PathBuf, policy: Option<PathBuf>) -> Result<()> {
     if runs < 8 {
         bail!("--runs must be at least 8");
     }
-    let dir = PathBuf::from("/var/tmp").join(format!("prims-bench-mcp-{}", std::process::id()));
-    std::fs::create_dir_all(&dir)?;
-    // The front-end runs unprivileged and must traverse to the socket.
-    std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o755))?;
-    let port = free_port()?;
-    let serve = start(&prims, &dir, port, policy.as_deref())?;
-    let rt = tokio::runtime::Runtime::new()?;
-    let result = rt.block_on(measure(&dir, port, runs));
-    drop(serve);
-    prims_tests::teardown::unmount_below(&dir);
-    let _ = std::fs::remove_dir_all(&dir);
-    result
+    let dir = bench_dir("mcp")?;
+    with_serve(&prims, &dir, policy.as_deref(), |port| {
+        measure(&dir, port, runs)
+    })
 }
 
 async fn measure(dir: &Path, port: u16, runs: usize) -> Result<()> {
