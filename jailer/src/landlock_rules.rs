@@ -16,29 +16,11 @@ use std::path::{Path, PathBuf};
 /// The newest ABI this build asks for; older kernels get what they support.
 const WANT: ABI = ABI::V6;
 
-/// The ABI version the running kernel reports (0 without Landlock).
-pub fn kernel_abi() -> u32 {
-    // SAFETY: LANDLOCK_CREATE_RULESET_VERSION with a null attr only queries.
-    let v = unsafe {
-        libc::syscall(
-            libc::SYS_landlock_create_ruleset,
-            std::ptr::null::<u8>(),
-            0usize,
-            1u32,
-        )
-    };
-    if v < 0 {
-        0
-    } else {
-        v as u32
-    }
-}
-
 /// Restrict the calling process to `access`. Paths absent from the new root
 /// are left out. Without Landlock, or when the kernel enforces none of it,
 /// this fails only when `required`.
 pub fn apply(access: &LandlockAccess, required: bool) -> Result<(Enforcement, u32), JailError> {
-    let abi = kernel_abi();
+    let abi = prims_syscalls::landlock_abi();
     if abi == 0 {
         if required {
             return Err(JailError::LandlockUnsupported);

@@ -29,8 +29,8 @@ mod sys;
 mod userns_limits;
 
 pub use error::JailError;
-pub use landlock_rules::kernel_abi as landlock_abi;
 pub use plan::spec::read as read_spec;
+pub use prims_syscalls::landlock_abi;
 
 use init::{InitFds, Prepared};
 use nix::errno::Errno;

@@ -4,13 +4,16 @@
 //! jailer does not link the policy parser.
 //!
 //! - [`number`], [`name`], [`is_known`], [`all`]: the syscall table;
-//! - [`ALWAYS_DENIED`]: the calls the jail refuses for every job.
+//! - [`ALWAYS_DENIED`]: the calls the jail refuses for every job;
+//! - [`landlock_abi`]: the Landlock ABI the kernel offers.
 //!
 //! Only x86_64 Linux is supported; elsewhere the table is empty and every
 //! lookup fails.
 
 mod always_denied;
+mod landlock;
 mod table;
 
 pub use always_denied::ALWAYS_DENIED;
+pub use landlock::landlock_abi;
 pub use table::{all, is_known, name, number};

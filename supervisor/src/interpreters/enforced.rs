@@ -13,7 +13,7 @@ pub(super) fn enforced(spec: &JobSpec, has_cgroup: bool) -> Enforced {
     } else {
         Enforcement::Rlimit
     };
-    let abi = landlock_abi();
+    let abi = prims_syscalls::landlock_abi();
     Enforced {
         memory: by,
         pids: by,
@@ -33,17 +33,4 @@ pub(super) fn enforced(spec: &JobSpec, has_cgroup: bool) -> Enforced {
             _ => "none".into(),
         },
     }
-}
-
-fn landlock_abi() -> u32 {
-    // SAFETY: LANDLOCK_CREATE_RULESET_VERSION with a null attr only queries.
-    let v = unsafe {
-        libc::syscall(
-            libc::SYS_landlock_create_ruleset,
-            std::ptr::null::<u8>(),
-            0usize,
-            1u32,
-        )
-    };
-    u32::try_from(v).unwrap_or(0)
 }
