@@ -16,7 +16,8 @@ const MIB: u64 = 1024 * 1024;
 fn policy(max_download: &str) -> String {
     format!(
         "[egress]\nallow = [\"127.0.0.1/32\"]\nmax_download = \"{max_download}\"\n\
-         timeout = \"10m\"\n[limits]\nwall_time = \"2m\"\ncpu_time = \"2m\"\n"
+         timeout = \"10m\"\n[limits]\nwall_time = \"2m\"\ncpu_time = \"2m\"\n\
+         [sessions]\ndisk_quota = \"768MiB\"\n"
     )
 }
 

@@ -85,7 +85,7 @@ fn serve_starts_both_and_stops_on_ctrl_c() {
     std::fs::write(
         &policy,
         format!(
-            "[python]\ndefault_packages = []\n[cgroup]\nparent = \"{tag}\"\n\
+            "[python]\ndefault_packages = []\n[sessions]\ndisk_quota = \"256MiB\"\n[cgroup]\nparent = \"{tag}\"\n\
              [identity]\nuid_base = 690000\nuid_count = 1000\n"
         ),
     )

@@ -179,6 +179,9 @@ def make_policy(cgroup_parent: str, uid_base: int) -> str:
         "uid_count = 1000\n"
         "[egress]\n"
         'allow = ["127.0.0.1/32"]\n'
+        # Each workspace reserves its whole quota on disk.
+        "[sessions]\n"
+        'disk_quota = "256MiB"\n'
     )
 
 

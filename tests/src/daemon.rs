@@ -4,6 +4,7 @@
 
 use crate::harness::{prims_bin, require_root};
 use crate::host::unique;
+use crate::policy::{with_defaults, TEST_DEFAULTS};
 use prims_protocol::client::Client;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -31,10 +32,11 @@ fn next_uid_base() -> u32 {
     400_000 + range * 1000
 }
 
-/// The policy every test daemon gets before `extra`: an empty base
-/// environment (no downloads) with the `python` keys, a unique cgroup
-/// parent and uid range.
+/// The policy every test daemon gets: `extra` over the tests' defaults, an
+/// empty base environment (no downloads) with the `python` keys, a unique
+/// cgroup parent and uid range.
 fn base_policy(cgroup_parent: &str, uid_base: u32, extra: &str, python: &str) -> String {
+    let extra = with_defaults(extra, TEST_DEFAULTS);
     format!(
         "{extra}\n[python]\ndefault_packages = []\nbuild_disk = \"1GiB\"\n{python}\n[cgroup]\nparent = \"{cgroup_parent}\"\n\
          [identity]\nuid_base = {uid_base}\nuid_count = 1000\n"

@@ -36,6 +36,7 @@
 //! - [`live`]: runs in a supervisor's live interpreters, their state, and
 //!   waits on the supervisor's figures;
 //! - [`peer`]: talking to a socket as another uid, from a forked child;
+//! - [`policy`]: the tests' default policy keys, merged under a test's own;
 //! - [`host`]: host-side helpers: unique markers, process-table scans,
 //!   workspace directories, file owners, host python runs;
 //! - [`teardown`]: unmounting and removing what a killed supervisor left.
@@ -50,6 +51,7 @@ pub mod jail_spec;
 pub mod live;
 pub mod outcome;
 pub mod peer;
+pub mod policy;
 pub mod probes;
 pub mod python;
 pub mod teardown;

@@ -336,3 +336,39 @@ async fn live_lifecycle_a_cancel_and_a_restart_replace_the_interpreter() {
     let next = run(&c, &s, "print('kept')").await;
     assert_kept(&next);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn live_lifecycle_the_pool_leaves_room_for_a_real_session() {
+    let d = Daemon::start(&live_policy(
+        "pool_size = 3",
+        "max_sessions = 3\n", // appended to [sessions]
+    ));
+    let c = d.client().await;
+    wait_for_stats(&c, "two spares", |s| s.pool_ready == 2).await;
+    // A third spare would take the last place: it is never made.
+    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    assert_eq!(c.stats().await.unwrap().pool_ready, 2);
+
+    let mut warm = Vec::new();
+    for _ in 0..3 {
+        let sid = c.open_session(None).await.unwrap().session_id;
+        warm.push(run(&c, &sid, "print(1)").await.interpreter.warm);
+    }
+    assert_eq!(
+        warm,
+        [true, true, false],
+        "two from the pool, one made cold"
+    );
+    match c.open_session(None).await {
+        Err(ClientError::Server(e)) => {
+            assert_eq!(e.code, ErrorCode::Busy, "{e:?}");
+            assert!(e.message.contains("max_sessions"), "{e:?}");
+        }
+        other => panic!("a fourth session: {other:?}"),
+    }
+    assert_eq!(
+        c.stats().await.unwrap().pool_ready,
+        0,
+        "no spare at the cap"
+    );
+}

@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 static NEXT: AtomicU32 = AtomicU32::new(0);
 
 use prims_supervisor::frontend_user::{ensure_system_user, FRONTEND_USER};
+use prims_tests::policy::{with_defaults, TEST_DEFAULTS};
 
 pub fn require_root() {
     // SAFETY: geteuid has no preconditions.
@@ -68,8 +69,9 @@ impl Stack {
         std::fs::write(
             &policy,
             format!(
-                "{policy_extra}\n[python]\ndefault_packages = []\n[cgroup]\nparent = \"{cgroup_parent}\"\n\
-                 [identity]\nuid_base = {uid_base}\nuid_count = 1000\n"
+                "{}\n[python]\ndefault_packages = []\n[cgroup]\nparent = \"{cgroup_parent}\"\n\
+                 [identity]\nuid_base = {uid_base}\nuid_count = 1000\n",
+                with_defaults(policy_extra, TEST_DEFAULTS)
             ),
         )
         .expect("policy");

@@ -347,6 +347,8 @@ impl Interpreters {
         policy: impl Fn() -> Arc<Policy>,
         shutdown: CancellationToken,
     ) {
+        // Failing again and again (on a full disk, say) warns once.
+        let mut failing = false;
         loop {
             let p = policy();
             let size = p.interpreters.pool_size as usize;
@@ -357,10 +359,16 @@ impl Interpreters {
                 match self.warm_one(&p, &envs, &sessions).await {
                     Ok(w) => {
                         self.pool.put(w);
+                        failing = false;
                         continue;
                     }
                     Err(e) => {
-                        tracing::warn!(error = %e, "could not start a pooled interpreter; retrying in 10 s");
+                        if failing {
+                            tracing::debug!(error = %e, "could not start a pooled interpreter");
+                        } else {
+                            tracing::warn!(error = %e, "could not start a pooled interpreter; retrying every 10 s");
+                        }
+                        failing = true;
                         tokio::select! {
                             _ = tokio::time::sleep(Duration::from_secs(10)) => continue,
                             _ = shutdown.cancelled() => return,

@@ -100,7 +100,10 @@ impl SessionStore {
         let (policy, uid) = {
             let mut inner = lock(&sh.inner);
             let max = inner.policy.max_sessions;
-            if inner.live.len() + inner.creating + inner.spares >= max {
+            // A spare never takes the last place or the last room: a real
+            // session must still fit beside it.
+            let headroom = usize::from(spare);
+            if inner.live.len() + inner.creating + inner.spares + headroom >= max {
                 return Err(SessionError::TooMany(max));
             }
             let (base, count) = (inner.policy.uid_base, inner.policy.uid_count);
@@ -108,7 +111,7 @@ impl SessionStore {
                 .uids
                 .allocate(base, count)
                 .ok_or(SessionError::NoUid(UidPool::capacity(count)))?;
-            if let Err(e) = room_for(&sh.dir, &inner.policy, inner.creating) {
+            if let Err(e) = room_for(&sh.dir, &inner.policy, inner.creating + headroom) {
                 inner.uids.release(uid);
                 return Err(e);
             }
@@ -296,14 +299,14 @@ impl SessionStore {
 }
 
 /// A new workspace reserves its whole quota; refuse it while the disk,
-/// less what must stay free and what sessions being created will take,
-/// cannot hold that.
-fn room_for(dir: &Path, policy: &SessionPolicy, creating: usize) -> Result<(), SessionError> {
+/// less what must stay free and what `others` workspaces being created (or
+/// kept room for) will take, cannot hold that.
+fn room_for(dir: &Path, policy: &SessionPolicy, others: usize) -> Result<(), SessionError> {
     if policy.quota != super::QuotaMode::Loop {
         return Ok(());
     }
     let free = layout::free_bytes(dir);
-    let pending = policy.disk_quota.saturating_mul(creating as u64 + 1);
+    let pending = policy.disk_quota.saturating_mul(others as u64 + 1);
     if free < pending.saturating_add(policy.min_free_disk) {
         return Err(SessionError::NoDisk {
             quota: policy.disk_quota,
