@@ -39,13 +39,8 @@ for f in tests/tests/escape_*.rs tests/tests/limits.rs tests/tests/bad_input.rs 
 done
 echo "== cargo test, LIVE INTERPRETER mode (PRIMS_TEST_LIVE=1, prims run --live): ${live_names[*]}"
 set +e
-# Two tests assert what differs in a live interpreter by design; they run in
-# the one-shot stage above, and are named here so the skip is never silent.
-echo "live mode skips escape_fd_leaks_only_stdio: the agent holds its channel socket and copies of fds 0-2 (all close-on-exec) beside the code"
-echo "live mode skips escape_userns_owned_by_host_uid: it finds python by the script in its command line, which is the agent's in a live interpreter"
 PRIMS_TEST_LIVE=1 cargo test -p prims-tests --locked --no-fail-fast "${live_tests[@]}" \
-  -- --test-threads="${PRIMS_TEST_THREADS:-4}" \
-  --skip escape_fd_leaks_only_stdio --skip escape_userns_owned_by_host_uid 2>&1 | tee "$log"
+  -- --test-threads="${PRIMS_TEST_THREADS:-4}" 2>&1 | tee "$log"
 live_status=${PIPESTATUS[0]}
 set -e
 live_passed=$(awk '/^test result:/ {p += $4} END {print p + 0}' "$log")

@@ -5,6 +5,7 @@
 use crate::harness::Job;
 use crate::host::workspace_dir;
 use crate::outcome::Run;
+use std::os::unix::fs::MetadataExt as _;
 use std::path::Path;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -60,6 +61,40 @@ impl Held {
     /// The job's workspace on the host.
     pub fn workspace(&self) -> &Path {
         self.ws.path()
+    }
+
+    /// The held python's pid on the host: the one python process working
+    /// in this workspace. Found by its working directory, not its command
+    /// line, so it is found alike in a one-shot run (whose command line
+    /// carries the script) and in a live interpreter (whose carries the
+    /// agent's).
+    pub fn python_pid(&self) -> i32 {
+        let ws = std::fs::metadata(self.ws.path()).expect("the workspace");
+        let mut found = Vec::new();
+        for ent in std::fs::read_dir("/proc").expect("/proc").flatten() {
+            let Ok(pid) = ent.file_name().to_string_lossy().parse::<i32>() else {
+                continue;
+            };
+            let (Ok(cwd), Ok(exe)) = (
+                std::fs::metadata(ent.path().join("cwd")),
+                std::fs::read_link(ent.path().join("exe")),
+            ) else {
+                continue;
+            };
+            let python = exe
+                .file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("python"));
+            if python && (cwd.dev(), cwd.ino()) == (ws.dev(), ws.ino()) {
+                found.push((pid, exe));
+            }
+        }
+        assert_eq!(
+            found.len(),
+            1,
+            "python processes in {}: {found:?}",
+            self.ws.path().display()
+        );
+        found[0].0
     }
 
     /// Let python leave `hold()` and return the finished run.

@@ -123,12 +123,6 @@ fn userns_owner(pid: i32) -> u32 {
 }
 
 /// The one host process whose command line carries `marker`.
-fn only_process_with(marker: &str) -> i32 {
-    let found = processes_with_marker(marker);
-    assert_eq!(found.len(), 1, "processes with {marker}: {found:?}");
-    found[0].0
-}
-
 fn status_field(pid: i32, key: &str) -> String {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
     status
@@ -241,11 +235,8 @@ fn escape_aio_refused_and_host_io_setup_still_works() {
 fn escape_userns_owned_by_host_uid() {
     require_root();
     let host_uid = private_host_uid();
-    let marker = unique("owner");
-    let held = Held::start(
-        Job::probe(&format!("# {marker}\n{HOLD_PY}\nhold()\n")).policy(policy(host_uid)),
-    );
-    let python = only_process_with(&marker);
+    let held = Held::start(Job::probe(&format!("{HOLD_PY}\nhold()\n")).policy(policy(host_uid)));
+    let python = held.python_pid();
     let init: i32 = status_field(python, "PPid").parse().unwrap();
     let python_owner = userns_owner(python);
     let init_owner = userns_owner(init);

@@ -3,6 +3,7 @@
 //! environment, and the IPC and UTS namespaces. Every row must fail inside
 //! the jail. Each test is named for its escape class.
 
+use prims_tests::harness::live_mode;
 use prims_tests::*;
 use std::io::Write as _;
 
@@ -18,7 +19,10 @@ fn escape_fd_leaks_only_stdio() {
     // SAFETY: open(2) without O_CLOEXEC on a path we own; closed below.
     let leak_fd = unsafe { libc::open(path.as_ptr(), libc::O_RDONLY) };
     assert!(leak_fd >= 0);
+    // Beside 0-2, each open fd is named for what it is: a socket, or a copy
+    // of one of 0-2 (the same open file). Anything else is a leak.
     let code = r#"
+import fcntl, stat, subprocess, sys
 kv('listdir', *sorted(os.listdir('/proc/self/fd'), key=int))
 _open = []
 for _fd in range(0, 4096):
@@ -30,16 +34,52 @@ for _fd in range(0, 4096):
 kv('fstat_open', *_open)
 for _fd in (0, 1, 2):
     kv('link%d' % _fd, os.readlink('/proc/self/fd/%d' % _fd))
+_std = {(os.fstat(_fd).st_dev, os.fstat(_fd).st_ino): _fd for _fd in (0, 1, 2)}
+_extra, _inheritable = [], []
+for _fd in _open[3:]:
+    _st = os.fstat(_fd)
+    if stat.S_ISSOCK(_st.st_mode):
+        _extra.append('socket')
+    elif (_st.st_dev, _st.st_ino) in _std:
+        _extra.append('copy%d' % _std[(_st.st_dev, _st.st_ino)])
+    else:
+        _extra.append('other:' + os.readlink('/proc/self/fd/%d' % _fd))
+    if not fcntl.fcntl(_fd, fcntl.F_GETFD) & fcntl.FD_CLOEXEC:
+        _inheritable.append(_fd)
+kv('extra', *sorted(_extra))
+kv('inheritable', *_inheritable)
+_child = subprocess.run(
+    [sys.executable, '-c', 'import os; print(*sorted(os.listdir("/proc/self/fd"), key=int))'],
+    stdout=subprocess.PIPE, text=True)
+kv('child_fds', _child.stdout.strip())
 "#;
     let run = Job::probe(code).run();
     // SAFETY: closing the fd opened above.
     unsafe { libc::close(leak_fd) };
     run.assert_ok();
+    // A live interpreter's agent holds its channel to the supervisor and
+    // copies of 0-2 to put them back after a cell, all close-on-exec; a
+    // one-shot python holds nothing beside 0-2.
+    let (extra, listdir) = if live_mode() {
+        let open = run.kv("fstat_open").unwrap_or_default();
+        let high: Vec<&str> = open.split_whitespace().skip(3).collect();
+        (
+            "copy0 copy1 copy2 socket",
+            format!("0 1 2 3 {}", high.join(" ")),
+        )
+    } else {
+        ("", "0 1 2 3".to_string())
+    };
+    let fstat_low = run.kv("fstat_open").unwrap_or_default();
+    let low: Vec<&str> = fstat_low.split_whitespace().take(3).collect();
     // listdir('/proc/self/fd') itself holds one directory fd, which is 3
-    // when only 0, 1 and 2 are open.
+    // when only 0, 1 and 2 are open below the agent's high fds.
     run.checks()
-        .kv_eq("listdir", "0 1 2 3")
-        .kv_eq("fstat_open", "0 1 2")
+        .kv_eq("listdir", listdir.trim_end())
+        .check(low == ["0", "1", "2"], format!("0-2 open: {fstat_low}"))
+        .kv_eq("extra", extra)
+        .kv_eq("inheritable", "")
+        .kv_eq("child_fds", "0 1 2 3")
         .finish();
 }
 
