@@ -72,6 +72,16 @@ impl Drop for CgroupCleanup {
     }
 }
 
+/// Detaches the session images under the test's directory, pass or fail,
+/// so removing it can succeed.
+struct MountCleanup(std::path::PathBuf);
+
+impl Drop for MountCleanup {
+    fn drop(&mut self) {
+        prims_tests::teardown::unmount_below(&self.0);
+    }
+}
+
 #[test]
 fn serve_starts_both_and_stops_on_ctrl_c() {
     require_root();
@@ -79,6 +89,8 @@ fn serve_starts_both_and_stops_on_ctrl_c() {
         .prefix("prims-serve-")
         .tempdir_in("/var/tmp")
         .unwrap();
+    // Dropped before `dir`: sessions outlive serve, their images mounted.
+    let _mounts = MountCleanup(dir.path().to_path_buf());
     let tag = format!("prims-serve-{}", std::process::id());
     let _cgroups = CgroupCleanup(tag.clone());
     let policy = dir.path().join("policy.toml");

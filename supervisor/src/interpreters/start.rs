@@ -156,7 +156,7 @@ pub(crate) async fn start(
         Ok(fd) => fd,
         Err(e) => return fail(format!("finding the jail's python: {e}")),
     };
-    let cgroup = match open_cgroup(jails, &s.name, s.warm) {
+    let cgroup = match open_cgroup(jails, &s.name) {
         Ok(c) => c,
         Err(e) => return fail(format!("opening the job cgroup: {e}")),
     };
@@ -200,7 +200,6 @@ fn log_failed_imports(job: &str, failed: &[Named]) {
 fn open_cgroup(
     jails: &Jails,
     name: &str,
-    _warm: bool,
 ) -> Result<Option<Box<dyn prims_cgroup::JobCgroup>>, prims_cgroup::CgroupError> {
     if jails.parents.backend == CgroupBackend::None {
         return Ok(None);
