@@ -97,8 +97,9 @@ fn serve_starts_both_and_stops_on_ctrl_c() {
     std::fs::write(
         &policy,
         format!(
-            "[python]\ndefault_packages = []\n[sessions]\ndisk_quota = \"256MiB\"\n[cgroup]\nparent = \"{tag}\"\n\
-             [identity]\nuid_base = 690000\nuid_count = 1000\n"
+            "{}\n[python]\ndefault_packages = []\n[cgroup]\nparent = \"{tag}\"\n\
+             [identity]\nuid_base = 690000\nuid_count = 1000\n",
+            prims_tests::policy::TEST_DEFAULTS
         ),
     )
     .unwrap();

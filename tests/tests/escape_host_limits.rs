@@ -122,7 +122,6 @@ fn userns_owner(pid: i32) -> u32 {
     uid
 }
 
-/// The one host process whose command line carries `marker`.
 fn status_field(pid: i32, key: &str) -> String {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
     status

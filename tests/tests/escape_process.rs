@@ -60,9 +60,10 @@ kv('child_fds', _child.stdout.strip())
     // A live interpreter's agent holds its channel to the supervisor and
     // copies of 0-2 to put them back after a cell, all close-on-exec; a
     // one-shot python holds nothing beside 0-2.
+    let open = run.kv("fstat_open").unwrap_or_default();
+    let open: Vec<&str> = open.split_whitespace().collect();
+    let (low, high) = open.split_at(open.len().min(3));
     let (extra, listdir) = if live_mode() {
-        let open = run.kv("fstat_open").unwrap_or_default();
-        let high: Vec<&str> = open.split_whitespace().skip(3).collect();
         (
             "copy0 copy1 copy2 socket",
             format!("0 1 2 3 {}", high.join(" ")),
@@ -70,13 +71,11 @@ kv('child_fds', _child.stdout.strip())
     } else {
         ("", "0 1 2 3".to_string())
     };
-    let fstat_low = run.kv("fstat_open").unwrap_or_default();
-    let low: Vec<&str> = fstat_low.split_whitespace().take(3).collect();
     // listdir('/proc/self/fd') itself holds one directory fd, which is 3
     // when only 0, 1 and 2 are open below the agent's high fds.
     run.checks()
         .kv_eq("listdir", listdir.trim_end())
-        .check(low == ["0", "1", "2"], format!("0-2 open: {fstat_low}"))
+        .check(low == ["0", "1", "2"], format!("0-2 open: {open:?}"))
         .kv_eq("extra", extra)
         .kv_eq("inheritable", "")
         .kv_eq("child_fds", "0 1 2 3")
