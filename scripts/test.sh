@@ -11,6 +11,14 @@ fi
 
 scripts/install-deps.sh
 . scripts/toolchain.sh
+# A fresh clone gains nothing from incremental builds but gigabytes of disk.
+export CARGO_INCREMENTAL=0
+
+# Session images, venvs and the build share one disk; say how much there is,
+# so that a run cut short by ENOSPC says so at once.
+disk() { df -h --output=avail,target . /var/tmp | sed 1d | awk -v s="$1" '{printf "disk %s: %s free on %s\n", s, $1, $2}'; }
+disk start
+summary() { disk end; echo "cargo-test: $1 passed, $2 failed"; }
 
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
@@ -18,6 +26,7 @@ echo "== cargo clippy"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 echo "== cargo build"
 cargo build --workspace --all-targets --locked
+disk "after the build"
 echo "== cargo test (one-shot jails: prims run runs each script as python's main program)"
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
@@ -27,7 +36,7 @@ status=${PIPESTATUS[0]}
 set -e
 passed=$(awk '/^test result:/ {p += $4} END {print p + 0}' "$log")
 failed=$(awk '/^test result:/ {f += $6} END {print f + 0}' "$log")
-[ "$status" -eq 0 ] || { echo "cargo-test: $passed passed, $failed failed"; exit "$status"; }
+[ "$status" -eq 0 ] || { summary "$passed" "$failed"; exit "$status"; }
 
 # The same escape catalogue against the jail the daemon really runs code in:
 # every `prims run` of these tests gets --live, so each script is the one
@@ -48,7 +57,7 @@ live_failed=$(awk '/^test result:/ {f += $6} END {print f + 0}' "$log")
 echo "live interpreter mode: $live_passed passed, $live_failed failed"
 passed=$((passed + live_passed))
 failed=$((failed + live_failed))
-[ "$live_status" -eq 0 ] || { echo "cargo-test: $passed passed, $failed failed"; exit "$live_status"; }
+[ "$live_status" -eq 0 ] || { summary "$passed" "$failed"; exit "$live_status"; }
 
 echo "== MCP clients (Python SDK, Inspector, mcp-remote) against prims serve"
 mcp_log=$(mktemp)
@@ -62,7 +71,7 @@ mcp_failed=$(grep -Eo '[0-9]+ failed' "$mcp_log" | tail -1 | grep -Eo '[0-9]+' |
 rm -f "$mcp_log"
 passed=$((passed + mcp_passed))
 failed=$((failed + mcp_failed))
-[ "$mcp_status" -eq 0 ] || { echo "cargo-test: $passed passed, $failed failed"; exit "$mcp_status"; }
+[ "$mcp_status" -eq 0 ] || { summary "$passed" "$failed"; exit "$mcp_status"; }
 
 # The remaining stages each count as one test; a failure still ends with the summary line.
 stage() {
@@ -70,7 +79,7 @@ stage() {
     passed=$((passed + 1))
   else
     echo "FAILED: $*"
-    echo "cargo-test: $passed passed, $((failed + 1)) failed"
+    summary "$passed" "$((failed + 1))"
     exit 1
   fi
 }
@@ -88,4 +97,4 @@ if [ "${PRIMS_VM_TESTS:-1}" != 0 ]; then
   echo "== cgroup v2, the .deb and the systemd units in a VM (PRIMS_VM_TESTS=0 skips)"
   stage scripts/vm-check.sh
 fi
-echo "cargo-test: $passed passed, $failed failed"
+summary "$passed" "$failed"
