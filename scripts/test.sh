@@ -16,7 +16,7 @@ export CARGO_INCREMENTAL=0
 
 # Session images, venvs and the build share one disk; say how much there is,
 # so that a run cut short by ENOSPC says so at once.
-disk() { df -h --output=avail,target . /var/tmp | sed 1d | awk -v s="$1" '{printf "disk %s: %s free on %s\n", s, $1, $2}'; }
+disk() { df -h --output=avail,target . /var/tmp | sed 1d | sort -u | awk -v s="$1" '{printf "disk %s: %s free on %s\n", s, $1, $2}'; }
 disk start
 summary() { disk end; echo "cargo-test: $1 passed, $2 failed"; }
 
