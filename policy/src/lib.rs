@@ -6,6 +6,7 @@
 
 mod error;
 mod merge;
+pub mod network;
 mod schema;
 mod spans;
 mod units;

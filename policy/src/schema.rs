@@ -65,10 +65,35 @@ impl Default for Limits {
     }
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Network {
     pub mode: NetworkPolicy,
+    /// What jailed code may reach in `allowlist` mode; see
+    /// [`crate::network`] for the entries.
+    pub allow: Vec<String>,
+    /// Ports of the entries that name none.
+    pub ports: Vec<u16>,
+    /// Bytes one run may move through the proxy, both directions.
+    pub max_bytes: ByteSize,
+    /// Connections one run may open through the proxy.
+    pub max_connections: u32,
+    /// Narrower lists for tenants (the front-end's token names): a tenant
+    /// named here gets only what both its list and `allow` permit.
+    pub tenants: BTreeMap<String, Vec<String>>,
+}
+
+impl Default for Network {
+    fn default() -> Self {
+        Network {
+            mode: NetworkPolicy::None,
+            allow: Vec::new(),
+            ports: vec![80, 443],
+            max_bytes: ByteSize::mib(256),
+            max_connections: 64,
+            tenants: BTreeMap::new(),
+        }
+    }
 }
 
 /// The networks user code may have. The jailer's `host` mode, used for

@@ -10,6 +10,7 @@ use std::time::Duration;
 mod bounds;
 mod egress;
 mod findings;
+mod network;
 use bounds::{MAX_INTERRUPT_GRACE, MAX_POOL_SIZE, MAX_PREWARM_IMPORTS};
 pub use bounds::{
     MAX_OPEN_FILES, MAX_RUN_TIME, MAX_UID_END, MIN_BUILD_DISK, MIN_BUILD_MEMORY, MIN_CPUS,
@@ -31,6 +32,7 @@ pub fn check(p: &Policy) -> Vec<Finding> {
     sessions(p, &mut f);
     interpreters(p, &mut f);
     egress::check(p, &mut f);
+    network::check(p, &mut f);
     f.0
 }
 

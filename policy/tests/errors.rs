@@ -583,3 +583,34 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn network_entries_are_checked_with_their_position() {
+    let text = "[network]\nallow = [\"pypi.org\", \"*.com\", \"10.0.0.1/8\"]\nports = [443, 0]\n\
+                [network.tenants]\nacme = [\"pypi.org:443\", \"evil.example\"]\n";
+    let got: Vec<String> = issues(text).iter().map(Issue::to_string).collect();
+    assert_eq!(
+        got,
+        [
+            "network.allow[1]: \"*.com\" would match every name in a top-level domain; name at least two labels after *. at line 2, column 22",
+            "network.allow[2]: \"10.0.0.1/8\" has host bits set (write \"10.0.0.0/8\") at line 2, column 31",
+            "network.ports[1]: 0 is not a port (1 to 65535) at line 3, column 15",
+            "network.tenants.acme[1]: evil.example is not within network.allow (on its ports), so it would allow nothing at line 5, column 25",
+        ]
+    );
+}
+
+#[test]
+fn network_budgets_have_ranges() {
+    let got: Vec<String> = issues("[network]\nmax_bytes = \"10B\"\nmax_connections = 0\n")
+        .iter()
+        .map(Issue::to_string)
+        .collect();
+    assert_eq!(
+        got,
+        [
+            "network.max_bytes: 10B is too small (at least 1KiB) at line 2, column 13",
+            "network.max_connections: 0 is out of range (1 to 4096) at line 3, column 19",
+        ]
+    );
+}
