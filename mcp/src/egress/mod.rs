@@ -14,7 +14,7 @@ mod ssrf;
 
 pub use download::Download;
 pub use error::EgressError;
-pub use ssrf::{blocked_name, classify};
+pub use prims_egress::guard::{blocked_name, classify};
 
 use bytes::Bytes;
 use download::Redacted;
