@@ -1,6 +1,15 @@
 //! The way out of PRIMS.
 //!
 //! - [`guard`]: the addresses and names that are never the public internet,
-//!   shared by the front-end's transfers and the egress proxy.
+//!   shared by the front-end's transfers and the egress proxy;
+//! - the egress proxy of jailed code: [`http`] reads a client's request
+//!   head, [`decide`] judges its target against the run's allow-list and
+//!   the guard (names resolved by [`resolve`]), [`serve`] relays within the
+//!   run's budgets, and [`log`] records every decision for the run's result.
 
+pub mod decide;
 pub mod guard;
+pub mod http;
+pub mod log;
+pub mod resolve;
+pub mod serve;

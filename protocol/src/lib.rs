@@ -1,13 +1,15 @@
-//! The records that cross process boundaries, in two groups kept apart:
+//! The records that cross process boundaries, in three groups kept apart:
 //! [`jail`], what the supervisor and a jailer exchange over its inherited
-//! file descriptors (the job spec in, the outcome out); and [`wire`] with
+//! file descriptors (the job spec in, the outcome out); [`wire`] with
 //! [`frame`] and [`client`], the supervisor socket's messages, framing and
-//! client. Plain data with serde; the only I/O is the optional async frame
-//! reader and writer (feature `io`) and the client (feature `client`).
+//! client; and [`egress`], the egress proxy's report of a run. Plain data
+//! with serde; the only I/O is the optional async frame reader and writer
+//! (feature `io`) and the client (feature `client`).
 
 pub mod b64;
 #[cfg(feature = "client")]
 pub mod client;
+pub mod egress;
 pub mod frame;
 pub mod jail;
 pub mod wire;

@@ -13,13 +13,13 @@ use super::build_job::BuildJob;
 use super::cache::{self, rand_hex, write_meta, Meta, BUILD_PREFIX};
 use super::install::{compile_groups, compile_spec, uv_spec};
 use super::output::Collector;
-use super::proxy::{self, Allowed};
+use super::proxy;
 use super::staging::{self, BuildVolume};
 use super::EnvError;
 use crate::job::{Cancel, RunResult, Sink};
 use prims_protocol::jail::{JobSpec, Status};
 use std::path::Path;
-use std::sync::{mpsc, Arc};
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 pub(super) use super::output::tail;
@@ -235,8 +235,8 @@ fn run_proxied(
         message: format!("the proxy channel: {e}"),
     })?;
     let stop = tokio_util::sync::CancellationToken::new();
-    let allowed = Arc::new(Allowed::from_settings(&job.settings));
-    let served = rt.spawn(proxy::serve(ours.into(), allowed, stop.clone()));
+    let rules = proxy::index_rules(&job.settings);
+    let served = rt.spawn(proxy::serve(ours.into(), rules, stop.clone()));
     let res = job.jails.run(spec, sink, cancel, Some(theirs.into()));
     stop.cancel();
     // The proxy ends with its connections; the build waits for nothing more.

@@ -1,0 +1,274 @@
+//! Serving one jail's listener: each connection's request head is read and
+//! parsed, its target decided, and then its bytes relayed within the run's
+//! budgets. Everything the jail sends is hostile: the head is capped in size
+//! and time, and a connection that breaks a budget is cut.
+
+use crate::decide::{decide, Rules};
+use crate::http::{read_head, reply, Request};
+use crate::log::Log;
+use crate::resolve::Resolver;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+
+const HEAD_TIMEOUT: Duration = Duration::from_secs(15);
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
+/// Connections one listener serves at once, whatever the run's budget.
+const MAX_CONCURRENT: usize = 64;
+const RELAY_BUFFER: usize = 64 * 1024;
+
+/// What one run may move through the proxy.
+#[derive(Debug, Clone, Copy)]
+pub struct Budget {
+    /// Both directions, over all its connections.
+    pub max_bytes: u64,
+    /// Connections opened (refused ones do not count).
+    pub max_connections: u64,
+}
+
+/// One run: its rules and budgets, what it used, and its record.
+#[derive(Debug)]
+pub struct Run {
+    pub rules: Rules,
+    pub budget: Budget,
+    pub log: Log,
+    bytes: AtomicU64,
+    connections: AtomicU64,
+}
+
+impl Run {
+    pub fn new(rules: Rules, budget: Budget) -> Arc<Run> {
+        Arc::new(Run {
+            rules,
+            budget,
+            log: Log::default(),
+            bytes: AtomicU64::new(0),
+            connections: AtomicU64::new(0),
+        })
+    }
+
+    pub fn bytes(&self) -> u64 {
+        self.bytes.load(Ordering::Relaxed)
+    }
+
+    fn take_connection(&self) -> bool {
+        self.connections.fetch_add(1, Ordering::Relaxed) < self.budget.max_connections
+    }
+
+    fn take_bytes(&self, n: usize) -> bool {
+        let before = self.bytes.fetch_add(n as u64, Ordering::Relaxed);
+        before.saturating_add(n as u64) <= self.budget.max_bytes
+    }
+
+    fn out_of_bytes(&self) -> bool {
+        self.bytes() >= self.budget.max_bytes
+    }
+}
+
+/// The run a listener serves now. A connection belongs to the run that
+/// was current when it arrived, for its whole life.
+#[derive(Debug, Clone)]
+pub struct Current(Arc<RwLock<Arc<Run>>>);
+
+impl Current {
+    pub fn new(run: Arc<Run>) -> Current {
+        Current(Arc::new(RwLock::new(run)))
+    }
+
+    pub fn get(&self) -> Arc<Run> {
+        self.0.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Makes `run` current; returns the one it replaces.
+    pub fn replace(&self, run: Arc<Run>) -> Arc<Run> {
+        std::mem::replace(&mut *self.0.write().unwrap_or_else(|p| p.into_inner()), run)
+    }
+}
+
+/// Serves `listener` until `stop`, each connection under the run current
+/// when it arrived.
+pub async fn serve(
+    listener: TcpListener,
+    current: Current,
+    resolver: Resolver,
+    stop: CancellationToken,
+) {
+    let slots = Arc::new(Semaphore::new(MAX_CONCURRENT));
+    let tasks = tokio_util::task::TaskTracker::new();
+    loop {
+        let (conn, permit) = tokio::select! {
+            _ = stop.cancelled() => break,
+            permit = slots.clone().acquire_owned() => {
+                let Ok(permit) = permit else { break };
+                match listener.accept().await {
+                    Ok((conn, _)) => (conn, permit),
+                    Err(e) => {
+                        tracing::debug!(error = %e, "egress: accept failed");
+                        continue;
+                    }
+                }
+            }
+        };
+        let (run, resolver, stop) = (current.get(), resolver.clone(), stop.clone());
+        tasks.spawn(async move {
+            tokio::select! {
+                _ = handle(conn, &run, &resolver) => {}
+                _ = stop.cancelled() => {}
+            }
+            drop(permit);
+        });
+    }
+    tasks.close();
+}
+
+/// One client connection: read its head, then relay or refuse.
+async fn handle(mut conn: TcpStream, run: &Run, resolver: &Resolver) {
+    let head = match tokio::time::timeout(HEAD_TIMEOUT, read_head(&mut conn)).await {
+        Ok(Ok(h)) => h,
+        Ok(Err(why)) => return reply(&mut conn, 400, "Bad Request", why).await,
+        Err(_) => return reply(&mut conn, 408, "Request Timeout", "no request head").await,
+    };
+    let req = match Request::parse(&head.bytes) {
+        Ok(r) => r,
+        Err(why) => return reply(&mut conn, 400, "Bad Request", why).await,
+    };
+    let (host, port) = (req.host.as_str(), req.port);
+    let refuse = |reason: String| async move {
+        run.log.denied(host, port, &reason);
+        tracing::info!(host, port, reason, "egress: refused");
+        reason
+    };
+    let addrs = match decide(&run.rules, resolver, host, port).await {
+        Ok(a) => a,
+        Err(reason) => {
+            let reason = refuse(reason).await;
+            return reply(
+                &mut conn,
+                403,
+                "Forbidden",
+                &format!("prims egress: {reason}"),
+            )
+            .await;
+        }
+    };
+    if run.out_of_bytes() {
+        let reason = refuse(format!(
+            "the run already moved its {} bytes through the proxy (network.max_bytes)",
+            run.budget.max_bytes
+        ))
+        .await;
+        return reply(
+            &mut conn,
+            403,
+            "Forbidden",
+            &format!("prims egress: {reason}"),
+        )
+        .await;
+    }
+    if !run.take_connection() {
+        let reason = refuse(format!(
+            "the run opened its {} connections already (network.max_connections)",
+            run.budget.max_connections
+        ))
+        .await;
+        return reply(
+            &mut conn,
+            403,
+            "Forbidden",
+            &format!("prims egress: {reason}"),
+        )
+        .await;
+    }
+    let mut upstream = match connect(&addrs).await {
+        Ok(s) => s,
+        Err(why) => {
+            let why = format!("prims egress: cannot reach {host}:{port}: {why}");
+            return reply(&mut conn, 502, "Bad Gateway", &why).await;
+        }
+    };
+    run.log.allowed(host, port);
+    tracing::info!(host, port, "egress: allowed");
+    let first: Vec<u8> = match &req.forward {
+        None => {
+            if conn
+                .write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")
+                .await
+                .is_err()
+            {
+                return;
+            }
+            head.rest
+        }
+        Some(rewritten) => [rewritten.as_slice(), &head.rest].concat(),
+    };
+    if !first.is_empty() {
+        if !run.take_bytes(first.len()) {
+            return cut(run, host, port);
+        }
+        run.log.moved(host, port, first.len() as u64);
+        if upstream.write_all(&first).await.is_err() {
+            return;
+        }
+    }
+    let (cr, cw) = conn.into_split();
+    let (ur, uw) = upstream.into_split();
+    let both = tokio::try_join!(pump(cr, uw, run, host, port), pump(ur, cw, run, host, port));
+    if let Err(Stop::Cut) = both {
+        cut(run, host, port);
+    }
+}
+
+fn cut(run: &Run, host: &str, port: u16) {
+    let reason = format!(
+        "cut: the run moved its {} bytes through the proxy (network.max_bytes)",
+        run.budget.max_bytes
+    );
+    tracing::info!(host, port, "egress: {reason}");
+    run.log.denied(host, port, &reason);
+}
+
+async fn connect(addrs: &[SocketAddr]) -> Result<TcpStream, String> {
+    let mut last = String::from("no address");
+    for a in addrs {
+        match tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(a)).await {
+            Ok(Ok(s)) => return Ok(s),
+            Ok(Err(e)) => last = format!("{a}: {e}"),
+            Err(_) => last = format!("{a} did not answer within {CONNECT_TIMEOUT:?}"),
+        }
+    }
+    Err(last)
+}
+
+enum Stop {
+    Cut,
+    Broken,
+}
+
+/// One direction until its end of file, counted against the run's bytes.
+async fn pump(
+    mut from: OwnedReadHalf,
+    mut to: OwnedWriteHalf,
+    run: &Run,
+    host: &str,
+    port: u16,
+) -> Result<(), Stop> {
+    let mut buf = vec![0u8; RELAY_BUFFER];
+    loop {
+        let n = from.read(&mut buf).await.map_err(|_| Stop::Broken)?;
+        if n == 0 {
+            let _ = to.shutdown().await;
+            return Ok(());
+        }
+        if !run.take_bytes(n) {
+            return Err(Stop::Cut);
+        }
+        run.log.moved(host, port, n as u64);
+        to.write_all(&buf[..n]).await.map_err(|_| Stop::Broken)?;
+    }
+}

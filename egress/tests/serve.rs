@@ -1,0 +1,220 @@
+//! The proxy on real loopback sockets: a client speaking HTTP and CONNECT
+//! to it, and a real upstream server behind it.
+
+use prims_egress::decide::Rules;
+use prims_egress::resolve::Resolver;
+use prims_egress::serve::{serve, Budget, Current, Run};
+use prims_policy::network::{parse_allow_entry, AllowList};
+use std::net::SocketAddr;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio_util::sync::CancellationToken;
+
+/// An upstream that answers every request with `body_len` bytes.
+async fn upstream(body_len: usize) -> SocketAddr {
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut c, _)) = l.accept().await else {
+                return;
+            };
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 4096];
+                let mut seen = Vec::new();
+                while !seen.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match c.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => seen.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let head = format!(
+                    "HTTP/1.1 200 OK\r\nContent-Length: {body_len}\r\nConnection: close\r\n\r\n"
+                );
+                let _ = c.write_all(head.as_bytes()).await;
+                let _ = c.write_all(&vec![b'x'; body_len]).await;
+            });
+        }
+    });
+    addr
+}
+
+struct Proxy {
+    addr: SocketAddr,
+    current: Current,
+    stop: CancellationToken,
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+async fn proxy(entries: &[String], budget: Budget, names: &[String]) -> Proxy {
+    let e: Vec<_> = entries
+        .iter()
+        .map(|s| parse_allow_entry(s).unwrap())
+        .collect();
+    let rules = Rules {
+        list: AllowList::new(&e, &[80, 443]),
+        trust_named_addresses: false,
+    };
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    let current = Current::new(Run::new(rules, budget));
+    let stop = CancellationToken::new();
+    let resolver = Resolver::fixed(names).unwrap();
+    tokio::spawn(serve(l, current.clone(), resolver, stop.clone()));
+    Proxy {
+        addr,
+        current,
+        stop,
+    }
+}
+
+const ROOMY: Budget = Budget {
+    max_bytes: 1 << 30,
+    max_connections: 100,
+};
+
+/// Sends `request` to the proxy and returns all it answered.
+async fn ask(proxy: SocketAddr, request: &str) -> String {
+    let mut c = TcpStream::connect(proxy).await.unwrap();
+    c.write_all(request.as_bytes()).await.unwrap();
+    let mut out = Vec::new();
+    let _ = c.read_to_end(&mut out).await;
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+#[tokio::test]
+async fn an_allowed_address_is_relayed_and_counted() {
+    let up = upstream(1000).await;
+    let p = proxy(&[format!("127.0.0.1:{}", up.port())], ROOMY, &[]).await;
+    let got = ask(
+        p.addr,
+        &format!("GET http://{up}/x HTTP/1.1\r\nHost: {up}\r\n\r\n"),
+    )
+    .await;
+    assert!(got.starts_with("HTTP/1.1 200 OK"), "{got}");
+    assert!(got.ends_with(&"x".repeat(1000)));
+    let r = p.current.get().log.snapshot();
+    assert_eq!(r.allowed.len(), 1);
+    assert_eq!(
+        (r.allowed[0].host.as_str(), r.allowed[0].port),
+        ("127.0.0.1", up.port())
+    );
+    assert!(r.allowed[0].bytes > 1000, "{r:?}");
+    assert!(r.denied.is_empty());
+}
+
+#[tokio::test]
+async fn a_name_that_resolves_to_loopback_is_refused_unless_its_address_is_named() {
+    let up = upstream(10).await;
+    let name = "files.test.example=127.0.0.1".to_string();
+    let p = proxy(
+        &["files.test.example".to_string()],
+        ROOMY,
+        std::slice::from_ref(&name),
+    )
+    .await;
+    let port = up.port();
+    let got = ask(
+        p.addr,
+        &format!("CONNECT files.test.example:{port} HTTP/1.1\r\n\r\n"),
+    )
+    .await;
+    assert!(got.starts_with("HTTP/1.1 403"), "{got}");
+    let got = ask(p.addr, "CONNECT files.test.example:443 HTTP/1.1\r\n\r\n").await;
+    assert!(got.contains("127.0.0.1 (loopback address)"), "{got}");
+    let r = p.current.get().log.snapshot();
+    assert_eq!(
+        r.denied[0].reason,
+        format!("port {port} is not allowed for files.test.example (allowed: 80, 443)")
+    );
+    assert!(
+        r.denied[1].reason.contains("not the public internet"),
+        "{r:?}"
+    );
+
+    let p = proxy(
+        &[
+            format!("files.test.example:{port}"),
+            format!("127.0.0.1:{port}"),
+        ],
+        ROOMY,
+        &[name],
+    )
+    .await;
+    let mut c = TcpStream::connect(p.addr).await.unwrap();
+    c.write_all(format!("CONNECT files.test.example:{port} HTTP/1.1\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    let mut head = [0u8; 39];
+    c.read_exact(&mut head).await.unwrap();
+    assert_eq!(&head, b"HTTP/1.1 200 Connection established\r\n\r\n");
+    c.write_all(b"GET / HTTP/1.1\r\n\r\n").await.unwrap();
+    let mut rest = String::new();
+    c.read_to_string(&mut rest).await.unwrap();
+    assert!(
+        rest.starts_with("HTTP/1.1 200 OK") && rest.ends_with("xxxxxxxxxx"),
+        "{rest}"
+    );
+}
+
+#[tokio::test]
+async fn max_bytes_cuts_a_large_download() {
+    let up = upstream(4 << 20).await;
+    let budget = Budget {
+        max_bytes: 1 << 20,
+        max_connections: 100,
+    };
+    let p = proxy(&[format!("127.0.0.1:{}", up.port())], budget, &[]).await;
+    let got = ask(
+        p.addr,
+        &format!("GET http://{up}/big HTTP/1.1\r\nHost: {up}\r\n\r\n"),
+    )
+    .await;
+    assert!(got.len() <= 1 << 20, "{} bytes came through", got.len());
+    let run = p.current.get();
+    let r = run.log.snapshot();
+    assert!(
+        r.denied.iter().any(|d| d.reason.starts_with("cut:")),
+        "{r:?}"
+    );
+    // Nothing more once the budget is spent.
+    let again = ask(p.addr, &format!("GET http://{up}/big HTTP/1.1\r\n\r\n")).await;
+    assert!(again.starts_with("HTTP/1.1 403"), "{again}");
+}
+
+#[tokio::test]
+async fn max_connections_refuses_the_one_past_it() {
+    let up = upstream(1).await;
+    let budget = Budget {
+        max_bytes: 1 << 30,
+        max_connections: 2,
+    };
+    let p = proxy(&[format!("127.0.0.1:{}", up.port())], budget, &[]).await;
+    let get = format!("GET http://{up}/ HTTP/1.1\r\n\r\n");
+    for _ in 0..2 {
+        assert!(ask(p.addr, &get).await.starts_with("HTTP/1.1 200"));
+    }
+    let third = ask(p.addr, &get).await;
+    assert!(
+        third.starts_with("HTTP/1.1 403") && third.contains("max_connections"),
+        "{third}"
+    );
+}
+
+#[tokio::test]
+async fn a_new_run_gets_its_own_rules_and_record() {
+    let up = upstream(1).await;
+    let p = proxy(&[format!("127.0.0.1:{}", up.port())], ROOMY, &[]).await;
+    let get = format!("GET http://{up}/ HTTP/1.1\r\n\r\n");
+    assert!(ask(p.addr, &get).await.starts_with("HTTP/1.1 200"));
+    let old = p.current.replace(Run::new(Rules::default(), ROOMY));
+    assert!(ask(p.addr, &get).await.starts_with("HTTP/1.1 403"));
+    assert_eq!(old.log.snapshot().allowed.len(), 1);
+    let now = p.current.get().log.snapshot();
+    assert_eq!((now.allowed.len(), now.denied.len()), (0, 1));
+}
