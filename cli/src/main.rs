@@ -4,6 +4,7 @@ mod account;
 mod args;
 mod doctor_cmd;
 mod doctor_disk;
+mod egress_cmd;
 mod logging;
 mod mcp_cmd;
 mod policy_cmd;
@@ -43,6 +44,9 @@ enum Command {
     Serve(serve_cmd::ServeArgs),
     /// The unprivileged MCP front-end (streamable HTTP) in front of a supervisor.
     Mcp(mcp_cmd::McpArgs),
+    /// The egress proxy of jailed code; the supervisor starts it.
+    #[command(hide = true)]
+    EgressProxy(egress_cmd::EgressArgs),
     /// Check this host for what PRIMS needs, with a fix for each problem.
     Doctor(doctor_cmd::DoctorArgs),
     /// Policy tools.
@@ -73,6 +77,7 @@ fn main() {
         Command::Supervisor(args) => supervisor_cmd::main(args),
         Command::Serve(args) => serve_cmd::main(args),
         Command::Mcp(args) => mcp_cmd::main(args),
+        Command::EgressProxy(args) => egress_cmd::main(args),
         Command::Policy {
             command: PolicyCommand::Check { file },
         } => policy_cmd::check(&file),

@@ -1,9 +1,10 @@
 //! `prims supervisor`: the privileged daemon on a Unix socket.
 
 use crate::args::{HostArgs, JailerArg};
-use anyhow::{anyhow, Result};
+use anyhow::{anyhow, Context, Result};
 use clap::Args;
 use prims_supervisor::daemon::{self, DaemonConfig};
+use prims_supervisor::egress::EgressProxy;
 use prims_supervisor::server::NOBODY_UID;
 
 #[derive(Args)]
@@ -20,6 +21,11 @@ pub struct SupervisorArgs {
     socket_group: Option<String>,
     #[command(flatten)]
     jailer: JailerArg,
+    /// The egress proxy resolves NAME to these addresses instead of asking
+    /// DNS; names not given do not resolve. For tests: no policy key
+    /// reaches this.
+    #[arg(long = "egress-resolve", value_name = "NAME=IP[,IP...]", hide = true)]
+    egress_resolve: Vec<String>,
 }
 
 pub fn main(args: SupervisorArgs) -> i32 {
@@ -41,6 +47,7 @@ fn run(args: SupervisorArgs) -> Result<()> {
         .map(|u| resolve_uid(u))
         .collect::<Result<Vec<_>>>()?;
     let socket_group = args.socket_group.as_deref().map(resolve_gid).transpose()?;
+    let prims_exe = std::env::current_exe().context("finding the prims binary")?;
     crate::signals::run_until_stopped(|shutdown| async move {
         daemon::start(
             DaemonConfig {
@@ -51,6 +58,7 @@ fn run(args: SupervisorArgs) -> Result<()> {
                 jailer,
                 allowed_uids,
                 socket_group,
+                egress: EgressProxy::new(prims_exe, args.egress_resolve),
             },
             shutdown,
         )

@@ -15,6 +15,8 @@ pub struct Rules {
     /// The addresses of allowed names are trusted as they are: for the
     /// package index hosts an admin configured, which may well be private.
     pub trust_named_addresses: bool,
+    /// Refuses everything, for this reason (no run is in progress).
+    pub closed: Option<String>,
 }
 
 /// Where to connect, or why not (one sentence for the agent).
@@ -24,6 +26,9 @@ pub async fn decide(
     host: &str,
     port: u16,
 ) -> Result<Vec<SocketAddr>, String> {
+    if let Some(why) = &rules.closed {
+        return Err(why.clone());
+    }
     if let Ok(ip) = host.parse::<IpAddr>() {
         return match rules.list.permits(Target::Ip(ip), port) {
             Some(_) => Ok(vec![SocketAddr::new(ip, port)]),
@@ -95,6 +100,7 @@ mod tests {
         Rules {
             list: AllowList::new(&e, &[80, 443]),
             trust_named_addresses: false,
+            closed: None,
         }
     }
 

@@ -5,11 +5,16 @@
 //! - the egress proxy of jailed code: [`http`] reads a client's request
 //!   head, [`decide`] judges its target against the run's allow-list and
 //!   the guard (names resolved by [`resolve`]), [`serve`] relays within the
-//!   run's budgets, and [`log`] records every decision for the run's result.
+//!   run's budgets, and [`log`] records every decision for the run's result;
+//! - the proxy process: [`confine`] drops what it does not need, then
+//!   [`process`] serves what the supervisor sends over [`control`].
 
+pub mod confine;
+pub mod control;
 pub mod decide;
 pub mod guard;
 pub mod http;
 pub mod log;
+pub mod process;
 pub mod resolve;
 pub mod serve;

@@ -59,6 +59,7 @@ async fn proxy(entries: &[String], budget: Budget, names: &[String]) -> Proxy {
     let rules = Rules {
         list: AllowList::new(&e, &[80, 443]),
         trust_named_addresses: false,
+        closed: None,
     };
     let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = l.local_addr().unwrap();

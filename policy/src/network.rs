@@ -9,6 +9,7 @@
 //! or a CIDR (`10.20.0.0/16`). An entry without a port allows the list's
 //! default ports (`network.ports`).
 
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 use std::fmt;
 use std::net::IpAddr;
@@ -17,7 +18,8 @@ use std::net::IpAddr;
 pub const MAX_ENTRIES: usize = 256;
 
 /// What an entry matches.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum HostPattern {
     /// One host name, lowercase, without a trailing dot.
     Name(String),
@@ -36,13 +38,13 @@ pub struct AllowEntry {
 }
 
 /// A list in force: every rule with the ports it allows.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AllowList {
     pub rules: Vec<Rule>,
 }
 
 /// Hosts and the ports allowed on them.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Rule {
     pub host: HostPattern,
     pub ports: BTreeSet<u16>,

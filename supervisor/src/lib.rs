@@ -7,6 +7,7 @@
 
 pub mod audit;
 pub mod daemon;
+pub mod egress;
 pub mod envs;
 pub mod frontend_user;
 pub mod fsops;

@@ -33,6 +33,9 @@ pub struct DaemonConfig {
     /// Peers other than root that may use the socket (the front-end's uid).
     pub allowed_uids: Vec<u32>,
     pub socket_group: Option<u32>,
+    /// The egress proxy process (started on first use) every proxied jail
+    /// reaches the network through: environment builds and allowlist runs.
+    pub egress: Arc<crate::egress::EgressProxy>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -110,6 +113,7 @@ pub async fn start(cfg: DaemonConfig, shutdown: CancellationToken) -> Result<(),
             version,
             build_uid: build_uid(&policy),
             audit: Some(audit.clone()),
+            egress: cfg.egress.clone(),
         },
         &policy,
     )

@@ -236,7 +236,12 @@ fn run_proxied(
     })?;
     let stop = tokio_util::sync::CancellationToken::new();
     let rules = proxy::index_rules(&job.settings);
-    let served = rt.spawn(proxy::serve(ours.into(), rules, stop.clone()));
+    let served = rt.spawn(proxy::serve(
+        job.egress.clone(),
+        ours.into(),
+        rules,
+        stop.clone(),
+    ));
     let res = job.jails.run(spec, sink, cancel, Some(theirs.into()));
     stop.cancel();
     // The proxy ends with its connections; the build waits for nothing more.

@@ -22,4 +22,5 @@ pub(super) struct BuildJob {
     pub settings: Arc<Settings>,
     pub pkgcache: Arc<PkgCache>,
     pub audit: Option<Arc<Audit>>,
+    pub egress: Arc<crate::egress::EgressProxy>,
 }

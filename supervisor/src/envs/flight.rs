@@ -69,6 +69,7 @@ impl Core {
                             settings: settings.clone(),
                             pkgcache: self.pkgcache.clone(),
                             audit: self.cfg.audit.clone(),
+                            egress: self.cfg.egress.clone(),
                         };
                         tokio::spawn(self.clone().fly(job, ptx, dtx));
                         (prx, drx, true)

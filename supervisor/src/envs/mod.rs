@@ -52,6 +52,8 @@ pub struct EnvConfig {
     pub build_uid: u32,
     /// Where package-cache entries that failed verification are noted.
     pub audit: Option<Arc<crate::audit::Audit>>,
+    /// The proxy install jails reach the package index through.
+    pub egress: Arc<crate::egress::EgressProxy>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

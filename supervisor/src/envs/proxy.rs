@@ -7,14 +7,14 @@
 //! as they resolve, since an admin named them (an index may be private).
 
 use super::key::Settings;
+use crate::egress::EgressProxy;
 use prims_egress::decide::Rules;
-use prims_egress::resolve::Resolver;
-use prims_egress::serve::{Budget, Current, Run};
+use prims_egress::serve::Budget;
 use prims_policy::network::{AllowEntry, AllowList, HostPattern};
 use std::net::IpAddr;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::Arc;
 use std::time::Duration;
-use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 /// The port uv is told the proxy listens on, inside the jail.
@@ -66,13 +66,19 @@ pub(super) fn index_rules(s: &Settings) -> Rules {
     Rules {
         list: AllowList::new(&entries, &[]),
         trust_named_addresses: true,
+        closed: None,
     }
 }
 
-/// Receives the jail's listener on `channel` and serves it until `stop`.
-/// Returns when the build is over; a jail that never sends a listener (it
-/// failed to start) just ends the wait.
-pub(super) async fn serve(channel: OwnedFd, rules: Rules, stop: CancellationToken) {
+/// Receives the jail's listener on `channel` and has the egress proxy
+/// serve it until `stop`. Returns when the build is over; a jail that never
+/// sends a listener (it failed to start) just ends the wait.
+pub(super) async fn serve(
+    egress: Arc<EgressProxy>,
+    channel: OwnedFd,
+    rules: Rules,
+    stop: CancellationToken,
+) {
     let listener = tokio::select! {
         l = receive_listener(channel) => l,
         _ = stop.cancelled() => return,
@@ -93,12 +99,23 @@ pub(super) async fn serve(channel: OwnedFd, rules: Rules, stop: CancellationToke
         max_bytes: u64::MAX,
         max_connections: u64::MAX,
     };
-    let current = Current::new(Run::new(rules, budget));
-    prims_egress::serve::serve(listener, current, Resolver::System, stop).await;
+    let served = async {
+        let jail = egress.attach(listener).await?;
+        let run = jail.begin(&rules, budget).await?;
+        stop.cancelled().await;
+        let report = jail.end(run).await;
+        for d in &report.denied {
+            tracing::info!(host = %d.host, port = d.port, reason = %d.reason, "install jail: refused a connection");
+        }
+        Ok::<_, crate::egress::EgressError>(())
+    };
+    if let Err(e) = served.await {
+        tracing::error!(error = %e, "the egress proxy could not serve an install jail");
+    }
 }
 
 /// The listening socket the jail's init sent (SCM_RIGHTS).
-async fn receive_listener(channel: OwnedFd) -> std::io::Result<TcpListener> {
+async fn receive_listener(channel: OwnedFd) -> std::io::Result<OwnedFd> {
     let stream = std::os::unix::net::UnixStream::from(channel);
     stream.set_nonblocking(true)?;
     let stream = tokio::net::UnixStream::from_std(stream)?;
@@ -107,11 +124,7 @@ async fn receive_listener(channel: OwnedFd) -> std::io::Result<TcpListener> {
         match stream.try_io(tokio::io::Interest::READABLE, || {
             recv_fd(stream.as_raw_fd())
         }) {
-            Ok(fd) => {
-                let l = std::net::TcpListener::from(fd);
-                l.set_nonblocking(true)?;
-                return TcpListener::from_std(l);
-            }
+            Ok(fd) => return Ok(fd),
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
             Err(e) => return Err(e),
         }

@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 use prims_policy::Policy;
+use prims_supervisor::egress::EgressProxy;
 use prims_supervisor::envs::{EnvConfig, Envs};
 use prims_supervisor::job::{Jails, Parents, RunResult};
 use std::path::{Path, PathBuf};
@@ -125,6 +126,7 @@ pub fn config(state: &Path) -> EnvConfig {
         version: "3.11".into(),
         build_uid: BUILD_UID,
         audit: None,
+        egress: EgressProxy::new(prims_tests::prims_bin(), vec![]),
     }
 }
 

@@ -1,0 +1,60 @@
+//! `prims egress-proxy`: the egress proxy process of jailed code. The
+//! supervisor starts it with one end of its control channel; it is never
+//! started by hand.
+
+use anyhow::{Context, Result};
+use clap::Args;
+use prims_egress::resolve::Resolver;
+use std::os::fd::{FromRawFd, OwnedFd, RawFd};
+
+#[derive(Args)]
+pub struct EgressArgs {
+    /// The inherited fd of the supervisor's control channel.
+    #[arg(long)]
+    control_fd: RawFd,
+    /// Resolve NAME to these addresses instead of asking DNS; names not
+    /// given do not resolve. For tests: no policy key reaches this.
+    #[arg(long = "resolve", value_name = "NAME=IP[,IP...]", hide = true)]
+    resolve: Vec<String>,
+}
+
+pub fn main(args: EgressArgs) -> i32 {
+    match run(args) {
+        Ok(()) => 0,
+        Err(e) => {
+            tracing::error!(error = format!("{e:#}"), "egress proxy failed");
+            1
+        }
+    }
+}
+
+fn run(args: EgressArgs) -> Result<()> {
+    if args.control_fd < 3 {
+        anyhow::bail!("--control-fd {} is a standard stream", args.control_fd);
+    }
+    // SAFETY: the supervisor passed this fd to us alone; nothing else owns it.
+    let control = unsafe { OwnedFd::from_raw_fd(args.control_fd) };
+    let resolver = if args.resolve.is_empty() {
+        Resolver::System
+    } else {
+        Resolver::fixed(&args.resolve).map_err(anyhow::Error::msg)?
+    };
+    let landlock = prims_egress::confine::confine().context("confining the egress proxy")?;
+    tracing::info!(
+        ?landlock,
+        uid = prims_egress::confine::NOBODY,
+        "egress proxy confined"
+    );
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("the runtime")?;
+    rt.block_on(async {
+        let channel =
+            prims_egress::control::Channel::new(control).context("the control channel")?;
+        prims_egress::process::run(channel, resolver)
+            .await
+            .context("the control channel")
+    })
+}

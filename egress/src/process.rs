@@ -1,0 +1,136 @@
+//! The egress proxy process: it serves the listeners the supervisor hands
+//! it, each under the rules of the run in progress in that jail, and
+//! reports each run's record when the run ends. It exits when the
+//! supervisor's end of the control channel closes.
+
+use crate::control::{Channel, FromProxy, ToProxy};
+use crate::decide::Rules;
+use crate::resolve::Resolver;
+use crate::serve::{serve, Budget, Current, Run};
+use std::collections::HashMap;
+use std::io;
+use std::os::fd::OwnedFd;
+use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
+
+struct Jail {
+    current: Current,
+    runs: HashMap<u64, Arc<Run>>,
+    stop: CancellationToken,
+}
+
+/// The run of a jail between the supervisor's runs: it refuses everything.
+fn idle() -> Arc<Run> {
+    let rules = Rules {
+        closed: Some(
+            "no call is running in this session; connections are allowed only while one runs"
+                .into(),
+        ),
+        ..Rules::default()
+    };
+    Run::new(
+        rules,
+        Budget {
+            max_bytes: 0,
+            max_connections: 0,
+        },
+    )
+}
+
+/// Serves until the supervisor goes away.
+pub async fn run(control: Channel, resolver: Resolver) -> io::Result<()> {
+    let mut jails: HashMap<u64, Jail> = HashMap::new();
+    let stop_all = CancellationToken::new();
+    let _stop_on_exit = stop_all.clone().drop_guard();
+    while let Some((msg, fd)) = control.recv::<ToProxy>().await? {
+        match msg {
+            ToProxy::Attach { jail } => match listener(fd) {
+                Ok(l) => {
+                    let current = Current::new(idle());
+                    let stop = stop_all.child_token();
+                    tokio::spawn(serve(l, current.clone(), resolver.clone(), stop.clone()));
+                    if let Some(old) = jails.insert(
+                        jail,
+                        Jail {
+                            current,
+                            runs: HashMap::new(),
+                            stop,
+                        },
+                    ) {
+                        old.stop.cancel();
+                    }
+                }
+                Err(why) => {
+                    tracing::warn!(jail, why, "egress: refused a listener");
+                    control
+                        .send(&FromProxy::Refused { jail, why }, None)
+                        .await?;
+                }
+            },
+            ToProxy::Begin {
+                jail,
+                run,
+                list,
+                trust_named_addresses,
+                max_bytes,
+                max_connections,
+            } => {
+                let Some(j) = jails.get_mut(&jail) else {
+                    tracing::warn!(jail, run, "egress: a run began in a jail never attached");
+                    continue;
+                };
+                let rules = Rules {
+                    list,
+                    trust_named_addresses,
+                    closed: None,
+                };
+                let r = Run::new(
+                    rules,
+                    Budget {
+                        max_bytes,
+                        max_connections,
+                    },
+                );
+                j.current.replace(r.clone());
+                j.runs.insert(run, r);
+                control.send(&FromProxy::Begun { jail, run }, None).await?;
+            }
+            ToProxy::End { jail, run } => {
+                let report = match jails.get_mut(&jail).and_then(|j| {
+                    let r = j.runs.remove(&run)?;
+                    if Arc::ptr_eq(&j.current.get(), &r) {
+                        j.current.replace(idle());
+                    }
+                    Some(r)
+                }) {
+                    Some(r) => r.log.snapshot(),
+                    None => Default::default(),
+                };
+                control
+                    .send(&FromProxy::Report { jail, run, report }, None)
+                    .await?;
+            }
+            ToProxy::Detach { jail } => {
+                if let Some(j) = jails.remove(&jail) {
+                    j.stop.cancel();
+                }
+            }
+        }
+    }
+    tracing::info!("egress: the supervisor closed the control channel; exiting");
+    Ok(())
+}
+
+/// The fd must be a listening TCP socket, whatever came with the message.
+fn listener(fd: Option<OwnedFd>) -> Result<tokio::net::TcpListener, String> {
+    use nix::sys::socket::{getsockopt, sockopt, SockType};
+    let fd = fd.ok_or("no socket came with the message")?;
+    let listening = getsockopt(&fd, sockopt::AcceptConn).map_err(|e| e.to_string())?;
+    let ty = getsockopt(&fd, sockopt::SockType).map_err(|e| e.to_string())?;
+    if !listening || ty != SockType::Stream {
+        return Err("not a listening TCP socket".into());
+    }
+    let l = std::net::TcpListener::from(fd);
+    l.set_nonblocking(true).map_err(|e| e.to_string())?;
+    tokio::net::TcpListener::from_std(l).map_err(|e| e.to_string())
+}
