@@ -118,6 +118,7 @@ async fn socket_run(c: &Client, sid: &str) -> Result<f64> {
                 requirements: vec![],
                 limits: LimitRequest::default(),
                 fresh: false,
+                network: None,
             },
             |_| {},
         )

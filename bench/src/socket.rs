@@ -66,6 +66,7 @@ fn req(session: &str, code: &str, requirements: &[&str]) -> RunRequest {
         requirements: requirements.iter().map(|r| r.to_string()).collect(),
         limits: LimitRequest::default(),
         fresh: false,
+        network: None,
     }
 }
 

@@ -117,8 +117,9 @@ impl Policy {
         merge::job_limits(self, req)
     }
 
-    /// The `AF_*` numbers seccomp lets `socket()` create. Loopback mode needs
-    /// IP sockets to be useful, so it adds them.
+    /// The `AF_*` numbers seccomp lets `socket()` create. Loopback and
+    /// allowlist modes need IP sockets to be useful (the proxy is reached
+    /// over TCP), so they add them.
     pub fn socket_family_numbers(&self) -> Vec<i32> {
         let mut v: Vec<i32> = self
             .seccomp
@@ -126,7 +127,10 @@ impl Policy {
             .iter()
             .map(|f| f.number())
             .collect();
-        if self.network.mode == NetworkPolicy::Loopback {
+        if matches!(
+            self.network.mode,
+            NetworkPolicy::Loopback | NetworkPolicy::Allowlist
+        ) {
             v.extend([libc::AF_INET, libc::AF_INET6]);
         }
         v.sort_unstable();

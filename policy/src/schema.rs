@@ -104,6 +104,8 @@ pub enum NetworkPolicy {
     #[default]
     None,
     Loopback,
+    /// Loopback, plus the egress proxy as the only way out.
+    Allowlist,
 }
 
 impl From<NetworkPolicy> for NetworkMode {
@@ -111,6 +113,7 @@ impl From<NetworkPolicy> for NetworkMode {
         match p {
             NetworkPolicy::None => NetworkMode::None,
             NetworkPolicy::Loopback => NetworkMode::Loopback,
+            NetworkPolicy::Allowlist => NetworkMode::Proxy,
         }
     }
 }

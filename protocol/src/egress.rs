@@ -13,6 +13,10 @@ pub struct NetworkReport {
     pub allowed: Vec<AllowedHost>,
     /// Connections refused or cut, in the order first seen.
     pub denied: Vec<DeniedHost>,
+    /// Entries the call's `network` asked for that the allow-list in force
+    /// does not cover, so they allowed nothing.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ignored: Vec<String>,
     /// Distinct entries left out of each list past [`MAX_REPORTED`].
     #[serde(default, skip_serializing_if = "is_zero")]
     pub allowed_omitted: u64,

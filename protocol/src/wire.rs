@@ -142,6 +142,10 @@ pub struct RunRequest {
     /// Replace the session's interpreter before this run, dropping its state.
     #[serde(default)]
     pub fresh: bool,
+    /// In `network.mode = "allowlist"`: narrow this run's allow-list to
+    /// these entries (never widen it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<Vec<String>>,
 }
 
 /// Server to client.
@@ -236,6 +240,9 @@ pub struct RunReply {
     pub env_built: bool,
     /// The live interpreter the code ran in.
     pub interpreter: Interpreter,
+    /// In allowlist mode: what the code reached and what was refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<crate::egress::NetworkReport>,
 }
 
 /// What happened to the session's interpreter for one run, and the value
@@ -288,6 +295,8 @@ pub enum ResetReason {
     /// The run's memory or process limit differs from the one the
     /// interpreter was started with, which holds for its whole life.
     LimitsChanged,
+    /// The policy's network mode changed since the interpreter started.
+    NetworkChanged,
     /// The previous run timed out and did not stop when interrupted.
     TimedOut,
     OutOfMemory,

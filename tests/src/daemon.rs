@@ -194,6 +194,7 @@ pub fn run_req(session_id: &str, code: &str) -> prims_protocol::wire::RunRequest
         requirements: vec![],
         limits: prims_protocol::jail::LimitRequest::default(),
         fresh: false,
+        network: None,
     }
 }
 

@@ -70,6 +70,7 @@ pub async fn run(c: &Client, sid: &str, code: &str) -> RunReply {
 pub fn fresh(sid: &str, code: &str) -> RunRequest {
     RunRequest {
         fresh: true,
+        network: None,
         ..crate::daemon::run_req(sid, code)
     }
 }

@@ -82,7 +82,7 @@ fn spawn_to_the_end(code: &str) -> Ended {
     // Non-blocking, as tokio makes its pairs: python must not notice.
     theirs.set_nonblocking(true).unwrap();
     let mut jail = jails()
-        .spawn(&files.spec(code, no_cgroup(), WALL_MS), theirs.into())
+        .spawn(&files.spec(code, no_cgroup(), WALL_MS), theirs.into(), None)
         .expect("spawn");
     let mut stdout = String::new();
     std::fs::File::from(jail.take_stdout().unwrap())
@@ -203,7 +203,7 @@ fn the_jailer_and_the_init_keep_no_copy_of_the_channel() {
     let (ours, theirs) = UnixStream::pair().unwrap();
     let link = socket_link(&theirs);
     let jail = jails()
-        .spawn(&files.spec(code, no_cgroup(), WALL_MS), theirs.into())
+        .spawn(&files.spec(code, no_cgroup(), WALL_MS), theirs.into(), None)
         .expect("spawn");
     let mut lines = Lines::new(ours.try_clone().unwrap());
     assert_eq!(lines.next_line().as_deref(), Some("ready"));

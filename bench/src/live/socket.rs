@@ -32,6 +32,7 @@ impl<'a> SocketSession<'a> {
             requirements: vec![],
             limits: LimitRequest::default(),
             fresh: false,
+            network: None,
         };
         let t = Instant::now();
         let reply = self.sup.client().run(req, |_| {}).await?;

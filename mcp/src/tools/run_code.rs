@@ -3,7 +3,9 @@
 
 use super::paths::base_name;
 use super::shim::until_cancelled;
-use super::types::{Artifact, RunCodeOutput, RunCodeParams, Truncated};
+use super::types::{
+    Artifact, NetAllowed, NetDenied, NetworkOut, RunCodeOutput, RunCodeParams, Truncated,
+};
 use super::{images, mount};
 use crate::error::ToolError;
 use crate::server::AppState;
@@ -64,6 +66,7 @@ pub async fn run_code(
             ..Default::default()
         },
         fresh: p.fresh.unwrap_or(false),
+        network: p.network,
     };
     let reply = match execute(app, req, ct, streamer).await {
         Ok(r) => r,
@@ -166,6 +169,15 @@ fn output(session: &SessionRef, status: &str, reply: &RunReply) -> RunCodeOutput
         Status::Oom => notes.push("The run ran out of memory and was killed.".to_owned()),
         _ => {}
     }
+    let network = reply.network.as_ref().map(network_out);
+    if let Some(d) = reply.network.as_ref().and_then(|n| n.denied.first()) {
+        if o.status != Status::Ok {
+            notes.push(format!(
+                "The egress allow-list refused {}:{} ({}), which is the likely cause of the failure; see network.denied.",
+                d.host, d.port, d.reason
+            ));
+        }
+    }
     let mut artifacts: Vec<Artifact> = reply
         .files
         .iter()
@@ -205,6 +217,31 @@ fn output(session: &SessionRef, status: &str, reply: &RunReply) -> RunCodeOutput
             .iter()
             .map(|n| format!("{}: {}", n.name, n.why))
             .collect(),
+        network,
+    }
+}
+
+fn network_out(n: &prims_protocol::egress::NetworkReport) -> NetworkOut {
+    NetworkOut {
+        allowed: n
+            .allowed
+            .iter()
+            .map(|a| NetAllowed {
+                host: a.host.clone(),
+                port: a.port,
+                bytes: a.bytes,
+            })
+            .collect(),
+        denied: n
+            .denied
+            .iter()
+            .map(|d| NetDenied {
+                host: d.host.clone(),
+                port: d.port,
+                reason: d.reason.clone(),
+            })
+            .collect(),
+        ignored: n.ignored.clone(),
     }
 }
 

@@ -27,6 +27,11 @@ pub struct RunCodeParams {
     /// import of earlier calls (files in the workspace stay).
     #[serde(default)]
     pub fresh: Option<bool>,
+    /// Only where the server allows network access (an allow-list): hosts
+    /// this call may reach, which can only narrow the server's list, e.g.
+    /// ["pypi.org", "*.githubusercontent.com", "api.example.com:8443"].
+    #[serde(default)]
+    pub network: Option<Vec<String>>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -83,7 +88,8 @@ pub struct RunCodeOutput {
     /// replaced one whose variables are gone (see state_reason).
     pub state: String,
     /// Why the interpreter is new: first_call, fresh_requested,
-    /// requirements_changed, limits_changed, timed_out, out_of_memory, code_exited,
+    /// requirements_changed, limits_changed, network_changed, timed_out,
+    /// out_of_memory, code_exited,
     /// channel_broken, stopped_idle, stopped_for_room, cancelled or
     /// server_restarted.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -101,6 +107,35 @@ pub struct RunCodeOutput {
     pub memory_peak_bytes: Option<u64>,
     /// Whether stdout or stderr hit the output cap.
     pub truncated: Truncated,
+    /// Where the server allows network access: the hosts the code reached
+    /// and the connections refused, with why.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub network: Option<NetworkOut>,
+}
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct NetworkOut {
+    pub allowed: Vec<NetAllowed>,
+    pub denied: Vec<NetDenied>,
+    /// Entries of this call's `network` the server's allow-list does not
+    /// cover, so they allowed nothing.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub ignored: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct NetAllowed {
+    pub host: String,
+    pub port: u16,
+    /// Both directions.
+    pub bytes: u64,
+}
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct NetDenied {
+    pub host: String,
+    pub port: u16,
+    pub reason: String,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]

@@ -2,6 +2,8 @@
 //! sessions, environments, the scheduler and the jailer together.
 
 mod mount;
+mod network;
+pub(crate) use network::NetCall;
 mod run;
 mod scheduler;
 mod startup;

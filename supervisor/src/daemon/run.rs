@@ -8,7 +8,7 @@ use super::{internal, Daemon};
 use crate::audit::{now_secs, sha256_hex, RunRecord};
 use crate::envs::EnvLease;
 use crate::fsops::Snapshot;
-use crate::interpreters::LiveRun;
+use crate::interpreters::{LiveCall, LiveRun};
 use crate::job::Stream;
 use crate::server::Ctx;
 use crate::sessions::Session;
@@ -21,6 +21,8 @@ const MAX_CODE_BYTES: usize = 1 << 20;
 
 pub(super) async fn run(d: &Arc<Daemon>, req: RunRequest, ctx: Ctx) -> Result<Reply, ErrorReply> {
     let requirements = check(&req)?;
+    let net =
+        super::network::call_rules(&d.policy(), req.tenant.as_deref(), req.network.as_deref())?;
     let session = d
         .session(req.session_id.clone(), req.tenant.clone())
         .await?;
@@ -42,11 +44,12 @@ pub(super) async fn run(d: &Arc<Daemon>, req: RunRequest, ctx: Ctx) -> Result<Re
     let before = begin(d, &session).await?;
     ctx.events.send(Event::Started).await;
     let (env, env_built) = (lease.key.clone(), lease.built);
-    let result = execute(d, &session, lease, &req, &ctx).await;
+    let result = execute(d, &session, lease, &req, net.as_ref(), &ctx).await;
     let after = end(d, &session).await;
     let LiveRun {
         end: cell,
         interpreter,
+        network,
     } = result?;
     d.audit.record(&RunRecord {
         time: now_secs(),
@@ -70,6 +73,7 @@ pub(super) async fn run(d: &Arc<Daemon>, req: RunRequest, ctx: Ctx) -> Result<Re
         stderr_truncated: cell.stderr.truncated,
         env_built,
         interpreter,
+        network,
     }))
 }
 
@@ -109,6 +113,7 @@ async fn execute(
     session: &Session,
     lease: EnvLease,
     req: &RunRequest,
+    net: Option<&super::NetCall>,
     ctx: &Ctx,
 ) -> Result<LiveRun, ErrorReply> {
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(Stream, Vec<u8>)>();
@@ -125,7 +130,13 @@ async fn execute(
     let policy = d.policy();
     let result = d
         .interpreters
-        .run(&policy, session, lease, req, tx, &ctx.cancel)
+        .run(
+            &policy,
+            session,
+            LiveCall { req, lease, net },
+            tx,
+            &ctx.cancel,
+        )
         .await;
     // Every kept chunk reaches the client before the reply does.
     let _ = forward.await;

@@ -121,7 +121,7 @@ pub async fn start(cfg: DaemonConfig, shutdown: CancellationToken) -> Result<(),
     let envs = Arc::new(envs);
     envs.spawn_base_build();
     let concurrency = policy.max_concurrent_runs();
-    let interpreters = Arc::new(Interpreters::new(jails, interpreter));
+    let interpreters = Arc::new(Interpreters::new(jails, cfg.egress.clone(), interpreter));
     let daemon = Arc::new(Daemon {
         scheduler: Scheduler::new(concurrency, policy.limits.max_queued_runs),
         policy: RwLock::new(Arc::new(policy)),

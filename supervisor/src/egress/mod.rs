@@ -4,6 +4,9 @@
 //! process runs as nobody; only this side decides what a run may reach.
 
 mod link;
+mod listener;
+
+pub(crate) use listener::receive_listener;
 
 use link::{Awaited, Link};
 use prims_egress::control::ToProxy;
@@ -15,6 +18,38 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
+
+/// The port of the listener in a proxied jail's own loopback.
+pub(crate) const JAIL_PORT: u16 = 3128;
+
+/// The CA bundle a proxied jail verifies TLS with, bound read-only with
+/// the rest of `/etc/ssl` (the tunnel stays end to end).
+pub(crate) const CA_DIR: &str = "/etc/ssl";
+pub(crate) const CA_BUNDLE: &str = "/etc/ssl/certs/ca-certificates.crt";
+
+/// The environment that points HTTP clients in a proxied jail (requests,
+/// urllib, httpx, pip, uv) at the proxy; the jail's own loopback is not
+/// proxied.
+pub(crate) fn jail_env() -> Vec<String> {
+    let proxy = format!("http://127.0.0.1:{JAIL_PORT}");
+    let mut env: Vec<String> = [
+        "HTTP_PROXY",
+        "HTTPS_PROXY",
+        "ALL_PROXY",
+        "http_proxy",
+        "https_proxy",
+        "all_proxy",
+    ]
+    .iter()
+    .map(|v| format!("{v}={proxy}"))
+    .collect();
+    env.push("NO_PROXY=localhost,127.0.0.1,::1".into());
+    env.push("no_proxy=localhost,127.0.0.1,::1".into());
+    if std::path::Path::new(CA_BUNDLE).is_file() {
+        env.push(format!("SSL_CERT_FILE={CA_BUNDLE}"));
+    }
+    env
+}
 
 /// How long the proxy may take to answer the start or end of a run.
 const ANSWER_TIMEOUT: Duration = Duration::from_secs(5);

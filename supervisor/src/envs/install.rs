@@ -18,7 +18,6 @@ use super::staging::BuildVolume;
 use prims_protocol::jail::{Bind, JobLimits, JobSpec, NetworkMode};
 use std::path::{Path, PathBuf};
 
-const CA_BUNDLE: &str = "/etc/ssl/certs/ca-certificates.crt";
 /// AF_UNIX and AF_INET: uv speaks to the proxy on the jail's loopback.
 const SOCKET_FAMILIES: [i32; 2] = [libc::AF_UNIX, libc::AF_INET];
 const BUILD_PIDS: u64 = 512;
@@ -126,7 +125,6 @@ pub(super) fn uv_spec(job: &BuildJob, vol: &BuildVolume, cgroup_job: &str) -> Jo
     }
     argv.push("--".into());
     argv.extend(job.packages.iter().cloned());
-    let proxy = format!("http://127.0.0.1:{}", super::proxy::PORT);
     let mut env: Vec<String> = [
         "UV_CACHE_DIR=/uv-cache",
         "UV_PYTHON_DOWNLOADS=never",
@@ -138,23 +136,12 @@ pub(super) fn uv_spec(job: &BuildJob, vol: &BuildVolume, cgroup_job: &str) -> Jo
     .into_iter()
     .map(String::from)
     .collect();
-    for var in [
-        "HTTP_PROXY",
-        "HTTPS_PROXY",
-        "ALL_PROXY",
-        "http_proxy",
-        "https_proxy",
-    ] {
-        env.push(format!("{var}={proxy}"));
-    }
-    if Path::new(CA_BUNDLE).is_file() {
-        env.push(format!("SSL_CERT_FILE={CA_BUNDLE}"));
-    }
+    env.extend(crate::egress::jail_env());
     let mut ro_binds = s.ro_binds.clone();
-    ro_binds.push(PathBuf::from("/etc/ssl"));
+    ro_binds.push(PathBuf::from(crate::egress::CA_DIR));
     JobSpec {
         network: NetworkMode::Proxy,
-        proxy_port: super::proxy::PORT,
+        proxy_port: crate::egress::JAIL_PORT,
         socket_families: SOCKET_FAMILIES.to_vec(),
         ro_binds,
         argv,

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 /// How long installing uv with pip may take.
 const INSTALL_TIMEOUT: Duration = Duration::from_secs(180);
-const CA_BUNDLE: &str = "/etc/ssl/certs/ca-certificates.crt";
+use crate::egress::CA_BUNDLE;
 
 /// The located uv binary, resolved once; later calls are a lock and a clone.
 #[derive(Debug, Default)]

@@ -41,6 +41,8 @@ pub(crate) struct Live {
     /// It came from the warm pool.
     pub warm: bool,
     pub job: String,
+    /// Its jail's listener, served by the egress proxy (allowlist mode).
+    pub egress: Option<crate::egress::Attached>,
 }
 
 /// The limits an interpreter's cgroup holds for its whole life; a call

@@ -29,4 +29,4 @@ pub(crate) mod start;
 #[cfg(test)]
 mod agent_tests;
 
-pub(crate) use registry::{Interpreters, LiveRun};
+pub(crate) use registry::{Interpreters, LiveCall, LiveRun};

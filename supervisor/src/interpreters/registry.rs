@@ -8,10 +8,13 @@ use super::pool::{Pool, Warm};
 use super::pumps::OutputTx;
 use super::slot::Slot;
 use super::start::{self, StartError, StartSpec};
+use crate::daemon::NetCall;
+use crate::egress::EgressProxy;
 use crate::envs::{EnvLease, Envs};
 use crate::job::Jails;
 use crate::sessions::{Session, SessionStore};
 use prims_policy::Policy;
+use prims_protocol::egress::NetworkReport;
 use prims_protocol::wire::{
     Interpreter, InterpreterState, NotRestored, ResetReason, RunRequest, SessionInfo,
 };
@@ -26,6 +29,8 @@ use tokio_util::sync::CancellationToken;
 #[derive(Debug)]
 pub struct Interpreters {
     jails: Jails,
+    /// Serves the jails of allowlist mode.
+    egress: Arc<EgressProxy>,
     /// The host python every environment points at.
     interpreter: PathBuf,
     slots: Mutex<HashMap<String, Arc<Slot>>>,
@@ -33,11 +38,21 @@ pub struct Interpreters {
     jobs: AtomicU64,
 }
 
+/// One call: the request, the environment it runs in, and what it may
+/// reach through the egress proxy (allowlist mode only).
+pub(crate) struct LiveCall<'a> {
+    pub req: &'a RunRequest,
+    pub lease: EnvLease,
+    pub net: Option<&'a NetCall>,
+}
+
 /// A call's result, with what happened to the interpreter.
 #[derive(Debug)]
 pub(crate) struct LiveRun {
     pub end: CellEnd,
     pub interpreter: Interpreter,
+    /// In allowlist mode, what the code reached and what was refused.
+    pub network: Option<NetworkReport>,
 }
 
 /// What `Interpreters::stats` reports.
@@ -50,9 +65,14 @@ pub(crate) struct InterpreterStats {
 }
 
 impl Interpreters {
-    pub(crate) fn new(jails: Jails, interpreter: PathBuf) -> Interpreters {
+    pub(crate) fn new(
+        jails: Jails,
+        egress: Arc<EgressProxy>,
+        interpreter: PathBuf,
+    ) -> Interpreters {
         Interpreters {
             jails,
+            egress,
             interpreter,
             slots: Mutex::default(),
             pool: Pool::default(),
@@ -73,17 +93,17 @@ impl Interpreters {
         )
     }
 
-    /// Runs `req` in the session's interpreter, starting one when it has
+    /// Runs `call` in the session's interpreter, starting one when it has
     /// none (or must replace it), and reports which.
     pub(crate) async fn run(
         &self,
         policy: &Policy,
         session: &Session,
-        lease: EnvLease,
-        req: &RunRequest,
+        call: LiveCall<'_>,
         out: OutputTx,
         cancel: &CancellationToken,
     ) -> Result<LiveRun, StartError> {
+        let LiveCall { req, lease, net } = call;
         let slot = self.slot(session);
         let mut guard = slot.live.lock().await;
         let limits = policy.job_limits(&req.limits);
@@ -94,6 +114,8 @@ impl Interpreters {
                 Some(ResetReason::RequirementsChanged)
             } else if live.held != HeldLimits::from(&limits) {
                 Some(ResetReason::LimitsChanged)
+            } else if live.egress.is_some() != net.is_some() {
+                Some(ResetReason::NetworkChanged)
             } else if !live.is_alive() {
                 Some(ResetReason::CodeExited)
             } else {
@@ -124,7 +146,7 @@ impl Interpreters {
                 prewarm: Vec::new(),
                 warm: false,
             };
-            let mut live = start::start(&self.jails, policy, spec).await?;
+            let mut live = start::start(&self.jails, Some(&self.egress), policy, spec).await?;
             let (saved, unsaved) = {
                 let mut m = slot.meta();
                 (std::mem::take(&mut m.saved), std::mem::take(&mut m.unsaved))
@@ -157,7 +179,22 @@ impl Interpreters {
             return Err(StartError::NotReady("no interpreter".into()));
         };
         let grace = policy.interpreters.interrupt_grace.0;
+        let proxied = match (&live.egress, net) {
+            (Some(jail), Some(n)) => match jail.begin(&n.rules, n.budget).await {
+                Ok(run) => Some(run),
+                Err(e) => return Err(StartError::NotReady(format!("the egress proxy: {e}"))),
+            },
+            _ => None,
+        };
         let end = cell::run(live, req.code.clone(), &limits, grace, out, cancel).await;
+        let network = match (proxied, &live.egress) {
+            (Some(run), Some(jail)) => {
+                let mut report = jail.end(run).await;
+                report.ignored = net.map(|n| n.ignored.clone()).unwrap_or_default();
+                Some(report)
+            }
+            _ => None,
+        };
         {
             let mut m = slot.meta();
             m.cells += 1;
@@ -183,6 +220,7 @@ impl Interpreters {
                 not_restored,
             },
             end,
+            network,
         })
     }
 
@@ -411,7 +449,7 @@ impl Interpreters {
             prewarm: policy.python.prewarm_imports.clone(),
             warm: true,
         };
-        match start::start(&self.jails, policy, spec).await {
+        match start::start(&self.jails, Some(&self.egress), policy, spec).await {
             Ok(live) => Ok(Warm { spare, live }),
             Err(e) => {
                 let store = sessions.clone();

@@ -6,12 +6,15 @@ use super::channel::{self, ChannelError, FromAgent, Named};
 use super::enforced::enforced;
 use super::live::Live;
 use super::pumps::Pump;
+use crate::egress::EgressProxy;
 use crate::envs::EnvLease;
 use crate::job::{Jails, PythonJob, Stream};
 use prims_cgroup::CpuPriority;
 use prims_policy::Policy;
-use prims_protocol::jail::{CgroupBackend, LimitRequest, Outcome, SetupError};
+use prims_protocol::jail::{CgroupBackend, LimitRequest, NetworkMode, Outcome, SetupError};
+use std::os::fd::OwnedFd;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
 
@@ -52,6 +55,8 @@ pub(crate) enum StartError {
     Spawn(String),
     #[error("the interpreter did not start: {0}")]
     NotReady(String),
+    #[error("network.mode = \"allowlist\" needs the supervisor's egress proxy, which `prims run` does not start; run the code through the daemon")]
+    NoEgress,
     /// The jailer could not build the jail; nothing ran.
     #[error("the interpreter did not start: {0}")]
     Setup(SetupError),
@@ -61,6 +66,7 @@ pub(crate) enum StartError {
 /// imports that fail are logged; the interpreter still serves.
 pub(crate) async fn start(
     jails: &Jails,
+    egress: Option<&Arc<EgressProxy>>,
     policy: &Policy,
     s: StartSpec,
 ) -> Result<Live, StartError> {
@@ -85,12 +91,24 @@ pub(crate) async fn start(
             .push(format!("{PREWARM_ENV}={}", s.prewarm.join(",")));
     }
     let (writer, mut rx, theirs) = channel::pair().map_err(StartError::Channel)?;
+    let proxied = spec.network == NetworkMode::Proxy;
+    let (proxy_ours, proxy_theirs) = if proxied {
+        let egress = egress.ok_or(StartError::NoEgress)?;
+        let (a, b) = std::os::unix::net::UnixStream::pair().map_err(StartError::Channel)?;
+        (
+            Some((egress.clone(), OwnedFd::from(a))),
+            Some(OwnedFd::from(b)),
+        )
+    } else {
+        (None, None)
+    };
     let jails2 = jails.clone();
     let spec2 = spec.clone();
-    let mut spawned = tokio::task::spawn_blocking(move || jails2.spawn(&spec2, theirs))
-        .await
-        .map_err(|e| StartError::Spawn(e.to_string()))?
-        .map_err(|e| StartError::Spawn(e.to_string()))?;
+    let mut spawned =
+        tokio::task::spawn_blocking(move || jails2.spawn(&spec2, theirs, proxy_theirs))
+            .await
+            .map_err(|e| StartError::Spawn(e.to_string()))?
+            .map_err(|e| StartError::Spawn(e.to_string()))?;
     let kill = spawned.killer();
     let pumps = (|| {
         let out = spawned
@@ -160,6 +178,24 @@ pub(crate) async fn start(
         Ok(c) => c,
         Err(e) => return fail(format!("opening the job cgroup: {e}")),
     };
+    // The init handed its listener over before python started.
+    let egress = match proxy_ours {
+        None => None,
+        Some((proxy, ours)) => {
+            let attached = async {
+                let l =
+                    tokio::time::timeout(SETUP_REPORT_WAIT, crate::egress::receive_listener(ours))
+                        .await
+                        .map_err(|_| "the jail sent no listener".to_string())?
+                        .map_err(|e| e.to_string())?;
+                proxy.attach(l).await.map_err(|e| e.to_string())
+            };
+            match attached.await {
+                Ok(a) => Some(a),
+                Err(e) => return fail(format!("the egress proxy: {e}")),
+            }
+        }
+    };
     Ok(Live {
         held: (&spec.limits).into(),
         env_key: s.env_key,
@@ -176,6 +212,7 @@ pub(crate) async fn start(
         cells: 0,
         warm: s.warm,
         job: s.name,
+        egress,
     })
 }
 

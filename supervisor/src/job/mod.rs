@@ -73,8 +73,13 @@ impl Jails {
     /// No watchdog guards it; the jailer still ends it at the spec's wall
     /// and CPU time, which thus cap its whole life, and the caller, who
     /// reads python's pipes, applies any output cap.
-    pub fn spawn(&self, spec: &JobSpec, channel: OwnedFd) -> Result<Spawned, RunError> {
-        let launched = launch::launch(&self.jailer, spec, None, Some(channel))?;
+    pub fn spawn(
+        &self,
+        spec: &JobSpec,
+        channel: OwnedFd,
+        proxy: Option<OwnedFd>,
+    ) -> Result<Spawned, RunError> {
+        let launched = launch::launch(&self.jailer, spec, proxy, Some(channel))?;
         Ok(Spawned::new(
             launched,
             self.parents.clone(),

@@ -1,7 +1,7 @@
 //! Turning policy plus a request into the job spec a jailer runs.
 
 use prims_policy::Policy;
-use prims_protocol::jail::{CgroupSpec, JobSpec, LimitRequest};
+use prims_protocol::jail::{CgroupSpec, JobSpec, LimitRequest, NetworkMode};
 use std::path::{Path, PathBuf};
 
 /// Python code to run, and where on the host it runs.
@@ -32,14 +32,26 @@ pub(crate) fn ro_binds(policy: &Policy, interpreter: &Path) -> Vec<PathBuf> {
 
 /// The spec of `job` under `policy`, in `cgroup`.
 pub(super) fn build(policy: &Policy, job: PythonJob, cgroup: CgroupSpec) -> JobSpec {
+    let network: NetworkMode = policy.network.mode.into();
+    let mut ro = ro_binds(policy, &job.interpreter);
+    let (env, proxy_port) = if network == NetworkMode::Proxy {
+        // TLS through the proxy is end to end: the jail verifies it.
+        let ca = PathBuf::from(crate::egress::CA_DIR);
+        if ca.is_dir() && !ro.iter().any(|b| ca.starts_with(b)) {
+            ro.push(ca);
+        }
+        (crate::egress::jail_env(), crate::egress::JAIL_PORT)
+    } else {
+        (Vec::new(), 0)
+    };
     JobSpec {
-        ro_binds: ro_binds(policy, &job.interpreter),
+        ro_binds: ro,
         limits: policy.job_limits(&job.limits),
         interpreter: job.interpreter,
         venv: job.venv,
         workspace: job.workspace,
         code: job.code,
-        network: policy.network.mode.into(),
+        network,
         seccomp_extra_deny: policy.seccomp.extra_deny.clone(),
         socket_families: policy.socket_family_numbers(),
         landlock_required: policy.landlock.required,
@@ -47,10 +59,10 @@ pub(super) fn build(policy: &Policy, job: PythonJob, cgroup: CgroupSpec) -> JobS
         host_uid: job.host_uid,
         host_gid: job.host_uid,
         argv: Vec::new(),
-        env: Vec::new(),
+        env,
         binds: Vec::new(),
         venv_writable: false,
-        proxy_port: 0,
+        proxy_port,
         cpu_idle: false,
     }
 }

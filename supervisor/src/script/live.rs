@@ -54,7 +54,7 @@ pub(super) fn run(
         prewarm: Vec::new(),
         warm: false,
     };
-    let mut live = match rt.block_on(start::start(jails, policy, spec)) {
+    let mut live = match rt.block_on(start::start(jails, None, policy, spec)) {
         Ok(live) => live,
         Err(StartError::Setup(e)) => return Ok(not_built(e)),
         Err(e) => return Err(LiveError::Start(Box::new(e))),

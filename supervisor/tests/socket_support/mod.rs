@@ -60,6 +60,7 @@ pub fn run_reply(stdout: &[u8]) -> RunReply {
             restored: Vec::new(),
             not_restored: Vec::new(),
         },
+        network: None,
     }
 }
 
@@ -220,6 +221,7 @@ pub fn run(session: &str, code: &str) -> RequestBody {
         requirements: Vec::new(),
         limits: Default::default(),
         fresh: false,
+        network: None,
     })
 }
 

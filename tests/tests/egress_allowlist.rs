@@ -1,0 +1,220 @@
+//! `network.mode = "allowlist"` on a real supervisor: jailed code reaches
+//! an allowed host through the egress proxy with plain urllib (the proxy
+//! variables are set), everything else is refused fast, and the result
+//! says what was reached and what was refused. Test names resolve through
+//! the supervisor's `--egress-resolve`, which no policy key reaches.
+
+use prims_protocol::jail::Status;
+use prims_protocol::wire::RunRequest;
+use prims_tests::daemon::{run_req, Daemon};
+use prims_tests::live::{send, stderr, stdout};
+use std::net::SocketAddr;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+
+/// An HTTP server on the host's loopback: `/ok` answers "hello",
+/// `/redirect` sends the client to a host outside the list.
+async fn upstream() -> SocketAddr {
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut c, _)) = l.accept().await {
+            tokio::spawn(async move {
+                let mut buf = [0u8; 4096];
+                let mut seen = Vec::new();
+                while !seen.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match c.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => seen.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let head = String::from_utf8_lossy(&seen).into_owned();
+                let reply = if head.starts_with("GET /redirect") {
+                    "HTTP/1.1 302 Found\r\nLocation: http://evil.test.example/\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".to_string()
+                } else {
+                    "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello"
+                        .to_string()
+                };
+                let _ = c.write_all(reply.as_bytes()).await;
+            });
+        }
+    });
+    addr
+}
+
+fn daemon(port: u16) -> Daemon {
+    let policy = format!(
+        "[network]\nmode = \"allowlist\"\n\
+         allow = [\"files.test.example:{port}\", \"127.0.0.1:{port}\", \"*.other.example\"]\n\
+         [interpreters]\npool_size = 0\n"
+    );
+    Daemon::start_with_args(
+        &policy,
+        &[
+            "--egress-resolve",
+            "files.test.example=127.0.0.1",
+            "--egress-resolve",
+            "meta.other.example=169.254.169.254",
+            "--egress-resolve",
+            "evil.test.example=127.0.0.1",
+        ],
+    )
+}
+
+const FETCH: &str = r#"
+import time, urllib.request, urllib.error
+def fetch(url):
+    t = time.monotonic()
+    try:
+        body = urllib.request.urlopen(url, timeout=20).read().decode()
+        print("OK", url, body, round(time.monotonic() - t, 3))
+    except urllib.error.HTTPError as e:
+        print("HTTP", url, e.code, round(time.monotonic() - t, 3))
+    except Exception as e:
+        print("ERR", url, type(e).__name__, round(time.monotonic() - t, 3))
+"#;
+
+fn lines(r: &prims_protocol::wire::RunReply) -> Vec<Vec<String>> {
+    stdout(r)
+        .lines()
+        .map(|l| l.split(' ').map(str::to_string).collect())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_allowed_host_is_reached_and_the_rest_refused_fast() {
+    let up = upstream().await;
+    let d = daemon(up.port());
+    let c = d.client().await;
+    let s = c.open_session(None).await.unwrap().session_id;
+    let port = up.port();
+    let code = format!(
+        "{FETCH}\nfetch('http://files.test.example:{port}/ok')\n\
+         fetch('http://evil.test.example:{port}/ok')\n\
+         fetch('http://meta.other.example/latest/meta-data/')\n\
+         fetch('http://files.test.example:{port}/redirect')\n"
+    );
+    let r = send(&c, run_req(&s, &code)).await;
+    assert_eq!(r.outcome.status, Status::Ok, "{}", stderr(&r));
+    let got = lines(&r);
+    assert_eq!(
+        got[0][..3],
+        [
+            "OK",
+            &format!("http://files.test.example:{port}/ok"),
+            "hello"
+        ]
+    );
+    for (i, what) in [
+        (1, "not in the list"),
+        (2, "metadata address"),
+        (3, "redirect to a host not in the list"),
+    ] {
+        assert_eq!(got[i][0], "HTTP", "{what}: {got:?}");
+        assert_eq!(got[i][2], "403", "{what}: {got:?}");
+        let secs: f64 = got[i][3].parse().unwrap();
+        assert!(secs < 5.0, "{what} took {secs} s");
+    }
+    let net = r.network.expect("a network report");
+    assert_eq!(net.allowed.len(), 1, "{net:?}");
+    assert_eq!(
+        (net.allowed[0].host.as_str(), net.allowed[0].port),
+        ("files.test.example", port)
+    );
+    assert!(net.allowed[0].bytes > 5);
+    assert_eq!(net.allowed[0].connections, 2, "/ok and /redirect");
+    let denied: Vec<(&str, u16, &str)> = net
+        .denied
+        .iter()
+        .map(|d| (d.host.as_str(), d.port, d.reason.as_str()))
+        .collect();
+    assert_eq!(denied.len(), 3, "{denied:?}");
+    let evil = "evil.test.example is not in the allow-list";
+    assert_eq!(denied[0], ("evil.test.example", port, evil));
+    // The redirect's target, on its own port.
+    assert_eq!(denied[2], ("evil.test.example", 80, evil));
+    assert_eq!(denied[1].0, "meta.other.example");
+    assert!(
+        denied[1].2.contains("169.254.169.254 (link-local"),
+        "{denied:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn code_that_ignores_the_proxy_fails_fast() {
+    let up = upstream().await;
+    let d = daemon(up.port());
+    let c = d.client().await;
+    let s = c.open_session(None).await.unwrap().session_id;
+    let code = r#"
+import errno, socket, time
+for host, port in (("10.1.2.3", 80), ("151.101.0.223", 443), ("127.0.0.1", 22)):
+    t = time.monotonic()
+    s = socket.socket()
+    s.settimeout(20)
+    try:
+        s.connect((host, port))
+        print(host, "connected")
+    except OSError as e:
+        print(host, errno.errorcode.get(e.errno, e.errno), round(time.monotonic() - t, 3))
+t = time.monotonic()
+try:
+    socket.getaddrinfo("pypi.org", 443)
+    print("dns resolved")
+except OSError as e:
+    print("dns", type(e).__name__, round(time.monotonic() - t, 3))
+"#;
+    let r = send(&c, run_req(&s, code)).await;
+    assert_eq!(r.outcome.status, Status::Ok, "{}", stderr(&r));
+    let got = lines(&r);
+    // No route leaves the jail's network namespace, and Landlock lets TCP
+    // connect only to the proxy's port.
+    for l in &got[..3] {
+        assert!(matches!(l[1].as_str(), "ENETUNREACH" | "EACCES"), "{got:?}");
+        assert!(l[2].parse::<f64>().unwrap() < 1.0, "{got:?}");
+    }
+    assert_eq!(got[3][0], "dns", "{got:?}");
+    assert!(got[3][2].parse::<f64>().unwrap() < 5.0, "{got:?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_call_narrows_the_list_and_hears_what_it_asked_for_in_vain() {
+    let up = upstream().await;
+    let d = daemon(up.port());
+    let c = d.client().await;
+    let s = c.open_session(None).await.unwrap().session_id;
+    let port = up.port();
+    let code = format!("{FETCH}\nfetch('http://files.test.example:{port}/ok')\n");
+    let req = RunRequest {
+        network: Some(vec!["x.other.example".into(), "pypi.org".into()]),
+        ..run_req(&s, &code)
+    };
+    let r = send(&c, req).await;
+    let got = lines(&r);
+    assert_eq!(
+        got[0][..3],
+        [
+            "HTTP",
+            &format!("http://files.test.example:{port}/ok"),
+            "403"
+        ]
+    );
+    let net = r.network.expect("a network report");
+    assert_eq!(net.ignored, ["pypi.org"]);
+    assert_eq!(
+        net.denied[0].reason,
+        "files.test.example is not in the allow-list"
+    );
+    // The next call without `network` has the whole list again, in the
+    // same interpreter.
+    let again = send(
+        &c,
+        run_req(&s, &format!("fetch('http://files.test.example:{port}/ok')")),
+    )
+    .await;
+    assert!(stdout(&again).starts_with("OK "), "{}", stdout(&again));
+    assert_eq!(
+        again.interpreter.state,
+        prims_protocol::wire::InterpreterState::Kept
+    );
+}
