@@ -152,6 +152,16 @@ impl Metrics {
                     "Runs the supervisor started.",
                     s.runs_total,
                 ),
+                (
+                    "prims_egress_allowed_total",
+                    "Connections the egress proxy let through.",
+                    s.egress_allowed,
+                ),
+                (
+                    "prims_egress_denied_total",
+                    "Connections the egress proxy refused or cut.",
+                    s.egress_denied,
+                ),
             ];
             for (name, help, v) in counters {
                 let _ = writeln!(

@@ -384,6 +384,11 @@ pub struct Stats {
     pub pool_ready: u64,
     #[serde(default)]
     pub pool_memory_bytes: u64,
+    /// Connections the egress proxy let through, and refused or cut.
+    #[serde(default)]
+    pub egress_allowed: u64,
+    #[serde(default)]
+    pub egress_denied: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -1,5 +1,6 @@
-//! The audit log: one JSON line per run, and one per package-cache entry
-//! that failed verification, appended to `state_dir/audit.log` (mode 0600:
+//! The audit log: one JSON line per run, one per egress decision of a run
+//! (per host, port and outcome), and one per package-cache entry that
+//! failed verification, appended to `state_dir/audit.log` (mode 0600:
 //! it tells who ran what). Sessions appear by name, the keyed hash of their
 //! id, never by id.
 
@@ -64,6 +65,60 @@ impl Audit {
     /// Append one run record. A failure is logged, never fatal to the run.
     pub(crate) fn record(&self, rec: &RunRecord<'_>) {
         self.append(rec);
+    }
+
+    /// What the egress proxy decided for one run: a line per host, port and
+    /// outcome, with how often.
+    pub(crate) fn egress(
+        &self,
+        session: &str,
+        tenant: Option<&str>,
+        report: &prims_protocol::egress::NetworkReport,
+    ) {
+        #[derive(Serialize)]
+        struct Decision<'a> {
+            time: u64,
+            event: &'static str,
+            session: &'a str,
+            tenant: Option<&'a str>,
+            decision: &'static str,
+            host: &'a str,
+            port: u16,
+            count: u64,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            bytes: Option<u64>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            reason: Option<&'a str>,
+        }
+        let time = now_secs();
+        for a in &report.allowed {
+            self.append(&Decision {
+                time,
+                event: "egress",
+                session,
+                tenant,
+                decision: "allowed",
+                host: &a.host,
+                port: a.port,
+                count: a.connections,
+                bytes: Some(a.bytes),
+                reason: None,
+            });
+        }
+        for d in &report.denied {
+            self.append(&Decision {
+                time,
+                event: "egress",
+                session,
+                tenant,
+                decision: "denied",
+                host: &d.host,
+                port: d.port,
+                count: d.attempts,
+                bytes: None,
+                reason: Some(&d.reason),
+            });
+        }
     }
 
     /// A package-cache entry failed verification, was removed, and will be

@@ -134,6 +134,23 @@ async fn an_allowed_host_is_reached_and_the_rest_refused_fast() {
     // The redirect's target, on its own port.
     assert_eq!(denied[2], ("evil.test.example", 80, evil));
     assert_eq!(denied[1].0, "meta.other.example");
+    let stats = c.stats().await.unwrap();
+    assert_eq!((stats.egress_allowed, stats.egress_denied), (2, 3));
+    // Every decision is in the audit log, with its session.
+    let log = std::fs::read_to_string(d.state.join("audit.log")).unwrap();
+    let egress: Vec<serde_json::Value> = log
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|v| v["event"] == "egress")
+        .collect();
+    assert_eq!(egress.len(), 4, "{egress:?}");
+    assert_eq!(egress[0]["decision"], "allowed");
+    assert_eq!(egress[0]["count"], 2);
+    assert!(egress
+        .iter()
+        .all(|e| e["session"] == egress[0]["session"] && e["session"].is_string()));
+    assert_eq!(egress[1]["decision"], "denied");
+    assert_eq!(egress[1]["host"], "evil.test.example");
     assert!(
         denied[1].2.contains("169.254.169.254 (link-local"),
         "{denied:?}"

@@ -28,6 +28,9 @@ pub struct Daemon {
     scheduler: Scheduler,
     interpreters: Arc<Interpreters>,
     audit: Arc<Audit>,
+    /// Egress decisions since start: connections allowed, and refused.
+    egress_allowed: std::sync::atomic::AtomicU64,
+    egress_denied: std::sync::atomic::AtomicU64,
 }
 
 pub(crate) fn bad_request(message: impl Into<String>) -> ErrorReply {
@@ -97,6 +100,12 @@ impl Daemon {
         let env = self.envs.stats();
         let live = self.interpreters.stats();
         Stats {
+            egress_allowed: self
+                .egress_allowed
+                .load(std::sync::atomic::Ordering::Relaxed),
+            egress_denied: self
+                .egress_denied
+                .load(std::sync::atomic::Ordering::Relaxed),
             interpreters_live: live.live,
             interpreters_memory_bytes: live.memory_bytes,
             pool_ready: live.pool_ready,

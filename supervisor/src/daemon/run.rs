@@ -61,6 +61,14 @@ pub(super) async fn run(d: &Arc<Daemon>, req: RunRequest, ctx: Ctx) -> Result<Re
         outcome: &cell.outcome,
         cancelled: cell.cancelled,
     });
+    if let Some(n) = &network {
+        use std::sync::atomic::Ordering::Relaxed;
+        d.audit.egress(&session.name, session.tenant.as_deref(), n);
+        let allowed: u64 = n.allowed.iter().map(|a| a.connections).sum();
+        let denied: u64 = n.denied.iter().map(|x| x.attempts).sum();
+        d.egress_allowed.fetch_add(allowed, Relaxed);
+        d.egress_denied.fetch_add(denied, Relaxed);
+    }
     if cell.cancelled {
         return Err(cancelled());
     }

@@ -129,6 +129,8 @@ pub async fn start(cfg: DaemonConfig, shutdown: CancellationToken) -> Result<(),
         envs,
         interpreters: interpreters.clone(),
         audit,
+        egress_allowed: Default::default(),
+        egress_denied: Default::default(),
     });
     {
         let d = daemon.clone();
