@@ -12,8 +12,11 @@ use std::net::SocketAddr;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
-/// An HTTP server on the host's loopback: `/ok` answers "hello",
-/// `/redirect` sends the client to a host outside the list.
+/// The size of `/big`.
+const BIG: usize = 8 << 20;
+
+/// An HTTP server on the host's loopback: `/ok` answers "hello", `/big`
+/// sends 8 MiB, `/redirect` sends the client to a host outside the list.
 async fn upstream() -> SocketAddr {
     let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = l.local_addr().unwrap();
@@ -29,6 +32,15 @@ async fn upstream() -> SocketAddr {
                     }
                 }
                 let head = String::from_utf8_lossy(&seen).into_owned();
+                if head.starts_with("GET /big") {
+                    let body = vec![b'x'; BIG];
+                    let head = format!(
+                        "HTTP/1.1 200 OK\r\nContent-Length: {BIG}\r\nConnection: close\r\n\r\n"
+                    );
+                    let _ = c.write_all(head.as_bytes()).await;
+                    let _ = c.write_all(&body).await;
+                    return;
+                }
                 let reply = if head.starts_with("GET /redirect") {
                     "HTTP/1.1 302 Found\r\nLocation: http://evil.test.example/\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".to_string()
                 } else {
@@ -43,22 +55,31 @@ async fn upstream() -> SocketAddr {
 }
 
 fn daemon(port: u16) -> Daemon {
+    daemon_with(port, "")
+}
+
+/// `network` keys beyond mode and allow in `extra`.
+fn daemon_with(port: u16, extra: &str) -> Daemon {
     let policy = format!(
         "[network]\nmode = \"allowlist\"\n\
-         allow = [\"files.test.example:{port}\", \"127.0.0.1:{port}\", \"*.other.example\"]\n\
-         [interpreters]\npool_size = 0\n"
+         allow = [\"files.test.example:{port}\", \"127.0.0.1:{port}\", \"*.other.example\", \
+         \"*.other.example:{port}\"]\n\
+         {extra}\n[interpreters]\npool_size = 0\n"
     );
-    Daemon::start_with_args(
-        &policy,
-        &[
-            "--egress-resolve",
-            "files.test.example=127.0.0.1",
-            "--egress-resolve",
-            "meta.other.example=169.254.169.254",
-            "--egress-resolve",
-            "evil.test.example=127.0.0.1",
-        ],
-    )
+    let mut args = vec![
+        "--egress-resolve".to_string(),
+        "files.test.example=127.0.0.1".into(),
+        "--egress-resolve".into(),
+        "meta.other.example=169.254.169.254".into(),
+        "--egress-resolve".into(),
+        "evil.test.example=127.0.0.1".into(),
+    ];
+    for i in 0..8 {
+        args.push("--egress-resolve".into());
+        args.push(format!("h{i}.other.example=127.0.0.1"));
+    }
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    Daemon::start_with_args(&policy, &args)
 }
 
 const FETCH: &str = r#"
@@ -234,4 +255,88 @@ async fn a_call_narrows_the_list_and_hears_what_it_asked_for_in_vain() {
         again.interpreter.state,
         prims_protocol::wire::InterpreterState::Kept
     );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn max_bytes_cuts_a_download_in_the_jail() {
+    let up = upstream().await;
+    let d = daemon_with(up.port(), "max_bytes = \"1MiB\"");
+    let c = d.client().await;
+    let s = c.open_session(None).await.unwrap().session_id;
+    let port = up.port();
+    let code = format!(
+        "import urllib.request\n\
+         n = 0\n\
+         try:\n\
+         \x20   with urllib.request.urlopen('http://files.test.example:{port}/big', timeout=20) as r:\n\
+         \x20       while chunk := r.read(65536):\n\
+         \x20           n += len(chunk)\n\
+         except Exception as e:\n\
+         \x20   print('cut', type(e).__name__)\n\
+         print('read', n)\n"
+    );
+    let r = send(&c, run_req(&s, &code)).await;
+    let out = stdout(&r);
+    let read: usize = out
+        .lines()
+        .find_map(|l| l.strip_prefix("read "))
+        .unwrap_or_else(|| panic!("{out}\n{}", stderr(&r)))
+        .parse()
+        .unwrap();
+    assert!(
+        read < 1 << 20,
+        "{read} bytes of {BIG} came through a 1 MiB budget"
+    );
+    let net = r.network.expect("a network report");
+    assert!(
+        net.denied
+            .iter()
+            .any(|d| d.reason.starts_with("cut:") && d.port == port),
+        "{net:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn eight_concurrent_runs_never_see_each_others_lists() {
+    let up = upstream().await;
+    let port = up.port();
+    let d = daemon(port);
+    let c = d.client().await;
+    let mut sessions = Vec::new();
+    for _ in 0..8 {
+        sessions.push(c.open_session(None).await.unwrap().session_id);
+    }
+    let fetch_all: String = (0..8)
+        .map(|i| format!("fetch('http://h{i}.other.example:{port}/ok')\n"))
+        .collect();
+    let runs = sessions.iter().enumerate().map(|(i, s)| {
+        let c = &c;
+        let req = RunRequest {
+            network: Some(vec![
+                format!("h{i}.other.example:{port}"),
+                format!("127.0.0.1:{port}"),
+            ]),
+            ..run_req(s, &format!("{FETCH}\n{fetch_all}"))
+        };
+        async move { send(c, req).await }
+    });
+    let replies = futures::future::join_all(runs).await;
+    for (i, r) in replies.iter().enumerate() {
+        let got = lines(r);
+        let ok: Vec<&str> = got
+            .iter()
+            .filter(|l| l[0] == "OK")
+            .map(|l| l[1].as_str())
+            .collect();
+        assert_eq!(
+            ok,
+            [format!("http://h{i}.other.example:{port}/ok")],
+            "run {i}: {got:?}"
+        );
+        let net = r.network.as_ref().expect("a network report");
+        assert_eq!(net.allowed.len(), 1, "run {i}: {net:?}");
+        assert_eq!(net.allowed[0].host, format!("h{i}.other.example"));
+        assert_eq!(net.denied.len(), 7, "run {i}: {net:?}");
+        assert!(net.denied.iter().all(|d| d.host != net.allowed[0].host));
+    }
 }
