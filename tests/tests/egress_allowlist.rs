@@ -340,3 +340,59 @@ async fn eight_concurrent_runs_never_see_each_others_lists() {
         assert!(net.denied.iter().all(|d| d.host != net.allowed[0].host));
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_flood_of_connections_from_one_run_leaves_another_served() {
+    let up = upstream().await;
+    let port = up.port();
+    let d = daemon(port);
+    let c = d.client().await;
+    let a = c.open_session(None).await.unwrap().session_id;
+    let b = c.open_session(None).await.unwrap().session_id;
+    // Warm both interpreters first, so the timings below are the proxy's.
+    send(&c, run_req(&a, "1")).await;
+    send(&c, run_req(&b, FETCH)).await;
+    // A holds 200 connections to its proxy listener open, saying nothing.
+    let flood = r#"
+import socket, time
+held = []
+for i in range(200):
+    s = socket.socket()
+    s.setblocking(False)
+    try:
+        s.connect(("127.0.0.1", 3128))
+    except BlockingIOError:
+        pass
+    held.append(s)
+open("flooding", "w").close()
+time.sleep(6)
+print("held", len(held))
+"#;
+    let flooding = d.workspace(&a).join("flooding");
+    let fetches = format!(
+        "import time\nworst = 0\nfor _ in range(5):\n    t = time.monotonic()\n    fetch('http://files.test.example:{port}/ok')\n    worst = max(worst, time.monotonic() - t)\nprint('worst', round(worst, 3))\n"
+    );
+    let (ra, rb) = tokio::join!(send(&c, run_req(&a, flood)), async {
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while !flooding.exists() && std::time::Instant::now() < until {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        send(&c, run_req(&b, &fetches)).await
+    });
+    assert!(
+        stdout(&ra).contains("held 200"),
+        "{}{}",
+        stdout(&ra),
+        stderr(&ra)
+    );
+    let out = stdout(&rb);
+    assert_eq!(out.matches("OK ").count(), 5, "{out}");
+    let worst: f64 = out
+        .lines()
+        .find_map(|l| l.strip_prefix("worst "))
+        .unwrap_or_else(|| panic!("{out}"))
+        .parse()
+        .unwrap();
+    // A hang guard, not a speed measure: B is never queued behind A.
+    assert!(worst < 2.0, "a fetch took {worst} s during the flood");
+}
