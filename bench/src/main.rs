@@ -1,6 +1,7 @@
 //! PRIMS benchmark programs. Each compares variants measured side by side
 //! in one run, so the ratios hold on a noisy machine.
 
+mod egress;
 mod jail;
 mod live;
 mod mcp;
@@ -61,6 +62,12 @@ enum Bench {
         #[arg(long)]
         policy: Option<PathBuf>,
     },
+    /// The egress proxy's cost on a 1 MiB download, against a direct
+    /// download in the same run (needs root).
+    Egress {
+        #[arg(long, default_value_t = 50)]
+        runs: usize,
+    },
     /// PRIMS's `run_code` against the original's fresh venv + pip install per call.
     Original {
         /// Calls made the original's way (each takes seconds).
@@ -90,6 +97,7 @@ fn main() -> Result<()> {
             rounds,
             policy,
         } => live::main(runs, rounds, prims, policy),
+        Bench::Egress { runs } => egress::main(runs, prims),
         Bench::Original {
             runs,
             prims_per,

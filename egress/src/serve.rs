@@ -216,6 +216,9 @@ async fn handle(mut conn: TcpStream, run: &Run, resolver: &Resolver) {
             return;
         }
     }
+    // Small writes (a response head) go out at once, as they would directly.
+    let _ = conn.set_nodelay(true);
+    let _ = upstream.set_nodelay(true);
     let (cr, cw) = conn.into_split();
     let (ur, uw) = upstream.into_split();
     let both = tokio::try_join!(pump(cr, uw, run, host, port), pump(ur, cw, run, host, port));

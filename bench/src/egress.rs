@@ -1,0 +1,137 @@
+//! The egress proxy's cost: a 1 MiB HTTP download from a server on this
+//! host, directly and through the real `prims egress-proxy` process (as a
+//! plain-HTTP request and through a CONNECT tunnel), interleaved in one run.
+
+use crate::stats::stats;
+use anyhow::{bail, Context, Result};
+use prims_egress::decide::Rules;
+use prims_egress::serve::Budget;
+use prims_policy::network::{parse_allow_entry, AllowList};
+use prims_supervisor::egress::EgressProxy;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Instant;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+const SIZE: usize = 1 << 20;
+
+pub fn main(runs: usize, prims: PathBuf) -> Result<()> {
+    if runs < 20 {
+        bail!("--runs must be at least 20");
+    }
+    // SAFETY: a plain getter.
+    if unsafe { libc::geteuid() } != 0 {
+        bail!("run as root: the proxy process starts as root and drops to nobody");
+    }
+    tokio::runtime::Runtime::new()?.block_on(measure(runs, prims))
+}
+
+async fn server() -> Result<SocketAddr> {
+    let l = TcpListener::bind("127.0.0.1:0").await?;
+    let addr = l.local_addr()?;
+    let body = vec![b'x'; SIZE];
+    tokio::spawn(async move {
+        while let Ok((mut c, _)) = l.accept().await {
+            let body = body.clone();
+            tokio::spawn(async move {
+                let mut buf = [0u8; 4096];
+                let mut seen = Vec::new();
+                while !seen.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match c.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => seen.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let head = format!(
+                    "HTTP/1.1 200 OK\r\nContent-Length: {SIZE}\r\nConnection: close\r\n\r\n"
+                );
+                let _ = c.write_all(head.as_bytes()).await;
+                let _ = c.write_all(&body).await;
+            });
+        }
+    });
+    Ok(addr)
+}
+
+/// Milliseconds to send `request` to `to` and read the whole answer.
+async fn download(to: SocketAddr, tunnel_to: Option<SocketAddr>, request: &str) -> Result<f64> {
+    let t = Instant::now();
+    let mut c = TcpStream::connect(to).await?;
+    if let Some(target) = tunnel_to {
+        c.write_all(format!("CONNECT {target} HTTP/1.1\r\n\r\n").as_bytes())
+            .await?;
+        let mut head = [0u8; 39];
+        c.read_exact(&mut head).await?;
+        if !head.starts_with(b"HTTP/1.1 200") {
+            bail!("CONNECT refused: {}", String::from_utf8_lossy(&head));
+        }
+    }
+    c.write_all(request.as_bytes()).await?;
+    let mut out = Vec::with_capacity(SIZE + 256);
+    c.read_to_end(&mut out).await?;
+    if out.len() < SIZE {
+        bail!("a short answer: {} bytes", out.len());
+    }
+    Ok(t.elapsed().as_secs_f64() * 1000.0)
+}
+
+async fn measure(runs: usize, prims: PathBuf) -> Result<()> {
+    let up = server().await?;
+    let proxy = EgressProxy::new(prims, vec![]);
+    let l = std::net::TcpListener::bind("127.0.0.1:0")?;
+    let via = l.local_addr()?;
+    let jail = proxy
+        .attach(l.into())
+        .await
+        .context("attaching a listener")?;
+    let entry =
+        parse_allow_entry(&format!("127.0.0.1:{}", up.port())).map_err(anyhow::Error::msg)?;
+    let rules = Rules {
+        list: AllowList::new(&[entry], &[]),
+        ..Rules::default()
+    };
+    let budget = Budget {
+        max_bytes: u64::MAX,
+        max_connections: u64::MAX,
+    };
+    let run = jail.begin(&rules, budget).await?;
+    let direct_req = format!("GET /1m HTTP/1.1\r\nHost: {up}\r\nConnection: close\r\n\r\n");
+    let proxied_req =
+        format!("GET http://{up}/1m HTTP/1.1\r\nHost: {up}\r\nConnection: close\r\n\r\n");
+    let (mut direct, mut http, mut tunnel) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..3 {
+        download(up, None, &direct_req).await?;
+        download(via, None, &proxied_req).await?;
+    }
+    for _ in 0..runs {
+        direct.push(download(up, None, &direct_req).await?);
+        http.push(download(via, None, &proxied_req).await?);
+        tunnel.push(download(via, Some(up), &direct_req).await?);
+    }
+    let report = jail.end(run).await;
+    let moved: u64 = report.allowed.iter().map(|a| a.bytes).sum();
+    let d = stats(direct);
+    println!("1 MiB HTTP download from a server on this host, {runs} of each, interleaved:");
+    println!("| path | p50 ms | p90 ms | min ms | p50 overhead |");
+    println!("|---|---|---|---|---|");
+    println!(
+        "| direct | {:.2} | {:.2} | {:.2} | — |",
+        d.median, d.p90, d.min
+    );
+    for (name, xs) in [
+        ("through the proxy, plain HTTP", http),
+        ("through the proxy, CONNECT tunnel", tunnel),
+    ] {
+        let s = stats(xs);
+        println!(
+            "| {name} | {:.2} | {:.2} | {:.2} | {:+.0}% |",
+            s.median,
+            s.p90,
+            s.min,
+            (s.median / d.median - 1.0) * 100.0
+        );
+    }
+    println!("the proxy counted {} MiB moved for the run", moved >> 20);
+    Ok(())
+}
