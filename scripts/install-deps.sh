@@ -9,6 +9,8 @@ command -v cc >/dev/null || need+=(gcc)
 /usr/bin/python3 -m pip --version >/dev/null 2>&1 || need+=(python3-pip)
 command -v mkfs.ext4 >/dev/null || need+=(e2fsprogs)
 command -v curl >/dev/null || need+=(curl)
+# The egress tests' HTTPS server gets a fresh certificate from openssl.
+command -v openssl >/dev/null || need+=(openssl)
 # The systemd units: /bin/kill for ExecReload, systemd-analyze for their lint.
 [ -x /bin/kill ] || need+=(procps)
 command -v systemd-analyze >/dev/null || need+=(systemd)

@@ -396,3 +396,91 @@ print("held", len(held))
     // A hang guard, not a speed measure: B is never queued behind A.
     assert!(worst < 2.0, "a fetch took {worst} s during the flood");
 }
+
+/// An HTTPS server on the host's loopback (python's ssl, a fresh
+/// self-signed certificate for files.test.example): its port, the
+/// certificate, and the process.
+fn https_server(dir: &std::path::Path) -> (u16, Vec<u8>, std::process::Child) {
+    let (key, cert) = (dir.join("key.pem"), dir.join("cert.pem"));
+    let made = std::process::Command::new("openssl")
+        .args([
+            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+        ])
+        .args(["-subj", "/CN=files.test.example"])
+        .args(["-addext", "subjectAltName=DNS:files.test.example"])
+        .arg("-keyout")
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert)
+        .output()
+        .expect("openssl");
+    assert!(
+        made.status.success(),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    let script = format!(
+        "import http.server, ssl, sys\n\
+         class H(http.server.BaseHTTPRequestHandler):\n\
+         \x20   def do_GET(self):\n\
+         \x20       self.send_response(200); self.send_header('Content-Length', '6'); self.end_headers()\n\
+         \x20       self.wfile.write(b'secret')\n\
+         \x20   def log_message(self, *a): pass\n\
+         s = http.server.HTTPServer(('127.0.0.1', 0), H)\n\
+         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)\n\
+         ctx.load_cert_chain({:?}, {:?})\n\
+         s.socket = ctx.wrap_socket(s.socket, server_side=True)\n\
+         print(s.server_address[1], flush=True)\n\
+         s.serve_forever()\n",
+        cert.display().to_string(),
+        key.display().to_string()
+    );
+    let mut child = std::process::Command::new("/usr/bin/python3")
+        .args(["-c", &script])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("python3");
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    let port = line.trim().parse().expect("the server's port");
+    (port, std::fs::read(&cert).unwrap(), child)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn https_goes_end_to_end_through_a_connect_tunnel() {
+    let dir = tempfile::tempdir().unwrap();
+    let (port, cert, mut server) = https_server(dir.path());
+    let policy = format!(
+        "[network]\nmode = \"allowlist\"\nallow = [\"files.test.example:{port}\", \"127.0.0.1:{port}\"]\n\
+         [interpreters]\npool_size = 0\n"
+    );
+    let d = Daemon::start_with_args(
+        &policy,
+        &["--egress-resolve", "files.test.example=127.0.0.1"],
+    );
+    let c = d.client().await;
+    let s = c.open_session(None).await.unwrap().session_id;
+    std::fs::write(d.workspace(&s).join("ca.pem"), &cert).unwrap();
+    // The jail verifies the server's certificate itself: the proxy only
+    // relays the bytes of the tunnel.
+    let code = format!(
+        "import ssl, urllib.request\n\
+         ctx = ssl.create_default_context(cafile='/workspace/ca.pem')\n\
+         print(urllib.request.urlopen('https://files.test.example:{port}/x', context=ctx, timeout=20).read().decode())\n"
+    );
+    let r = send(&c, run_req(&s, &code)).await;
+    let _ = server.kill();
+    assert_eq!(stdout(&r), "secret\n", "{}", stderr(&r));
+    let net = r.network.expect("a network report");
+    assert_eq!(net.allowed.len(), 1, "{net:?}");
+    assert_eq!(
+        (net.allowed[0].host.as_str(), net.allowed[0].port),
+        ("files.test.example", port)
+    );
+    // A TLS handshake and a request: far more than the six bytes of body.
+    assert!(net.allowed[0].bytes > 1000, "{net:?}");
+}
