@@ -94,7 +94,7 @@ fn enum_values_list_choices() {
     let i = only_issue("[network]\nmode = \"wifi\"\n");
     assert_eq!(
         i.to_string(),
-        "network.mode: unknown value \"wifi\" (expected one of: none, loopback) at line 2, column 8"
+        "network.mode: unknown value \"wifi\" (expected one of: none, loopback, allowlist) at line 2, column 8"
     );
     let i = only_issue("[cgroup]\nbackend = \"v3\"\n");
     assert_eq!(

@@ -28,9 +28,9 @@ pub(crate) const CA_DIR: &str = "/etc/ssl";
 pub(crate) const CA_BUNDLE: &str = "/etc/ssl/certs/ca-certificates.crt";
 
 /// The environment that points HTTP clients in a proxied jail (requests,
-/// urllib, httpx, pip, uv) at the proxy; the jail's own loopback is not
-/// proxied.
-pub(crate) fn jail_env() -> Vec<String> {
+/// urllib, httpx, pip, uv) at the proxy, for every host: an install jail's
+/// index may well be on the host's loopback, which only the proxy reaches.
+pub(crate) fn proxy_env() -> Vec<String> {
     let proxy = format!("http://127.0.0.1:{JAIL_PORT}");
     let mut env: Vec<String> = [
         "HTTP_PROXY",
@@ -43,11 +43,18 @@ pub(crate) fn jail_env() -> Vec<String> {
     .iter()
     .map(|v| format!("{v}={proxy}"))
     .collect();
-    env.push("NO_PROXY=localhost,127.0.0.1,::1".into());
-    env.push("no_proxy=localhost,127.0.0.1,::1".into());
     if std::path::Path::new(CA_BUNDLE).is_file() {
         env.push(format!("SSL_CERT_FILE={CA_BUNDLE}"));
     }
+    env
+}
+
+/// [`proxy_env`] for a run's jail, whose own loopback (servers the code
+/// starts itself) is reached directly.
+pub(crate) fn run_env() -> Vec<String> {
+    let mut env = proxy_env();
+    env.push("NO_PROXY=localhost,127.0.0.1,::1".into());
+    env.push("no_proxy=localhost,127.0.0.1,::1".into());
     env
 }
 

@@ -136,7 +136,7 @@ pub(super) fn uv_spec(job: &BuildJob, vol: &BuildVolume, cgroup_job: &str) -> Jo
     .into_iter()
     .map(String::from)
     .collect();
-    env.extend(crate::egress::jail_env());
+    env.extend(crate::egress::proxy_env());
     let mut ro_binds = s.ro_binds.clone();
     ro_binds.push(PathBuf::from(crate::egress::CA_DIR));
     JobSpec {

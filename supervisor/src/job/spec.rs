@@ -40,7 +40,7 @@ pub(super) fn build(policy: &Policy, job: PythonJob, cgroup: CgroupSpec) -> JobS
         if ca.is_dir() && !ro.iter().any(|b| ca.starts_with(b)) {
             ro.push(ca);
         }
-        (crate::egress::jail_env(), crate::egress::JAIL_PORT)
+        (crate::egress::run_env(), crate::egress::JAIL_PORT)
     } else {
         (Vec::new(), 0)
     };
