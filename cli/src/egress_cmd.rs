@@ -12,8 +12,8 @@ pub struct EgressArgs {
     /// The inherited fd of the supervisor's control channel.
     #[arg(long)]
     control_fd: RawFd,
-    /// Resolve NAME to these addresses instead of asking DNS; names not
-    /// given do not resolve. For tests: no policy key reaches this.
+    /// Resolve NAME to these addresses instead of asking DNS (other names
+    /// still go to DNS). For tests: no policy key reaches this.
     #[arg(long = "resolve", value_name = "NAME=IP[,IP...]", hide = true)]
     resolve: Vec<String>,
 }

@@ -22,8 +22,8 @@ pub struct SupervisorArgs {
     #[command(flatten)]
     jailer: JailerArg,
     /// The egress proxy resolves NAME to these addresses instead of asking
-    /// DNS; names not given do not resolve. For tests: no policy key
-    /// reaches this.
+    /// DNS (other names still go to DNS). For tests: no policy key reaches
+    /// this.
     #[arg(long = "egress-resolve", value_name = "NAME=IP[,IP...]", hide = true)]
     egress_resolve: Vec<String>,
 }

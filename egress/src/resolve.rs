@@ -1,6 +1,6 @@
-//! Name resolution of the proxy: the host's resolver, or a fixed table that
-//! only the proxy's command line can give (tests map their host names to
-//! local servers with it; no policy key reaches it).
+//! Name resolution of the proxy: the host's resolver, with a fixed table
+//! in front of it that only the proxy's command line can give (tests map
+//! their host names to local servers with it; no policy key reaches it).
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -14,7 +14,7 @@ pub const RESOLVE_TIMEOUT: Duration = Duration::from_secs(10);
 pub enum Resolver {
     #[default]
     System,
-    /// Lowercase name to addresses; names not in it do not resolve.
+    /// Lowercase name to addresses; other names go to the host's resolver.
     Fixed(Arc<HashMap<String, Vec<IpAddr>>>),
 }
 
@@ -39,26 +39,21 @@ impl Resolver {
     /// Every address of `host`; an error is a sentence.
     pub async fn resolve(&self, host: &str) -> Result<Vec<IpAddr>, String> {
         let host = host.strip_suffix('.').unwrap_or(host).to_ascii_lowercase();
-        match self {
-            Resolver::Fixed(t) => t
-                .get(&host)
-                .cloned()
-                .ok_or_else(|| format!("{host} does not resolve")),
-            Resolver::System => {
-                let found = tokio::time::timeout(
-                    RESOLVE_TIMEOUT,
-                    tokio::net::lookup_host((host.as_str(), 0)),
-                )
+        if let Resolver::Fixed(t) = self {
+            if let Some(ips) = t.get(&host) {
+                return Ok(ips.clone());
+            }
+        }
+        let found =
+            tokio::time::timeout(RESOLVE_TIMEOUT, tokio::net::lookup_host((host.as_str(), 0)))
                 .await
                 .map_err(|_| format!("resolving {host} timed out"))?
                 .map_err(|e| format!("{host} does not resolve ({e})"))?;
-                let mut ips: Vec<IpAddr> = found.map(|a| a.ip()).collect();
-                ips.dedup();
-                if ips.is_empty() {
-                    return Err(format!("{host} has no addresses"));
-                }
-                Ok(ips)
-            }
+        let mut ips: Vec<IpAddr> = found.map(|a| a.ip()).collect();
+        ips.dedup();
+        if ips.is_empty() {
+            return Err(format!("{host} has no addresses"));
         }
+        Ok(ips)
     }
 }

@@ -484,3 +484,127 @@ async fn https_goes_end_to_end_through_a_connect_tunnel() {
     // A TLS handshake and a request: far more than the six bytes of body.
     assert!(net.allowed[0].bytes > 1000, "{net:?}");
 }
+
+/// A wheel of `tinypkg` 1.0 (`tinypkg.VALUE == 42`), made by the host's python.
+fn tiny_wheel() -> Vec<u8> {
+    let script = r#"
+import base64, hashlib, io, sys, zipfile
+files = {
+    "tinypkg/__init__.py": b"VALUE = 42\n",
+    "tinypkg-1.0.dist-info/METADATA": b"Metadata-Version: 2.1\nName: tinypkg\nVersion: 1.0\n",
+    "tinypkg-1.0.dist-info/WHEEL": b"Wheel-Version: 1.0\nGenerator: prims-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+}
+record = []
+for name, data in files.items():
+    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+    record.append("%s,sha256=%s,%d" % (name, digest, len(data)))
+record.append("tinypkg-1.0.dist-info/RECORD,,")
+files["tinypkg-1.0.dist-info/RECORD"] = ("\n".join(record) + "\n").encode()
+out = io.BytesIO()
+with zipfile.ZipFile(out, "w") as z:
+    for name, data in files.items():
+        z.writestr(name, data)
+sys.stdout.buffer.write(out.getvalue())
+"#;
+    let out = std::process::Command::new("/usr/bin/python3")
+        .args(["-c", script])
+        .output()
+        .expect("python3");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}
+
+/// A package index on the host's loopback serving only `tinypkg`.
+async fn index(wheel: Vec<u8>) -> SocketAddr {
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut c, _)) = l.accept().await {
+            let wheel = wheel.clone();
+            tokio::spawn(async move {
+                let mut buf = [0u8; 4096];
+                let mut seen = Vec::new();
+                while !seen.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match c.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => seen.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let head = String::from_utf8_lossy(&seen).into_owned();
+                let path = head.split(' ').nth(1).unwrap_or("");
+                let (kind, body): (&str, Vec<u8>) = if path.starts_with("/simple/tinypkg") {
+                    let html = "<html><body><a href=\"/files/tinypkg-1.0-py3-none-any.whl\">tinypkg-1.0-py3-none-any.whl</a></body></html>";
+                    ("text/html", html.as_bytes().to_vec())
+                } else if path.starts_with("/files/tinypkg-1.0-py3-none-any.whl") {
+                    ("application/octet-stream", wheel)
+                } else {
+                    let _ = c
+                        .write_all(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+                        .await;
+                    return;
+                };
+                let head = format!(
+                    "HTTP/1.1 200 OK\r\nContent-Type: {kind}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                    body.len()
+                );
+                let _ = c.write_all(head.as_bytes()).await;
+                let _ = c.write_all(&body).await;
+            });
+        }
+    });
+    addr
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn pip_install_in_a_running_session_is_importable_in_the_next_cell() {
+    let idx = index(tiny_wheel()).await;
+    let port = idx.port();
+    let d = daemon(port);
+    let c = d.client().await;
+    let s = c.open_session(None).await.unwrap().session_id;
+    // pip itself comes from the environment (a requirement like any other).
+    let install = format!(
+        "import subprocess, sys\n\
+         r = subprocess.run([sys.executable, '-m', 'pip', 'install', '--index-url',\n\
+         \x20   'http://files.test.example:{port}/simple/', '--trusted-host', 'files.test.example', 'tinypkg'],\n\
+         \x20   capture_output=True, text=True)\n\
+         print(r.returncode)\n\
+         print(r.stderr[-2000:], file=sys.stderr)\n"
+    );
+    let req = RunRequest {
+        requirements: vec!["pip".into()],
+        ..run_req(&s, &install)
+    };
+    let r = send(&c, req).await;
+    assert_eq!(stdout(&r), "0\n", "{}", stderr(&r));
+    let net = r.network.expect("a network report");
+    assert!(
+        net.allowed
+            .iter()
+            .any(|a| a.host == "files.test.example" && a.port == port),
+        "{net:?}"
+    );
+    assert!(d
+        .workspace(&s)
+        .join(".prims/site-packages/tinypkg/__init__.py")
+        .is_file());
+    let used = RunRequest {
+        requirements: vec!["pip".into()],
+        ..run_req(&s, "import tinypkg\ntinypkg.VALUE")
+    };
+    let r = send(&c, used).await;
+    assert_eq!(
+        r.interpreter.result.as_deref(),
+        Some("42"),
+        "{}",
+        stderr(&r)
+    );
+    assert_eq!(
+        r.interpreter.state,
+        prims_protocol::wire::InterpreterState::Kept
+    );
+}

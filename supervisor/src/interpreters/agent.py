@@ -14,6 +14,7 @@
 import ast
 import builtins
 import fcntl
+import importlib
 import json
 import linecache
 import os
@@ -35,6 +36,8 @@ MARKER_PREFIX = b"\x00prims-cell-end-"
 MARKER_SUFFIX = b"\x00"
 MARKER_HEX_LEN = 32
 PREWARM_ENV = "PRIMS_PREWARM"
+# A directory of packages pip installed into the workspace (PIP_TARGET).
+SITE_ENV = "PRIMS_SITE"
 VALUE_MAX_BYTES = 256 * 1024 * 1024
 # Cell sources kept for tracebacks (linecache); the oldest go first.
 SOURCE_CACHE_MAX = 32 * 1024 * 1024
@@ -272,6 +275,8 @@ class Agent:
         self.sources = []
         self.source_bytes = 0
         self.main = None
+        self.site = None
+        self.site_seen = None
 
     def _forget_in_child(self):
         # A forked child must not hold the channel (it would keep it open
@@ -368,6 +373,11 @@ class Agent:
         sys.modules["__main__"] = main
         sys.argv = [""]
         self.main = main
+        site = os.environ.get(SITE_ENV)
+        if site:
+            # Ahead of the environment's packages, as a user site would be.
+            sys.path.insert(1, site)
+            self.site = site
 
     # --- cells ---
 
@@ -378,6 +388,19 @@ class Agent:
             except OSError:
                 pass
         _repair_stdio()
+
+    def _notice_installs(self):
+        # What pip installed since the last cell must be importable now;
+        # the import system caches a directory's contents (or its absence).
+        if self.site is None:
+            return
+        try:
+            seen = os.stat(self.site).st_mtime_ns
+        except OSError:
+            seen = None
+        if seen != self.site_seen:
+            self.site_seen = seen
+            importlib.invalidate_caches()
 
     def _remember_source(self, filename, code):
         linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
@@ -446,6 +469,7 @@ class Agent:
         if not (isinstance(marker, str) and len(marker) == MARKER_HEX_LEN and set(marker) <= _HEX):
             return _error("a cell marker is %d lowercase hex digits" % MARKER_HEX_LEN)
         self._restore_fds()
+        self._notice_installs()
         self.cells += 1
         filename = "<cell %d>" % self.cells
         self._remember_source(filename, code)

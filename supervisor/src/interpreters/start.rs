@@ -1,7 +1,7 @@
 //! Starting an interpreter: the jail of a session's workspace running the
 //! agent, up to the agent's `ready`.
 
-use super::agent::{AGENT_SOURCE, PREWARM_ENV};
+use super::agent::{AGENT_SOURCE, PREWARM_ENV, SESSION_SITE, SITE_ENV};
 use super::channel::{self, ChannelError, FromAgent, Named};
 use super::enforced::enforced;
 use super::live::Live;
@@ -90,6 +90,14 @@ pub(crate) async fn start(
         spec.env
             .push(format!("{PREWARM_ENV}={}", s.prewarm.join(",")));
     }
+    // `pip install` in a cell lands in the session's own site directory
+    // (the environment is read-only), importable from the next cell on.
+    spec.env.extend([
+        format!("{SITE_ENV}={SESSION_SITE}"),
+        format!("PIP_TARGET={SESSION_SITE}"),
+        "PIP_DISABLE_PIP_VERSION_CHECK=1".to_string(),
+        "PIP_NO_CACHE_DIR=1".to_string(),
+    ]);
     let (writer, mut rx, theirs) = channel::pair().map_err(StartError::Channel)?;
     let proxied = spec.network == NetworkMode::Proxy;
     let (proxy_ours, proxy_theirs) = if proxied {

@@ -38,6 +38,7 @@ fn the_agent_and_the_supervisor_agree_on_limits_and_formats() {
     assert_eq!(python_constant("MARKER_SUFFIX"), r#"b"\x00""#);
     assert_eq!(MARKER_SUFFIX, b"\x00");
     assert_eq!(python_constant("PREWARM_ENV"), format!("{PREWARM_ENV:?}"));
+    assert_eq!(python_constant("SITE_ENV"), format!("{SITE_ENV:?}"));
 }
 
 #[test]
