@@ -570,7 +570,8 @@ async fn pip_install_in_a_running_session_is_importable_in_the_next_cell() {
     let install = format!(
         "import subprocess, sys\n\
          r = subprocess.run([sys.executable, '-m', 'pip', 'install', '--index-url',\n\
-         \x20   'http://files.test.example:{port}/simple/', '--trusted-host', 'files.test.example', 'tinypkg'],\n\
+         \x20   'http://files.test.example:{port}/simple/', '--trusted-host', 'files.test.example',\n\
+         \x20   '--target', '/workspace/.prims/site-packages', 'tinypkg'],\n\
          \x20   capture_output=True, text=True)\n\
          print(r.returncode)\n\
          print(r.stderr[-2000:], file=sys.stderr)\n"

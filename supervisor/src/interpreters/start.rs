@@ -90,14 +90,10 @@ pub(crate) async fn start(
         spec.env
             .push(format!("{PREWARM_ENV}={}", s.prewarm.join(",")));
     }
-    // `pip install` in a cell lands in the session's own site directory
-    // (the environment is read-only), importable from the next cell on.
-    spec.env.extend([
-        format!("{SITE_ENV}={SESSION_SITE}"),
-        format!("PIP_TARGET={SESSION_SITE}"),
-        "PIP_DISABLE_PIP_VERSION_CHECK=1".to_string(),
-        "PIP_NO_CACHE_DIR=1".to_string(),
-    ]);
+    // `pip install --target` the session's own site directory (the
+    // environment is read-only) is importable from the next cell on. The
+    // agent drops this variable before any user code runs.
+    spec.env.push(format!("{SITE_ENV}={SESSION_SITE}"));
     let (writer, mut rx, theirs) = channel::pair().map_err(StartError::Channel)?;
     let proxied = spec.network == NetworkMode::Proxy;
     let (proxy_ours, proxy_theirs) = if proxied {
