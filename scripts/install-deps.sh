@@ -11,6 +11,8 @@ command -v mkfs.ext4 >/dev/null || need+=(e2fsprogs)
 command -v curl >/dev/null || need+=(curl)
 # The egress tests' HTTPS server gets a fresh certificate from openssl.
 command -v openssl >/dev/null || need+=(openssl)
+# The egress tests put servers in network namespaces of their own.
+command -v ip >/dev/null || need+=(iproute2)
 # The systemd units: /bin/kill for ExecReload, systemd-analyze for their lint.
 [ -x /bin/kill ] || need+=(procps)
 command -v systemd-analyze >/dev/null || need+=(systemd)

@@ -1,6 +1,8 @@
 //! The egress proxy's cost: a 1 MiB HTTP download from a server on this
-//! host, directly and through the real `prims egress-proxy` process (as a
-//! plain-HTTP request and through a CONNECT tunnel), interleaved in one run.
+//! host, directly and through the real `prims egress-proxy` process,
+//! interleaved in one run. Two clients: python's urllib, as jailed code
+//! downloads, and a bare Rust client (plain HTTP and a CONNECT tunnel),
+//! which leaves nothing but the proxy's own cost to see.
 
 use crate::stats::stats;
 use anyhow::{bail, Context, Result};
@@ -109,29 +111,86 @@ async fn measure(runs: usize, prims: PathBuf) -> Result<()> {
         http.push(download(via, None, &proxied_req).await?);
         tunnel.push(download(via, Some(up), &direct_req).await?);
     }
+    let (py_direct, py_proxied) = urllib(up, via, runs).await?;
     let report = jail.end(run).await;
     let moved: u64 = report.allowed.iter().map(|a| a.bytes).sum();
-    let d = stats(direct);
     println!("1 MiB HTTP download from a server on this host, {runs} of each, interleaved:");
-    println!("| path | p50 ms | p90 ms | min ms | p50 overhead |");
-    println!("|---|---|---|---|---|");
+    println!("| client | path | p50 ms | p90 ms | min ms | p50 overhead |");
+    println!("|---|---|---|---|---|---|");
+    table(
+        "python urllib",
+        py_direct,
+        &[("through the proxy", py_proxied)],
+    );
+    table(
+        "Rust, bare",
+        direct,
+        &[
+            ("through the proxy, plain HTTP", http),
+            ("through the proxy, CONNECT tunnel", tunnel),
+        ],
+    );
+    println!("the proxy counted {} MiB moved for the run", moved >> 20);
+    Ok(())
+}
+
+fn table(client: &str, direct: Vec<f64>, paths: &[(&str, Vec<f64>)]) {
+    let d = stats(direct);
     println!(
-        "| direct | {:.2} | {:.2} | {:.2} | — |",
+        "| {client} | direct | {:.2} | {:.2} | {:.2} | — |",
         d.median, d.p90, d.min
     );
-    for (name, xs) in [
-        ("through the proxy, plain HTTP", http),
-        ("through the proxy, CONNECT tunnel", tunnel),
-    ] {
-        let s = stats(xs);
+    for (name, xs) in paths {
+        let s = stats(xs.clone());
         println!(
-            "| {name} | {:.2} | {:.2} | {:.2} | {:+.0}% |",
+            "| {client} | {name} | {:.2} | {:.2} | {:.2} | {:+.0}% |",
             s.median,
             s.p90,
             s.min,
             (s.median / d.median - 1.0) * 100.0
         );
     }
-    println!("the proxy counted {} MiB moved for the run", moved >> 20);
-    Ok(())
+}
+
+const URLLIB: &str = r#"
+import json, sys, time, urllib.request
+up, via, runs = sys.argv[1], sys.argv[2], int(sys.argv[3])
+direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+proxied = urllib.request.build_opener(urllib.request.ProxyHandler({"http": "http://" + via}))
+def get(opener):
+    t = time.perf_counter()
+    with opener.open("http://%s/1m" % up, timeout=20) as r:
+        n = len(r.read())
+    if n != 1 << 20:
+        sys.exit("a short answer: %d bytes" % n)
+    return (time.perf_counter() - t) * 1000
+for _ in range(3):
+    get(direct), get(proxied)
+d, p = [], []
+for _ in range(runs):
+    d.append(get(direct))
+    p.append(get(proxied))
+print(json.dumps([d, p]))
+"#;
+
+/// Milliseconds per download by python's urllib: (direct, proxied).
+async fn urllib(up: SocketAddr, via: SocketAddr, runs: usize) -> Result<(Vec<f64>, Vec<f64>)> {
+    let out = tokio::process::Command::new("/usr/bin/python3")
+        .args([
+            "-c",
+            URLLIB,
+            &up.to_string(),
+            &via.to_string(),
+            &runs.to_string(),
+        ])
+        .output()
+        .await
+        .context("running /usr/bin/python3")?;
+    if !out.status.success() {
+        bail!(
+            "the urllib client failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    serde_json::from_slice(&out.stdout).context("the urllib client's timings")
 }

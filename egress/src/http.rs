@@ -100,13 +100,16 @@ impl Request {
                 break;
             }
             let name = line.split(':').next().unwrap_or("").to_ascii_lowercase();
-            if name.starts_with("proxy-") {
+            if name.starts_with("proxy-") || name == "connection" || name == "keep-alive" {
                 continue;
             }
             out.push_str(line);
             out.push_str("\r\n");
         }
-        out.push_str("\r\n");
+        // One request per connection: the bytes after this request are
+        // relayed unread, so a client that reused the connection for
+        // another host would reach this one instead.
+        out.push_str("Connection: close\r\n\r\n");
         Ok(Request {
             host,
             port,
@@ -165,7 +168,7 @@ mod tests {
         let fwd = String::from_utf8(r.forward.unwrap()).unwrap();
         assert_eq!(
             fwd,
-            "GET /simple/six/ HTTP/1.1\r\nHost: 127.0.0.1:8080\r\nAccept: */*\r\n\r\n"
+            "GET /simple/six/ HTTP/1.1\r\nHost: 127.0.0.1:8080\r\nAccept: */*\r\nConnection: close\r\n\r\n"
         );
         let r = Request::parse(b"CONNECT [::1]:8443 HTTP/1.1\r\n\r\n").unwrap();
         assert_eq!((r.host.as_str(), r.port), ("::1", 8443));

@@ -6,13 +6,13 @@
 use crate::decide::{decide, Rules};
 use crate::http::{read_head, reply, Request};
 use crate::log::Log;
+use crate::relay::{pump, Stop};
 use crate::resolve::Resolver;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
@@ -21,7 +21,6 @@ const HEAD_TIMEOUT: Duration = Duration::from_secs(15);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
 /// Connections one listener serves at once, whatever the run's budget.
 const MAX_CONCURRENT: usize = 64;
-const RELAY_BUFFER: usize = 64 * 1024;
 
 /// What one run may move through the proxy.
 #[derive(Debug, Clone, Copy)]
@@ -61,7 +60,7 @@ impl Run {
         self.connections.fetch_add(1, Ordering::Relaxed) < self.budget.max_connections
     }
 
-    fn take_bytes(&self, n: usize) -> bool {
+    pub(crate) fn take_bytes(&self, n: usize) -> bool {
         let before = self.bytes.fetch_add(n as u64, Ordering::Relaxed);
         before.saturating_add(n as u64) <= self.budget.max_bytes
     }
@@ -219,9 +218,10 @@ async fn handle(mut conn: TcpStream, run: &Run, resolver: &Resolver) {
     // Small writes (a response head) go out at once, as they would directly.
     let _ = conn.set_nodelay(true);
     let _ = upstream.set_nodelay(true);
-    let (cr, cw) = conn.into_split();
-    let (ur, uw) = upstream.into_split();
-    let both = tokio::try_join!(pump(cr, uw, run, host, port), pump(ur, cw, run, host, port));
+    let both = tokio::try_join!(
+        pump(&conn, &upstream, run, host, port),
+        pump(&upstream, &conn, run, host, port)
+    );
     if let Err(Stop::Cut) = both {
         cut(run, host, port);
     }
@@ -246,32 +246,4 @@ async fn connect(addrs: &[SocketAddr]) -> Result<TcpStream, String> {
         }
     }
     Err(last)
-}
-
-enum Stop {
-    Cut,
-    Broken,
-}
-
-/// One direction until its end of file, counted against the run's bytes.
-async fn pump(
-    mut from: OwnedReadHalf,
-    mut to: OwnedWriteHalf,
-    run: &Run,
-    host: &str,
-    port: u16,
-) -> Result<(), Stop> {
-    let mut buf = vec![0u8; RELAY_BUFFER];
-    loop {
-        let n = from.read(&mut buf).await.map_err(|_| Stop::Broken)?;
-        if n == 0 {
-            let _ = to.shutdown().await;
-            return Ok(());
-        }
-        if !run.take_bytes(n) {
-            return Err(Stop::Cut);
-        }
-        run.log.moved(host, port, n as u64);
-        to.write_all(&buf[..n]).await.map_err(|_| Stop::Broken)?;
-    }
 }

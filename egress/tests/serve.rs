@@ -219,3 +219,69 @@ async fn a_new_run_gets_its_own_rules_and_record() {
     let now = p.current.get().log.snapshot();
     assert_eq!((now.allowed.len(), now.denied.len()), (0, 1));
 }
+
+/// A keep-alive client cannot send a second request, for another host,
+/// down the connection the proxy opened for the first: the forwarded
+/// request says `Connection: close`, so the upstream answers once.
+#[tokio::test]
+async fn plain_http_is_one_request_per_connection() {
+    // An upstream that keeps connections open unless told to close, and
+    // answers each request with the head it got.
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let up = l.local_addr().unwrap();
+    let (heads_tx, mut heads) = tokio::sync::mpsc::unbounded_channel::<String>();
+    tokio::spawn(async move {
+        while let Ok((mut c, _)) = l.accept().await {
+            let heads_tx = heads_tx.clone();
+            tokio::spawn(async move {
+                let mut seen = Vec::new();
+                let mut buf = vec![0u8; 4096];
+                loop {
+                    while !seen.windows(4).any(|w| w == b"\r\n\r\n") {
+                        match c.read(&mut buf).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => seen.extend_from_slice(&buf[..n]),
+                        }
+                    }
+                    let end = seen.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+                    let head = String::from_utf8_lossy(&seen[..end]).into_owned();
+                    seen.drain(..end);
+                    let _ = heads_tx.send(head.clone());
+                    let close = head.to_ascii_lowercase().contains("connection: close");
+                    let reply = format!(
+                        "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{head}",
+                        head.len()
+                    );
+                    if c.write_all(reply.as_bytes()).await.is_err() || close {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    let p = proxy(&[format!("127.0.0.1:{}", up.port())], ROOMY, &[]).await;
+    let mut c = TcpStream::connect(p.addr).await.unwrap();
+    c.write_all(
+        format!("GET http://{up}/a HTTP/1.1\r\nHost: {up}\r\nConnection: keep-alive\r\nProxy-Connection: keep-alive\r\n\r\n").as_bytes(),
+    )
+    .await
+    .unwrap();
+    let mut first = Vec::new();
+    c.read_to_end(&mut first).await.unwrap();
+    let first = String::from_utf8_lossy(&first);
+    assert!(first.starts_with("HTTP/1.1 200 OK"), "{first}");
+    let head = heads.recv().await.unwrap();
+    assert_eq!(
+        head,
+        format!("GET /a HTTP/1.1\r\nHost: {up}\r\nConnection: close\r\n\r\n")
+    );
+    // The proxy closed the client's side too: a second request has nowhere to go.
+    let _ = c
+        .write_all(b"GET http://evil.example/b HTTP/1.1\r\nHost: evil.example\r\n\r\n")
+        .await;
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    assert!(
+        heads.try_recv().is_err(),
+        "the upstream got a second request"
+    );
+}

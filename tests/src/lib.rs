@@ -39,7 +39,9 @@
 //! - [`policy`]: the tests' default policy keys, merged under a test's own;
 //! - [`host`]: host-side helpers: unique markers, process-table scans,
 //!   workspace directories, file owners, host python runs;
-//! - [`teardown`]: unmounting and removing what a killed supervisor left.
+//! - [`teardown`]: unmounting and removing what a killed supervisor left;
+//! - [`netns`]: a test host in a network namespace of the test's own;
+//! - [`web`]: test HTTP and HTTPS servers, on loopback or in such a host.
 
 pub mod checks;
 pub mod child;
@@ -49,12 +51,14 @@ pub mod held;
 pub mod host;
 pub mod jail_spec;
 pub mod live;
+pub mod netns;
 pub mod outcome;
 pub mod peer;
 pub mod policy;
 pub mod probes;
 pub mod python;
 pub mod teardown;
+pub mod web;
 
 pub use checks::{errno_name, Checks};
 pub use child::{run_with_timeout, RawOutput};

@@ -8,6 +8,8 @@ use prims_protocol::jail::Status;
 use prims_protocol::wire::RunRequest;
 use prims_tests::daemon::{run_req, Daemon};
 use prims_tests::live::{send, stderr, stdout};
+use prims_tests::netns::NetnsHost;
+use prims_tests::web;
 use std::net::SocketAddr;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
@@ -73,6 +75,8 @@ fn daemon_with(port: u16, extra: &str) -> Daemon {
         "meta.other.example=169.254.169.254".into(),
         "--egress-resolve".into(),
         "evil.test.example=127.0.0.1".into(),
+        "--egress-resolve".into(),
+        "other.example=127.0.0.1".into(),
     ];
     for i in 0..8 {
         args.push("--egress-resolve".into());
@@ -175,6 +179,194 @@ async fn an_allowed_host_is_reached_and_the_rest_refused_fast() {
     assert!(
         denied[1].2.contains("169.254.169.254 (link-local"),
         "{denied:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_bare_suffix_a_loopback_name_and_a_foreign_port_are_refused() {
+    let up = upstream().await;
+    let d = daemon(up.port());
+    let c = d.client().await;
+    let s = c.open_session(None).await.unwrap().session_id;
+    let port = up.port();
+    // `*.other.example` does not cover other.example; h0.other.example is
+    // listed (ports 80, 443) but resolves to loopback, whose port 80 no
+    // entry names; files.test.example is listed on its own port only.
+    let code = format!(
+        "{FETCH}\nfetch('http://other.example:{port}/ok')\n\
+         fetch('http://h0.other.example/ok')\n\
+         fetch('https://files.test.example:8443/ok')\n"
+    );
+    let r = send(&c, run_req(&s, &code)).await;
+    assert_eq!(r.outcome.status, Status::Ok, "{}", stderr(&r));
+    let got = lines(&r);
+    assert_eq!(
+        got[0][..3],
+        ["HTTP", &format!("http://other.example:{port}/ok"), "403"]
+    );
+    assert_eq!(got[1][..3], ["HTTP", "http://h0.other.example/ok", "403"]);
+    // urllib turns a refused CONNECT into an error of its own.
+    assert_eq!(
+        got[2][..2],
+        ["ERR", "https://files.test.example:8443/ok"],
+        "{got:?}"
+    );
+    for l in &got {
+        let secs: f64 = l.last().unwrap().parse().unwrap();
+        assert!(secs < 5.0, "{l:?}");
+    }
+    let net = r.network.expect("a network report");
+    assert!(net.allowed.is_empty(), "{net:?}");
+    let denied: Vec<(&str, u16, &str)> = net
+        .denied
+        .iter()
+        .map(|d| (d.host.as_str(), d.port, d.reason.as_str()))
+        .collect();
+    assert_eq!(denied.len(), 3, "{denied:?}");
+    assert_eq!(
+        denied[0],
+        (
+            "other.example",
+            port,
+            "other.example is not in the allow-list"
+        )
+    );
+    assert_eq!(denied[1].0, "h0.other.example");
+    assert!(
+        denied[1].2.contains("127.0.0.1 (loopback address)"),
+        "{denied:?}"
+    );
+    assert_eq!(
+        denied[2],
+        (
+            "files.test.example",
+            8443,
+            format!("port 8443 is not allowed for files.test.example (allowed: {port})").as_str()
+        )
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn requests_and_pip_download_reach_an_allowed_index() {
+    let wheel = tiny_wheel();
+    let idx = index(wheel.clone()).await;
+    let port = idx.port();
+    let d = daemon(port);
+    let c = d.client().await;
+    let s = c.open_session(None).await.unwrap().session_id;
+    // Neither is told of the proxy: both read the jail's HTTP(S)_PROXY.
+    let code = format!(
+        "import subprocess, sys, requests\n\
+         r = requests.get('http://files.test.example:{port}/simple/tinypkg/', timeout=20)\n\
+         print('requests', r.status_code, 'tinypkg-1.0-py3-none-any.whl' in r.text)\n\
+         p = subprocess.run([sys.executable, '-m', 'pip', 'download', '--no-deps', '-d', '/workspace/dl',\n\
+         \x20   '--index-url', 'http://files.test.example:{port}/simple/', '--trusted-host',\n\
+         \x20   'files.test.example', 'tinypkg'], capture_output=True, text=True)\n\
+         print('pip', p.returncode)\n\
+         print(p.stderr[-2000:], file=sys.stderr)\n"
+    );
+    let req = RunRequest {
+        requirements: vec!["requests".into(), "pip".into()],
+        ..run_req(&s, &code)
+    };
+    let r = send(&c, req).await;
+    assert_eq!(stdout(&r), "requests 200 True\npip 0\n", "{}", stderr(&r));
+    let got = std::fs::read(d.workspace(&s).join("dl/tinypkg-1.0-py3-none-any.whl")).unwrap();
+    assert!(
+        got == wheel,
+        "the downloaded wheel differs from the index's"
+    );
+    let net = r.network.expect("a network report");
+    assert_eq!(net.allowed.len(), 1, "{net:?}");
+    assert_eq!(net.allowed[0].host, "files.test.example");
+    // requests' page, pip's page and pip's wheel.
+    assert!(net.allowed[0].connections >= 3, "{net:?}");
+    assert!(net.denied.is_empty(), "{net:?}");
+}
+
+/// Servers in a network namespace of the test's own, at a private address:
+/// reached when an entry names that address, over HTTP and over a CONNECT
+/// tunnel to HTTPS, refused by a name that merely resolves there, and
+/// never reached by a raw socket from the jail.
+#[tokio::test(flavor = "multi_thread")]
+async fn servers_behind_a_real_route_are_reached_only_as_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut host = NetnsHost::new();
+    let ns = host.addr;
+    let (cert, key) = web::certificate(dir.path(), "intra.test.example");
+    let http = web::in_netns(&mut host, 8080, "from-the-namespace", None);
+    let https = web::in_netns(&mut host, 8443, "tls-in-the-namespace", Some((&cert, &key)));
+    web::in_netns(&mut host, 80, "never", None);
+    let policy = format!(
+        "[network]\nmode = \"allowlist\"\n\
+         allow = [\"{ns}:{http}\", \"intra.test.example:{https}\", \"{ns}:{https}\", \"private.test.example\"]\n\
+         [interpreters]\npool_size = 0\n"
+    );
+    let d = Daemon::start_with_args(
+        &policy,
+        &[
+            "--egress-resolve",
+            &format!("intra.test.example={ns}"),
+            "--egress-resolve",
+            &format!("private.test.example={ns}"),
+        ],
+    );
+    let c = d.client().await;
+    let s = c.open_session(None).await.unwrap().session_id;
+    std::fs::copy(&cert, d.workspace(&s).join("ca.pem")).unwrap();
+    let code = format!(
+        "{FETCH}\nfetch('http://{ns}:{http}/')\n\
+         import errno, socket, ssl\n\
+         ctx = ssl.create_default_context(cafile='/workspace/ca.pem')\n\
+         print('TLS', urllib.request.urlopen('https://intra.test.example:{https}/', context=ctx, timeout=20).read().decode())\n\
+         fetch('http://private.test.example/')\n\
+         t = time.monotonic()\n\
+         raw = socket.socket()\n\
+         raw.settimeout(20)\n\
+         try:\n\
+         \x20   raw.connect(('{ns}', {http}))\n\
+         \x20   print('RAW connected')\n\
+         except OSError as e:\n\
+         \x20   print('RAW', errno.errorcode.get(e.errno, e.errno), round(time.monotonic() - t, 3))\n"
+    );
+    let r = send(&c, run_req(&s, &code)).await;
+    assert_eq!(r.outcome.status, Status::Ok, "{}", stderr(&r));
+    let got = lines(&r);
+    assert_eq!(
+        got[0][..3],
+        ["OK", &format!("http://{ns}:{http}/"), "from-the-namespace"],
+        "{got:?}"
+    );
+    assert_eq!(got[1], ["TLS", "tls-in-the-namespace"], "{got:?}");
+    assert_eq!(
+        got[2][..3],
+        ["HTTP", "http://private.test.example/", "403"],
+        "{got:?}"
+    );
+    assert_eq!(got[3][0], "RAW", "{got:?}");
+    assert!(
+        matches!(got[3][1].as_str(), "ENETUNREACH" | "EACCES"),
+        "{got:?}"
+    );
+    assert!(got[3][2].parse::<f64>().unwrap() < 1.0, "{got:?}");
+    let net = r.network.expect("a network report");
+    let allowed: Vec<(String, u16)> = net
+        .allowed
+        .iter()
+        .map(|a| (a.host.clone(), a.port))
+        .collect();
+    assert_eq!(
+        allowed,
+        [
+            (ns.to_string(), http),
+            ("intra.test.example".to_string(), https)
+        ]
+    );
+    assert_eq!(net.denied.len(), 1, "{net:?}");
+    assert_eq!(net.denied[0].host, "private.test.example");
+    assert!(
+        net.denied[0].reason.contains(&format!("{ns} (private")),
+        "{net:?}"
     );
 }
 
@@ -397,63 +589,12 @@ print("held", len(held))
     assert!(worst < 2.0, "a fetch took {worst} s during the flood");
 }
 
-/// An HTTPS server on the host's loopback (python's ssl, a fresh
-/// self-signed certificate for files.test.example): its port, the
-/// certificate, and the process.
-fn https_server(dir: &std::path::Path) -> (u16, Vec<u8>, std::process::Child) {
-    let (key, cert) = (dir.join("key.pem"), dir.join("cert.pem"));
-    let made = std::process::Command::new("openssl")
-        .args([
-            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-        ])
-        .args(["-subj", "/CN=files.test.example"])
-        .args(["-addext", "subjectAltName=DNS:files.test.example"])
-        .arg("-keyout")
-        .arg(&key)
-        .arg("-out")
-        .arg(&cert)
-        .output()
-        .expect("openssl");
-    assert!(
-        made.status.success(),
-        "{}",
-        String::from_utf8_lossy(&made.stderr)
-    );
-    let script = format!(
-        "import http.server, ssl, sys\n\
-         class H(http.server.BaseHTTPRequestHandler):\n\
-         \x20   def do_GET(self):\n\
-         \x20       self.send_response(200); self.send_header('Content-Length', '6'); self.end_headers()\n\
-         \x20       self.wfile.write(b'secret')\n\
-         \x20   def log_message(self, *a): pass\n\
-         s = http.server.HTTPServer(('127.0.0.1', 0), H)\n\
-         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)\n\
-         ctx.load_cert_chain({:?}, {:?})\n\
-         s.socket = ctx.wrap_socket(s.socket, server_side=True)\n\
-         print(s.server_address[1], flush=True)\n\
-         s.serve_forever()\n",
-        cert.display().to_string(),
-        key.display().to_string()
-    );
-    let mut child = std::process::Command::new("/usr/bin/python3")
-        .args(["-c", &script])
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .expect("python3");
-    let mut line = String::new();
-    std::io::BufRead::read_line(
-        &mut std::io::BufReader::new(child.stdout.take().unwrap()),
-        &mut line,
-    )
-    .unwrap();
-    let port = line.trim().parse().expect("the server's port");
-    (port, std::fs::read(&cert).unwrap(), child)
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn https_goes_end_to_end_through_a_connect_tunnel() {
     let dir = tempfile::tempdir().unwrap();
-    let (port, cert, mut server) = https_server(dir.path());
+    let (cert, key) = web::certificate(dir.path(), "files.test.example");
+    let (port, mut server) = web::on_loopback("secret", Some((&cert, &key)));
+    let cert = std::fs::read(&cert).unwrap();
     let policy = format!(
         "[network]\nmode = \"allowlist\"\nallow = [\"files.test.example:{port}\", \"127.0.0.1:{port}\"]\n\
          [interpreters]\npool_size = 0\n"
