@@ -67,6 +67,9 @@ enum Bench {
     Egress {
         #[arg(long, default_value_t = 50)]
         runs: usize,
+        /// The download's size.
+        #[arg(long, default_value_t = 1 << 20)]
+        bytes: usize,
     },
     /// PRIMS's `run_code` against the original's fresh venv + pip install per call.
     Original {
@@ -97,7 +100,7 @@ fn main() -> Result<()> {
             rounds,
             policy,
         } => live::main(runs, rounds, prims, policy),
-        Bench::Egress { runs } => egress::main(runs, prims),
+        Bench::Egress { runs, bytes } => egress::main(runs, bytes, prims),
         Bench::Original {
             runs,
             prims_per,

@@ -45,8 +45,9 @@ fn run(args: EgressArgs) -> Result<()> {
         uid = prims_egress::confine::NOBODY,
         "egress proxy confined"
     );
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+    // All its work is waiting on sockets and splicing in the kernel: one
+    // thread does it without handing each connection to another.
+    let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .context("the runtime")?;

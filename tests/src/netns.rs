@@ -92,6 +92,46 @@ impl NetnsHost {
     }
 }
 
+impl NetnsHost {
+    /// A TCP listener at `addr:port` inside the namespace, for a server in
+    /// this process (a socket keeps the namespace it was made in).
+    pub fn listen(&self, port: u16) -> std::net::TcpListener {
+        let path = format!("/run/netns/{}", self.name);
+        let addr = (self.addr, port);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let ns = std::fs::File::open(&path).expect("the namespace's file");
+                nix::sched::setns(ns, nix::sched::CloneFlags::CLONE_NEWNET).expect("setns");
+                std::net::TcpListener::bind(addr).expect("a listener in the namespace")
+            })
+            .join()
+            .expect("the listening thread")
+        })
+    }
+
+    /// Both ends of the link send at most `rate` (tc's notation: "1gbit").
+    pub fn limit_rate(&self, rate: &str) {
+        let tbf = [
+            "root", "tbf", "rate", rate, "burst", "256kb", "latency", "10ms",
+        ];
+        let run = |pre: &[&str], dev: &str| {
+            let out = Command::new("tc")
+                .args(pre)
+                .args(["qdisc", "add", "dev", dev])
+                .args(tbf)
+                .output()
+                .expect("tc (iproute2)");
+            assert!(
+                out.status.success(),
+                "tc: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        };
+        run(&[], &self.link);
+        run(&["-n", &self.name], "eth0");
+    }
+}
+
 impl Default for NetnsHost {
     fn default() -> Self {
         NetnsHost::new()
