@@ -8,7 +8,7 @@
 use crate::stats::stats;
 use anyhow::{bail, Context, Result};
 use prims_egress::decide::Rules;
-use prims_egress::serve::Budget;
+use prims_egress::run::Budget;
 use prims_policy::network::{parse_allow_entry, AllowList};
 use prims_supervisor::egress::EgressProxy;
 use prims_tests::netns::NetnsHost;

@@ -4,8 +4,8 @@
 //!   shared by the front-end's transfers and the egress proxy;
 //! - the egress proxy of jailed code: [`http`] reads a client's request
 //!   head, [`decide`] judges its target against the run's allow-list and
-//!   the guard (names resolved by [`resolve`]), [`serve`] applies the run's
-//!   budgets while [`relay`] splices the bytes, and [`log`] records every decision for the run's result;
+//!   the guard (names resolved by [`resolve`]), [`serve`] applies the
+//!   budgets of the [`run`] while [`relay`] splices the bytes, and [`log`] records every decision for the run's result;
 //! - the proxy process: [`confine`] drops what it does not need, then
 //!   [`process`] serves what the supervisor sends over [`control`].
 
@@ -18,4 +18,5 @@ pub mod log;
 pub mod process;
 pub mod relay;
 pub mod resolve;
+pub mod run;
 pub mod serve;

@@ -6,7 +6,8 @@
 use crate::control::{Channel, FromProxy, ToProxy};
 use crate::decide::Rules;
 use crate::resolve::Resolver;
-use crate::serve::{serve, Budget, Current, Run};
+use crate::run::{Budget, Current, Run};
+use crate::serve::serve;
 use std::collections::HashMap;
 use std::io;
 use std::os::fd::OwnedFd;

@@ -3,7 +3,7 @@
 //! never copies a payload byte through its own memory. Each chunk is
 //! counted against the run's budget before it goes on.
 
-use crate::serve::Run;
+use crate::run::Run;
 use nix::fcntl::{OFlag, SpliceFFlags};
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};

@@ -3,7 +3,8 @@
 
 use prims_egress::decide::Rules;
 use prims_egress::resolve::Resolver;
-use prims_egress::serve::{serve, Budget, Current, Run};
+use prims_egress::run::{Budget, Current, Run};
+use prims_egress::serve::serve;
 use prims_policy::network::{parse_allow_entry, AllowList};
 use std::net::SocketAddr;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};

@@ -3,7 +3,7 @@
 //! loopback, its confinement read from /proc, and a restart after a kill.
 
 use prims_egress::decide::Rules;
-use prims_egress::serve::Budget;
+use prims_egress::run::Budget;
 use prims_policy::network::{parse_allow_entry, AllowList};
 use prims_supervisor::egress::EgressProxy;
 use prims_tests::{prims_bin, require_root};

@@ -4,7 +4,7 @@
 
 use super::bad_request;
 use prims_egress::decide::Rules;
-use prims_egress::serve::Budget;
+use prims_egress::run::Budget;
 use prims_policy::network::{parse_allow_entry, AllowList, MAX_ENTRIES};
 use prims_policy::{NetworkPolicy, Policy};
 use prims_protocol::wire::ErrorReply;

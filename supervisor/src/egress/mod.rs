@@ -11,7 +11,7 @@ pub(crate) use listener::receive_listener;
 use link::{Awaited, Link};
 use prims_egress::control::ToProxy;
 use prims_egress::decide::Rules;
-use prims_egress::serve::Budget;
+use prims_egress::run::Budget;
 use prims_protocol::egress::NetworkReport;
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::PathBuf;

@@ -9,7 +9,7 @@
 use super::key::Settings;
 use crate::egress::EgressProxy;
 use prims_egress::decide::Rules;
-use prims_egress::serve::Budget;
+use prims_egress::run::Budget;
 use prims_policy::network::{AllowEntry, AllowList, HostPattern};
 use std::net::IpAddr;
 use std::os::fd::OwnedFd;
