@@ -39,6 +39,10 @@ fn run(args: EgressArgs) -> Result<()> {
     } else {
         Resolver::fixed(&args.resolve).map_err(anyhow::Error::msg)?
     };
+    match prims_egress::process::raise_fd_limit() {
+        Ok(n) => tracing::debug!(open_files = n, "egress proxy: file limit raised"),
+        Err(e) => tracing::warn!(error = %e, "egress proxy: the file limit stays as it was"),
+    }
     let landlock = prims_egress::confine::confine().context("confining the egress proxy")?;
     tracing::info!(
         ?landlock,

@@ -38,6 +38,16 @@ fn idle() -> Arc<Run> {
     )
 }
 
+/// Raises the soft limit on open files to the hard one: each relayed
+/// connection holds two sockets and two pipes, and the default soft limit
+/// of 1024 would cut connections once a few jails are busy.
+pub fn raise_fd_limit() -> nix::Result<u64> {
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    let (_, hard) = getrlimit(Resource::RLIMIT_NOFILE)?;
+    setrlimit(Resource::RLIMIT_NOFILE, hard, hard)?;
+    Ok(hard)
+}
+
 /// Serves until the supervisor goes away.
 pub async fn run(control: Channel, resolver: Resolver) -> io::Result<()> {
     let mut jails: HashMap<u64, Jail> = HashMap::new();

@@ -48,7 +48,10 @@ pub async fn pump(
     host: &str,
     port: u16,
 ) -> Result<(), Stop> {
-    let pipe = Pipe::new().map_err(|_| Stop::Broken)?;
+    let pipe = Pipe::new().map_err(|e| {
+        tracing::warn!(host, port, error = %e, "egress: no pipe for a connection");
+        Stop::Broken
+    })?;
     loop {
         let n = loop {
             from.readable().await.map_err(|_| Stop::Broken)?;

@@ -142,6 +142,17 @@ async fn runs_are_served_recorded_and_closed_between() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_process_is_nobody_undumpable_and_comes_back_after_a_kill() {
     require_root();
+    // The proxy inherits a soft limit of 256 open files, below the hard one.
+    let mut nofile = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: plain getrlimit/setrlimit on this process, with a valid struct.
+    unsafe {
+        assert_eq!(libc::getrlimit(libc::RLIMIT_NOFILE, &mut nofile), 0);
+        nofile.rlim_cur = 256;
+        assert_eq!(libc::setrlimit(libc::RLIMIT_NOFILE, &nofile), 0);
+    }
     let up = upstream().await;
     let proxy = EgressProxy::new(prims_bin(), vec![]);
     let (addr, fd) = listener();
@@ -160,6 +171,16 @@ async fn the_process_is_nobody_undumpable_and_comes_back_after_a_kill() {
     // processes running as nobody.
     let environ = std::fs::metadata(format!("/proc/{pid}/environ")).unwrap();
     assert_eq!(environ.uid(), 0);
+    // Room for two sockets and two pipes per relayed connection: the soft
+    // limit on open files is raised to the hard one.
+    let limits = std::fs::read_to_string(format!("/proc/{pid}/limits")).unwrap();
+    let files: Vec<&str> = limits
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .expect("a Max open files line")
+        .split_whitespace()
+        .collect();
+    assert_eq!(files[3], nofile.rlim_max.to_string(), "{limits}");
 
     // SAFETY: signalling a child process this test started.
     assert_eq!(unsafe { libc::kill(pid, libc::SIGKILL) }, 0);
