@@ -69,52 +69,27 @@ async fn handle(mut conn: TcpStream, run: &Run, resolver: &Resolver) {
         Err(why) => return reply(&mut conn, 400, "Bad Request", why).await,
     };
     let (host, port) = (req.host.as_str(), req.port);
-    let refuse = |reason: String| async move {
-        run.log.denied(host, port, &reason);
-        tracing::info!(host, port, reason, "egress: refused");
-        reason
-    };
-    let addrs = match decide(&run.rules, resolver, host, port).await {
-        Ok(a) => a,
-        Err(reason) => {
-            let reason = refuse(reason).await;
-            return reply(
-                &mut conn,
-                403,
-                "Forbidden",
-                &format!("prims egress: {reason}"),
-            )
-            .await;
-        }
-    };
-    if run.out_of_bytes() {
-        let reason = refuse(format!(
+    let refused = match decide(&run.rules, resolver, host, port).await {
+        Err(reason) => Err(reason),
+        Ok(_) if run.out_of_bytes() => Err(format!(
             "the run already moved its {} bytes through the proxy (network.max_bytes)",
             run.budget.max_bytes
-        ))
-        .await;
-        return reply(
-            &mut conn,
-            403,
-            "Forbidden",
-            &format!("prims egress: {reason}"),
-        )
-        .await;
-    }
-    if !run.take_connection() {
-        let reason = refuse(format!(
+        )),
+        Ok(_) if !run.take_connection() => Err(format!(
             "the run opened its {} connections already (network.max_connections)",
             run.budget.max_connections
-        ))
-        .await;
-        return reply(
-            &mut conn,
-            403,
-            "Forbidden",
-            &format!("prims egress: {reason}"),
-        )
-        .await;
-    }
+        )),
+        Ok(addrs) => Ok(addrs),
+    };
+    let addrs = match refused {
+        Ok(addrs) => addrs,
+        Err(reason) => {
+            run.log.denied(host, port, &reason);
+            tracing::info!(host, port, reason, "egress: refused");
+            let body = format!("prims egress: {reason}");
+            return reply(&mut conn, 403, "Forbidden", &body).await;
+        }
+    };
     let mut upstream = match connect(&addrs).await {
         Ok(s) => s,
         Err(why) => {

@@ -100,7 +100,8 @@ fn below(host: &str, suffix: &str) -> bool {
     h > s + 1 && host.as_bytes()[h - s - 1] == b'.' && host[h - s..].eq_ignore_ascii_case(suffix)
 }
 
-fn net_contains(net: IpAddr, prefix: u8, ip: IpAddr) -> bool {
+/// Whether `ip` is inside `net/prefix` (never across address families).
+pub(crate) fn net_contains(net: IpAddr, prefix: u8, ip: IpAddr) -> bool {
     match (net, ip) {
         (IpAddr::V4(n), IpAddr::V4(i)) => {
             mask(u32::from(n).into(), 32, prefix) == mask(u32::from(i).into(), 32, prefix)
@@ -240,6 +241,13 @@ fn parse_port(text: &str, port: &str) -> Result<u16, String> {
 }
 
 fn parse_cidr(text: &str, addr: &str, prefix: &str) -> Result<HostPattern, String> {
+    let (addr, prefix) = parse_net(text, addr, prefix)?;
+    Ok(HostPattern::Net { addr, prefix })
+}
+
+/// `addr/prefix` of the entry `text`, with its host bits zero. The error is
+/// a sentence for the admin.
+pub(crate) fn parse_net(text: &str, addr: &str, prefix: &str) -> Result<(IpAddr, u8), String> {
     let addr: IpAddr = addr
         .parse()
         .map_err(|_| format!("{text:?} is not a CIDR (e.g. \"10.0.0.0/8\")"))?;
@@ -265,7 +273,7 @@ fn parse_cidr(text: &str, addr: &str, prefix: &str) -> Result<HostPattern, Strin
             "{text:?} has host bits set (write \"{net}/{prefix}\")"
         ));
     }
-    Ok(HostPattern::Net { addr, prefix })
+    Ok((addr, prefix))
 }
 
 fn name_problem(text: &str, name: &str) -> Result<(), String> {

@@ -3,6 +3,7 @@
 
 use super::bounds::MAX_RUN_TIME;
 use super::findings::Findings;
+use crate::network::{net_contains, parse_net};
 use crate::schema::Policy;
 use crate::spans::KeyPath;
 use std::net::IpAddr;
@@ -21,25 +22,9 @@ pub enum EgressRule {
 impl EgressRule {
     /// Whether `ip` is inside this block (never true for a `Host` rule).
     pub fn contains(&self, ip: IpAddr) -> bool {
-        match (self, ip) {
-            (
-                EgressRule::Net {
-                    addr: IpAddr::V4(net),
-                    prefix,
-                },
-                IpAddr::V4(ip),
-            ) => {
-                mask(u128::from(u32::from(*net)), 32, *prefix)
-                    == mask(u128::from(u32::from(ip)), 32, *prefix)
-            }
-            (
-                EgressRule::Net {
-                    addr: IpAddr::V6(net),
-                    prefix,
-                },
-                IpAddr::V6(ip),
-            ) => mask(u128::from(*net), 128, *prefix) == mask(u128::from(ip), 128, *prefix),
-            _ => false,
+        match self {
+            EgressRule::Net { addr, prefix } => net_contains(*addr, *prefix, ip),
+            EgressRule::Host(_) => false,
         }
     }
 
@@ -56,12 +41,6 @@ impl EgressRule {
     }
 }
 
-/// `value` with only its top `prefix` bits of `width` kept.
-fn mask(value: u128, width: u32, prefix: u8) -> u128 {
-    let drop = width.saturating_sub(u32::from(prefix));
-    value.checked_shr(drop).unwrap_or(0)
-}
-
 /// Parses an allow entry: `"files.internal.example"`, `"127.0.0.1"`,
 /// `"10.0.0.0/8"`, `"::1"` or `"fd00::/8"`. The error is a sentence for the
 /// admin.
@@ -75,33 +54,8 @@ pub fn parse_egress_rule(text: &str) -> Result<EgressRule, String> {
         ));
     }
     if let Some((addr, prefix)) = text.split_once('/') {
-        let addr: IpAddr = addr
-            .parse()
-            .map_err(|_| format!("{text:?} is not a CIDR (e.g. \"10.0.0.0/8\")"))?;
-        let width: u8 = if addr.is_ipv4() { 32 } else { 128 };
-        let prefix: u8 = prefix
-            .parse()
-            .ok()
-            .filter(|p| *p <= width)
-            .ok_or_else(|| format!("{text:?}: the prefix length must be 0 to {width}"))?;
-        let rule = EgressRule::Net { addr, prefix };
-        let bits = match addr {
-            IpAddr::V4(a) => u128::from(u32::from(a)),
-            IpAddr::V6(a) => u128::from(a),
-        };
-        let kept = mask(bits, u32::from(width), prefix)
-            .checked_shl(u32::from(width - prefix))
-            .unwrap_or(0);
-        if kept != bits {
-            let net = match addr {
-                IpAddr::V4(_) => IpAddr::from(u32::try_from(kept).unwrap_or(0).to_be_bytes()),
-                IpAddr::V6(_) => IpAddr::from(kept.to_be_bytes()),
-            };
-            return Err(format!(
-                "{text:?} has host bits set (write \"{net}/{prefix}\")"
-            ));
-        }
-        return Ok(rule);
+        let (addr, prefix) = parse_net(text, addr, prefix)?;
+        return Ok(EgressRule::Net { addr, prefix });
     }
     if let Ok(addr) = text.parse::<IpAddr>() {
         let prefix = if addr.is_ipv4() { 32 } else { 128 };
