@@ -14,9 +14,11 @@ pub mod http;
 pub mod metrics;
 pub mod pool;
 pub mod prompt;
+pub mod resources;
 pub mod server;
 pub mod sessions;
 pub mod streaming;
+pub mod tasks;
 pub mod tools;
 
 pub use config::{FrontendConfig, TokenEntry};

@@ -6,14 +6,21 @@ use crate::egress::Egress;
 use crate::error::ToolError;
 use crate::metrics::Metrics;
 use crate::pool::SupervisorPool;
+use crate::resources::watch::Sink;
 use crate::sessions::Sessions;
+use crate::tools::shim::caller;
 use prims_policy::Policy;
 use rmcp::handler::server::router::prompt::PromptRouter;
 use rmcp::handler::server::router::tool::ToolRouter;
+use rmcp::handler::server::tool::ToolCallContext;
 use rmcp::model::{
-    Implementation, LoggingLevel, ServerCapabilities, ServerConfig, SetLevelRequestParams,
+    CallToolRequestParams, CallToolResponse, CancelTaskParams, GetTaskParams, GetTaskResult,
+    Implementation, ListResourceTemplatesResult, ListResourcesResult, LoggingLevel,
+    PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities,
+    ServerConfig, SetLevelRequestParams, SubscribeRequestParams, SubscriptionFilter,
+    UnsubscribeRequestParams,
 };
-use rmcp::service::RequestContext;
+use rmcp::service::{RequestContext, SubscriptionContext};
 use rmcp::{prompt_handler, tool_handler, ErrorData as McpError, RoleServer, ServerHandler};
 use std::sync::{Arc, Mutex};
 
@@ -30,6 +37,8 @@ pub struct AppState {
     pub sessions: Sessions,
     pub policy: Policy,
     pub metrics: Metrics,
+    /// Who is subscribed to which workspace file.
+    pub watch: crate::resources::watch::Watch,
     egress: Result<Egress, String>,
 }
 
@@ -45,6 +54,7 @@ impl AppState {
             sup,
             policy,
             metrics: Metrics::default(),
+            watch: Default::default(),
             egress,
         }
     }
@@ -58,9 +68,18 @@ impl AppState {
     }
 }
 
+/// Tells one handler (one legacy MCP session) from another.
+static HANDLERS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
+pub(crate) fn next_handler() -> u64 {
+    HANDLERS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+}
+
 #[derive(Clone)]
 pub struct PrimsServer {
     pub(crate) app: Arc<AppState>,
+    /// For this handler's resource subscriptions.
+    pub(crate) handler: u64,
     /// Set by a legacy client's `logging/setLevel`.
     log_level: Arc<Mutex<Option<LoggingLevel>>>,
     tool_router: ToolRouter<PrimsServer>,
@@ -71,6 +90,7 @@ impl PrimsServer {
     pub fn new(app: Arc<AppState>) -> PrimsServer {
         PrimsServer {
             app,
+            handler: next_handler(),
             log_level: Default::default(),
             tool_router: Self::tool_router(),
             prompt_router: Self::prompt_router(),
@@ -81,6 +101,7 @@ impl PrimsServer {
     pub fn fresh(&self) -> PrimsServer {
         PrimsServer {
             app: self.app.clone(),
+            handler: next_handler(),
             log_level: Default::default(),
             tool_router: self.tool_router.clone(),
             prompt_router: self.prompt_router.clone(),
@@ -100,10 +121,102 @@ impl ServerHandler for PrimsServer {
             .enable_tools()
             .enable_prompts()
             .enable_logging()
+            .enable_resources()
+            .enable_resources_subscribe()
+            .enable_tasks()
             .build();
         ServerConfig::new(caps)
             .with_server_info(Implementation::new("prims", env!("CARGO_PKG_VERSION")))
             .with_instructions(INSTRUCTIONS)
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let tasks = context
+            .client_capabilities()
+            .is_some_and(|c| c.supports_tasks());
+        if tasks && request.name == "run_code" {
+            let caller = caller(&context);
+            return crate::tasks::start(&self.app, request, caller, context.ct.clone()).await;
+        }
+        let tcc = ToolCallContext::new(self, request, context);
+        self.tool_router.call(tcc).await
+    }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, McpError> {
+        let task = crate::tasks::get(&self.app, &caller(&context), &request.task_id).await?;
+        Ok(GetTaskResult::new(task))
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        crate::tasks::cancel(&self.app, &caller(&context), &request.task_id).await
+    }
+
+    async fn list_resources(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, McpError> {
+        self.resources_page(request, &caller(&context)).await
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, McpError> {
+        Ok(self.templates())
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, McpError> {
+        self.read(&request.uri, &caller(&context)).await
+    }
+
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let sink = Sink::Legacy {
+            peer: context.peer.clone(),
+            handler: self.handler,
+        };
+        self.watch(&request.uri, &caller(&context), sink).await
+    }
+
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.app.watch.remove_legacy(self.handler, &request.uri);
+        Ok(())
+    }
+
+    fn accepted_subscription_filter(
+        &self,
+        requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        Some(crate::resources::watch::accepted(requested))
+    }
+
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), McpError> {
+        self.listen_for_updates(context).await
     }
 
     async fn set_level(

@@ -11,7 +11,8 @@ use serde::{Deserialize, Serialize};
 /// carries a [`MountSize`] (an upload may be open-ended) and `mount_end`;
 /// every request that names a session names its tenant. 3: runs go to the
 /// session's live interpreter: `fresh`, and the reply's [`Interpreter`].
-pub const PROTOCOL_VERSION: u32 = 3;
+/// 4: runs as tasks (`start_task`, `get_task`, `cancel_task`).
+pub const PROTOCOL_VERSION: u32 = 4;
 /// Largest frame either side accepts; bigger ones close the connection.
 pub const MAX_FRAME_BYTES: usize = 8 * 1024 * 1024;
 /// Largest chunk of file data in one frame.
@@ -106,6 +107,24 @@ pub enum RequestBody {
         target: u64,
     },
     Stats,
+    /// Start `run` detached from this connection and answer at once with
+    /// the task; its result is kept for `ttl_ms` (capped by the server).
+    StartTask {
+        run: RunRequest,
+        #[serde(default)]
+        ttl_ms: Option<u64>,
+    },
+    GetTask {
+        task_id: String,
+        #[serde(default)]
+        tenant: Option<String>,
+    },
+    /// Kill the task's run, if it is still working.
+    CancelTask {
+        task_id: String,
+        #[serde(default)]
+        tenant: Option<String>,
+    },
 }
 
 /// How many bytes a `WriteMount` brings.
@@ -206,6 +225,7 @@ pub enum Reply {
     File(FileData),
     Mounted { path: String, bytes: u64 },
     Stats(Stats),
+    Task(crate::task::TaskInfo),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

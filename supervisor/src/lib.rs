@@ -16,5 +16,6 @@ pub mod job;
 pub mod script;
 pub mod server;
 pub mod sessions;
+pub mod tasks;
 pub(crate) mod volume;
 pub(crate) mod workspace;

@@ -80,7 +80,9 @@ pub fn router(opts: &FrontendOptions, app: Arc<AppState>, shutdown: &Cancellatio
         .layer(from_fn_with_state(allowed, origin::check))
 }
 
-/// A successful HTTP DELETE of a legacy MCP session closes its workspace.
+/// A successful HTTP DELETE of a legacy MCP session closes its workspace,
+/// and answers 204: rmcp says 202, which the Python SDK reports as a failed
+/// termination on every close.
 async fn on_delete(State(app): State<Arc<AppState>>, req: Request, next: Next) -> Response {
     let ended = (req.method() == http::Method::DELETE)
         .then(|| {
@@ -94,10 +96,12 @@ async fn on_delete(State(app): State<Arc<AppState>>, req: Request, next: Next) -
             Some((mcp, tenant))
         })
         .flatten();
-    let resp = next.run(req).await;
+    let mut resp = next.run(req).await;
     if let Some((mcp, tenant)) = ended {
         if resp.status().is_success() {
             app.sessions.close_bound(&mcp, tenant.as_deref()).await;
+            *resp.status_mut() = http::StatusCode::NO_CONTENT;
+            *resp.body_mut() = axum::body::Body::empty();
         }
     }
     resp

@@ -9,7 +9,7 @@ pub mod mount;
 pub mod paths;
 pub mod persist;
 pub mod run_code;
-mod shim;
+pub(crate) mod shim;
 pub mod types;
 
 use crate::server::PrimsServer;

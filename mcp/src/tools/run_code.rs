@@ -8,14 +8,18 @@ use super::types::{
 };
 use super::{images, mount};
 use crate::error::ToolError;
+use crate::resources;
 use crate::server::AppState;
 use crate::sessions::SessionRef;
 use crate::streaming::Streamer;
 use prims_protocol::jail::{LimitRequest, Status};
-use prims_protocol::wire::{Event, Reply, RequestBody, RunReply, RunRequest};
-use rmcp::model::ContentBlock;
+use prims_protocol::wire::{Event, OutputFile, Reply, RequestBody, RunReply, RunRequest};
+use rmcp::model::{ContentBlock, Resource};
 use std::time::Instant;
 use tokio_util::sync::CancellationToken;
+
+/// Resource links in one result, at most (the rest are in `artifacts`).
+const MAX_LINKS: usize = 100;
 
 /// The original's limit, in characters.
 pub const MAX_CODE_CHARS: usize = 20_000;
@@ -43,6 +47,32 @@ pub async fn run_code(
     ct: CancellationToken,
     streamer: Option<Streamer>,
 ) -> Result<(RunCodeOutput, Vec<ContentBlock>), ToolError> {
+    let req = prepare(app, session, p, &ct).await?;
+    let started = Instant::now();
+    let reply = match execute(app, req, ct, streamer).await {
+        Ok(r) => r,
+        Err(e) => {
+            app.metrics.record_run("error", started.elapsed());
+            return Err(e);
+        }
+    };
+    let reported = report(app, session, &reply).await;
+    let status = match &reported {
+        Ok((out, _)) => out.status.as_str(),
+        Err(_) => "setup_error",
+    };
+    app.metrics.record_run(status, started.elapsed());
+    reported
+}
+
+/// Everything before the run itself: check the arguments, download
+/// `files[]` into the workspace, and say what to run.
+pub async fn prepare(
+    app: &AppState,
+    session: &SessionRef,
+    p: RunCodeParams,
+    ct: &CancellationToken,
+) -> Result<RunRequest, ToolError> {
     let wall_time_ms = match p.timeout_s {
         None => None,
         Some(t) if t.is_finite() && t > 0.0 => Some(((t * 1000.0).ceil() as u64).max(1)),
@@ -53,10 +83,9 @@ pub async fn run_code(
         }
     };
     for f in p.files.iter().flatten() {
-        until_cancelled(&ct, mount::mount(app, session, &f.url, &f.mount_path)).await?;
+        until_cancelled(ct, mount::mount(app, session, &f.url, &f.mount_path)).await?;
     }
-    let started = Instant::now();
-    let req = RunRequest {
+    Ok(RunRequest {
         session_id: session.id.clone(),
         tenant: session.tenant.clone(),
         code: p.code,
@@ -67,14 +96,16 @@ pub async fn run_code(
         },
         fresh: p.fresh.unwrap_or(false),
         network: p.network,
-    };
-    let reply = match execute(app, req, ct, streamer).await {
-        Ok(r) => r,
-        Err(e) => {
-            app.metrics.record_run("error", started.elapsed());
-            return Err(e);
-        }
-    };
+    })
+}
+
+/// The result of a finished run, as the tool returns it, whether the run
+/// was a direct call or a task.
+pub async fn report(
+    app: &AppState,
+    session: &SessionRef,
+    reply: &RunReply,
+) -> Result<(RunCodeOutput, Vec<ContentBlock>), ToolError> {
     let o = &reply.outcome;
     let status = match o.status {
         Status::Ok => "ok",
@@ -84,7 +115,6 @@ pub async fn run_code(
         Status::Timeout => "timeout",
         Status::Oom => "oom",
         Status::SetupError => {
-            app.metrics.record_run("setup_error", started.elapsed());
             let why = o
                 .setup_error
                 .as_ref()
@@ -94,9 +124,30 @@ pub async fn run_code(
             )));
         }
     };
-    app.metrics.record_run(status, started.elapsed());
-    let images = images::inline(app, session, &reply.files).await;
-    Ok((output(session, status, &reply), images))
+    let written: Vec<String> = (reply.files.iter())
+        .filter(|f| f.changed)
+        .map(|f| format!("output/{}", f.path))
+        .collect();
+    app.watch.changed(app, session, &written).await;
+    let mut extra = links(session, &reply.files);
+    extra.extend(images::inline(app, session, &reply.files).await);
+    Ok((output(session, status, reply), extra))
+}
+
+/// A `resource_link` for each file of output/ this run wrote, so a client
+/// can read or subscribe to it as an MCP resource.
+fn links(session: &SessionRef, files: &[OutputFile]) -> Vec<ContentBlock> {
+    let mut links: Vec<_> = (files.iter().filter(|f| f.changed))
+        .map(|f| {
+            let path = format!("output/{}", f.path);
+            let r = Resource::new(resources::uri(&session.id, &path), base_name(&path))
+                .with_mime_type(f.mime.clone())
+                .with_size(f.size);
+            ContentBlock::resource_link(r)
+        })
+        .collect();
+    links.truncate(MAX_LINKS);
+    links
 }
 
 /// Start the run and follow its events until the reply.

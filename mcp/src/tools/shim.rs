@@ -73,15 +73,23 @@ impl PrimsServer {
         outcome: Outcome<T>,
     ) -> CallToolResult {
         self.app.metrics.record_tool(tool, outcome.is_ok());
-        match outcome {
-            Ok((value, extra)) => success(&value, extra),
-            Err(mut e) => {
-                tracing::debug!(tool, error = %e, "tool failed");
-                if let Some(s) = session {
-                    e.0.push_str(&format!("\n(session_id: {s})"));
-                }
-                failure(&e)
+        if let Err(e) = &outcome {
+            tracing::debug!(tool, error = %e, "tool failed");
+        }
+        result(session, outcome)
+    }
+}
+
+/// The tool result for an outcome: a failure names the session it
+/// happened in, if there was one.
+pub fn result<T: Serialize>(session: Option<&str>, outcome: Outcome<T>) -> CallToolResult {
+    match outcome {
+        Ok((value, extra)) => success(&value, extra),
+        Err(mut e) => {
+            if let Some(s) = session {
+                e.0.push_str(&format!("\n(session_id: {s})"));
             }
+            failure(&e)
         }
     }
 }

@@ -22,6 +22,7 @@ pub struct RunCodeParams {
     /// Workspace to run in, from an earlier result; omit to use this
     /// connection's workspace (or a new one).
     #[serde(default)]
+    #[schemars(with = "String", extend("x-mcp-header" = "Session-Id"))]
     pub session_id: Option<String>,
     /// Start a new interpreter for this call, dropping every variable and
     /// import of earlier calls (files in the workspace stay).
@@ -143,7 +144,10 @@ pub struct ListDirParams {
     /// Directory relative to the workspace root, e.g. "." or "output".
     #[serde(default = "dot")]
     pub dir_path: String,
+    /// Workspace to use, from an earlier result; omit to use this
+    /// connection's workspace (or a new one).
     #[serde(default)]
+    #[schemars(with = "String", extend("x-mcp-header" = "Session-Id"))]
     pub session_id: Option<String>,
 }
 
@@ -175,7 +179,10 @@ pub struct ListDirOutput {
 pub struct PreviewFileParams {
     /// File relative to the workspace root, e.g. "output/result.csv".
     pub relative_path: String,
+    /// Workspace to use, from an earlier result; omit to use this
+    /// connection's workspace (or a new one).
     #[serde(default)]
+    #[schemars(with = "String", extend("x-mcp-header" = "Session-Id"))]
     pub session_id: Option<String>,
 }
 
@@ -201,7 +208,10 @@ pub struct MountFileParams {
     pub url: String,
     /// Path under mounts/, e.g. "my_data.csv".
     pub mount_path: String,
+    /// Workspace to use, from an earlier result; omit to use this
+    /// connection's workspace (or a new one).
     #[serde(default)]
+    #[schemars(with = "String", extend("x-mcp-header" = "Session-Id"))]
     pub session_id: Option<String>,
 }
 
@@ -221,7 +231,10 @@ pub struct PersistArtifactParams {
     pub relative_path: String,
     /// A presigned URL that accepts an HTTP PUT.
     pub presigned_url: String,
+    /// Workspace to use, from an earlier result; omit to use this
+    /// connection's workspace (or a new one).
     #[serde(default)]
+    #[schemars(with = "String", extend("x-mcp-header" = "Session-Id"))]
     pub session_id: Option<String>,
 }
 

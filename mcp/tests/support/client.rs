@@ -2,8 +2,8 @@
 #![allow(deprecated)] // logging notifications
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResult, LoggingMessageNotificationParam,
-    ProgressNotificationParam, ProtocolVersion,
+    CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, Implementation,
+    LoggingMessageNotificationParam, ProgressNotificationParam, ProtocolVersion,
 };
 use rmcp::service::{NotificationContext, RunningService};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
@@ -67,6 +67,35 @@ pub async fn connect_stateless(url: &str) -> Mcp {
         .await
         .expect("2026-07-28 MCP client")
 }
+
+/// What a client that declares the tasks extension sends as its info.
+fn task_client() -> ClientConfig {
+    let caps = ClientCapabilities::builder().enable_tasks().build();
+    ClientConfig::new(caps, Implementation::new("prims-tests", "1"))
+}
+
+/// A legacy client that declares the tasks extension.
+pub async fn connect_tasks(url: &str) -> TaskMcp {
+    task_client()
+        .serve(transport(url, None))
+        .await
+        .expect("legacy MCP client with tasks")
+}
+
+/// A 2026-07-28 client that declares the tasks extension.
+pub async fn connect_tasks_stateless(url: &str) -> TaskMcp {
+    task_client()
+        .serve_with_lifecycle(
+            transport(url, None),
+            ClientLifecycleMode::Discover {
+                preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+            },
+        )
+        .await
+        .expect("2026-07-28 MCP client with tasks")
+}
+
+pub type TaskMcp = RunningService<RoleClient, ClientConfig>;
 
 pub fn params(tool: &'static str, args: Value) -> CallToolRequestParams {
     let Value::Object(map) = args else {

@@ -175,6 +175,22 @@ impl Stack {
         }
     }
 
+    /// Kill the front-end (SIGKILL: no goodbye to anyone) and start a new
+    /// one on the same supervisor; its port changes.
+    pub fn restart_frontend(&mut self) {
+        if let Some(mut c) = self.front.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        let log = self.dir.join("frontend.log");
+        let n = (1..).find(|i| !self.dir.join(format!("frontend.{i}.log")).exists());
+        let old = self.dir.join(format!("frontend.{}.log", n.unwrap_or(0)));
+        std::fs::rename(&log, old).expect("keeping the old front-end log");
+        let config = self.dir.join("frontend.toml");
+        let config = std::fs::read_to_string(config).ok();
+        self.spawn_frontend(&self.dir.join("policy.toml"), config.as_deref());
+    }
+
     fn read(&self, name: &str) -> String {
         let mut s = String::new();
         if let Ok(mut f) = std::fs::File::open(self.dir.join(name)) {

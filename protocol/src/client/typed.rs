@@ -7,6 +7,7 @@
 use super::call::{MountUpload, Mounted};
 use super::connection::Client;
 use super::error::ClientError;
+use crate::task::TaskInfo;
 use crate::wire::{
     DirEntry, ErrorCode, ErrorReply, Event, FileData, MountSize, Reply, RequestBody, RunReply,
     RunRequest, SessionInfo, Stats, MAX_CHUNK_BYTES,
@@ -14,6 +15,13 @@ use crate::wire::{
 
 fn owned(tenant: Option<&str>) -> Option<String> {
     tenant.map(str::to_owned)
+}
+
+fn task(reply: Reply) -> Result<TaskInfo, ClientError> {
+    match reply {
+        Reply::Task(t) => Ok(t),
+        other => Err(ClientError::unexpected(other)),
+    }
 }
 
 impl Client {
@@ -154,6 +162,42 @@ impl Client {
             Reply::Run(reply) => Ok(reply),
             other => Err(ClientError::unexpected(other)),
         }
+    }
+
+    /// Start `req` as a task the supervisor owns; answers once it is
+    /// registered, before the run starts.
+    pub async fn start_task(
+        &self,
+        req: RunRequest,
+        ttl_ms: Option<u64>,
+    ) -> Result<TaskInfo, ClientError> {
+        let body = RequestBody::StartTask { run: req, ttl_ms };
+        task(self.request(body).await?)
+    }
+
+    pub async fn get_task(
+        &self,
+        task_id: &str,
+        tenant: Option<&str>,
+    ) -> Result<TaskInfo, ClientError> {
+        let body = RequestBody::GetTask {
+            task_id: task_id.to_owned(),
+            tenant: owned(tenant),
+        };
+        task(self.request(body).await?)
+    }
+
+    /// Kill a working task's run; answers with the task as it now is.
+    pub async fn cancel_task(
+        &self,
+        task_id: &str,
+        tenant: Option<&str>,
+    ) -> Result<TaskInfo, ClientError> {
+        let body = RequestBody::CancelTask {
+            task_id: task_id.to_owned(),
+            tenant: owned(tenant),
+        };
+        task(self.request(body).await?)
     }
 
     /// Cancel request `id` of this connection; waits for the supervisor to acknowledge.

@@ -7,6 +7,7 @@ pub(crate) use network::NetCall;
 mod run;
 mod scheduler;
 mod startup;
+mod task;
 
 pub(crate) use startup::JOB_PREFIX;
 pub use startup::{start, DaemonConfig, SUPERVISOR_LEAF};
@@ -28,6 +29,7 @@ pub struct Daemon {
     scheduler: Scheduler,
     interpreters: Arc<Interpreters>,
     audit: Arc<Audit>,
+    tasks: crate::tasks::Tasks,
     /// Egress decisions since start: connections allowed, and refused.
     egress_allowed: std::sync::atomic::AtomicU64,
     egress_denied: std::sync::atomic::AtomicU64,
@@ -203,6 +205,13 @@ impl Handler for Arc<Daemon> {
                 size,
             } => mount::write_mount(self, session_id, tenant, path, size, ctx).await,
             RequestBody::Stats => Ok(Reply::Stats(self.stats())),
+            RequestBody::StartTask { run, ttl_ms } => task::start(self, run, ttl_ms, ctx).await,
+            RequestBody::GetTask { task_id, tenant } => {
+                Ok(Reply::Task(self.tasks.get(&task_id, tenant.as_deref())?))
+            }
+            RequestBody::CancelTask { task_id, tenant } => {
+                Ok(Reply::Task(self.tasks.cancel(&task_id, tenant.as_deref())?))
+            }
             // The server answers these itself; reaching here is a bug.
             RequestBody::Cancel { .. }
             | RequestBody::MountChunk { .. }

@@ -129,6 +129,7 @@ pub async fn start(cfg: DaemonConfig, shutdown: CancellationToken) -> Result<(),
         envs,
         interpreters: interpreters.clone(),
         audit,
+        tasks: crate::tasks::Tasks::new(Default::default(), shutdown.child_token()),
         egress_allowed: Default::default(),
         egress_denied: Default::default(),
     });

@@ -43,6 +43,20 @@ pub struct Ctx {
     pub chunks: Option<mpsc::Receiver<Vec<u8>>>,
 }
 
+impl Ctx {
+    /// For work that outlives its request (a task's run): its events go
+    /// nowhere, and only `cancel` stops it.
+    pub fn detached(peer: Peer, cancel: CancellationToken) -> Ctx {
+        let (tx, _) = mpsc::channel(1);
+        Ctx {
+            peer,
+            events: EventSink::new(0, tx, cancel.clone()),
+            cancel,
+            chunks: None,
+        }
+    }
+}
+
 pub trait Handler: Send + Sync + 'static {
     fn handle(
         &self,

@@ -1,0 +1,134 @@
+//! The MCP resource methods of [`PrimsServer`], on top of [`super::list`],
+//! [`super::read`] and [`super::watch`].
+
+use super::read::ReadError;
+use super::watch::Sink;
+use crate::error::ToolError;
+use crate::server::PrimsServer;
+use crate::sessions::Caller;
+use rmcp::model::{
+    CacheScope, ListResourceTemplatesResult, ListResourcesResult, PaginatedRequestParams,
+    ReadResourceResponse, ReadResourceResult, ResourceTemplate,
+};
+use rmcp::service::SubscriptionContext;
+use rmcp::ErrorData as McpError;
+
+/// The resource template never changes while a server runs.
+const TEMPLATE_TTL_MS: u64 = 3_600_000;
+
+impl PrimsServer {
+    /// The files of the caller's current session: the workspace bound to
+    /// its legacy MCP session. A stateless caller has none (it names
+    /// sessions explicitly, through the template); nor does a session
+    /// that has not run anything yet.
+    pub(crate) async fn resources_page(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        caller: &Caller,
+    ) -> Result<ListResourcesResult, McpError> {
+        let cursor = request.and_then(|r| r.cursor);
+        let current = match caller.mcp_session.as_deref() {
+            Some(mcp) => {
+                (self.app.sessions)
+                    .bound(mcp, caller.tenant.as_deref())
+                    .await
+            }
+            None => None,
+        };
+        let mut out = ListResourcesResult {
+            cache_scope: Some(CacheScope::Private),
+            ttl_ms: Some(0),
+            ..Default::default()
+        };
+        let Some(s) = current else {
+            return Ok(out);
+        };
+        let page = super::list::page(&self.app, &s, cursor.as_deref())
+            .await
+            .map_err(|e| McpError::invalid_params(e.0, None))?;
+        out.resources = page.resources;
+        out.next_cursor = page.next_cursor;
+        Ok(out)
+    }
+
+    pub(crate) fn templates(&self) -> ListResourceTemplatesResult {
+        let t = ResourceTemplate::new(super::TEMPLATE, "workspace-file")
+            .with_title("A file of a PRIMS session's workspace")
+            .with_description(
+                "Any file of a session's workspace: output/ (what the code wrote), mounts/ \
+                 (downloaded inputs) and the rest. session_id is the one tool results return; \
+                 path is relative to the workspace root, e.g. output/plot.png.",
+            );
+        ListResourceTemplatesResult {
+            resource_templates: vec![t],
+            cache_scope: Some(CacheScope::Public),
+            ttl_ms: Some(TEMPLATE_TTL_MS),
+            ..Default::default()
+        }
+    }
+
+    pub(crate) async fn read(
+        &self,
+        uri: &str,
+        caller: &Caller,
+    ) -> Result<ReadResourceResponse, McpError> {
+        match super::read::read(&self.app, caller, uri).await {
+            Ok(contents) => Ok(ReadResourceResult::new(vec![contents])
+                .with_cache_scope(CacheScope::Private)
+                .with_ttl_ms(0)
+                .into()),
+            Err(ReadError::NotFound(why)) => Err(McpError::resource_not_found(
+                why,
+                Some(serde_json::json!({ "uri": uri })),
+            )),
+            Err(ReadError::Other(e)) => Err(McpError::invalid_params(e.0, None)),
+        }
+    }
+
+    /// Watch `uri` for `sink`, after the same checks as a read.
+    pub(crate) async fn watch(
+        &self,
+        uri: &str,
+        caller: &Caller,
+        sink: Sink,
+    ) -> Result<(), McpError> {
+        let (session_id, path) =
+            super::parse(uri).map_err(|e| McpError::invalid_params(e.0, None))?;
+        let s = (self.app.sessions.resolve(Some(&session_id), caller).await)
+            .map_err(|e: ToolError| McpError::resource_not_found(e.0, None))?;
+        (self.app.watch.add(&self.app, &s, uri, &path, sink).await)
+            .map_err(|e| McpError::invalid_params(e.to_string(), None))
+    }
+
+    /// A 2026-07-28 `subscriptions/listen`: watch the accepted URIs until
+    /// the client closes the request. URIs the caller may not see are
+    /// watched by no one, which tells nothing about whether they exist.
+    pub(crate) async fn listen_for_updates(
+        &self,
+        context: SubscriptionContext,
+    ) -> Result<(), McpError> {
+        let parts = context
+            .request_context()
+            .extensions
+            .get::<http::request::Parts>();
+        let caller = Caller::from_parts(parts);
+        let id = crate::server::next_handler();
+        let uris = context
+            .accepted()
+            .resource_subscriptions
+            .clone()
+            .unwrap_or_default();
+        for uri in uris {
+            let sink = Sink::Listen {
+                sink: context.sink().clone(),
+                listen: id,
+            };
+            if let Err(e) = self.watch(&uri, &caller, sink).await {
+                tracing::debug!(error = %e.message, "a listened resource is not watched");
+            }
+        }
+        context.cancelled().await;
+        self.app.watch.remove_owner(false, id);
+        Ok(())
+    }
+}

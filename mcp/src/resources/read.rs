@@ -1,0 +1,103 @@
+//! `resources/read`: a workspace file whole, as text when it is UTF-8 text
+//! and as a base64 blob otherwise, up to [`MAX_READ_BYTES`].
+
+use super::uri::parse;
+use crate::error::ToolError;
+use crate::server::AppState;
+use crate::sessions::{Caller, SessionRef};
+use crate::tools::paths::guess_mime;
+use base64::Engine;
+use prims_protocol::client::ClientError;
+use prims_protocol::wire::ErrorCode;
+use rmcp::model::ResourceContents;
+
+/// The most a read returns: a larger file is refused with its size and
+/// where to get it instead (`/artifacts`, or `preview_file` for its head).
+pub const MAX_READ_BYTES: u64 = 4 * 1024 * 1024;
+
+pub enum ReadError {
+    /// No such file, session or tenant: the spec's "resource not found".
+    NotFound(String),
+    Other(ToolError),
+}
+
+impl From<ToolError> for ReadError {
+    fn from(e: ToolError) -> Self {
+        ReadError::Other(e)
+    }
+}
+
+pub async fn read(
+    app: &AppState,
+    caller: &Caller,
+    uri: &str,
+) -> Result<ResourceContents, ReadError> {
+    let (session_id, path) = parse(uri)?;
+    let s = app
+        .sessions
+        .resolve(Some(&session_id), caller)
+        .await
+        .map_err(|e| ReadError::NotFound(e.0))?;
+    let data = read_bytes(app, &s, &path)
+        .await
+        .map_err(|e| match e.code() {
+            Some(ErrorCode::NotFound) => {
+                ReadError::NotFound(format!("no file {path} in session {session_id}"))
+            }
+            Some(ErrorCode::Quota) => ReadError::Other(ToolError(format!(
+                "{path} is larger than the {MAX_READ_BYTES}-byte limit of a resource read; \
+             preview_file shows its head, and files under output/ download from /artifacts"
+            ))),
+            _ => ReadError::Other(e.into()),
+        })?;
+    let mime = guess_mime(&path);
+    Ok(match text(&data, &mime) {
+        Some(t) => ResourceContents::text(t, uri).with_mime_type(mime),
+        None => {
+            ResourceContents::blob(base64::engine::general_purpose::STANDARD.encode(&data), uri)
+                .with_mime_type(mime)
+        }
+    })
+}
+
+async fn read_bytes(app: &AppState, s: &SessionRef, path: &str) -> Result<Vec<u8>, ClientError> {
+    let c = app.sup.client().await?;
+    c.read_all(&s.id, s.tenant.as_deref(), path, MAX_READ_BYTES)
+        .await
+}
+
+/// Text when the type says so or the bytes are UTF-8 with no NUL; images,
+/// archives and the like stay blobs whatever their bytes.
+fn text(data: &[u8], mime: &str) -> Option<String> {
+    let texty = mime.starts_with("text/")
+        || matches!(
+            mime,
+            "application/json" | "application/xml" | "application/javascript"
+        )
+        || mime.ends_with("+json")
+        || mime.ends_with("+xml")
+        || mime == "application/octet-stream";
+    if !texty || data.contains(&0) {
+        return None;
+    }
+    String::from_utf8(data.to_vec()).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::text;
+
+    #[test]
+    fn text_or_blob() {
+        assert_eq!(text(b"a,b\n", "text/csv").as_deref(), Some("a,b\n"));
+        assert_eq!(text(b"{}", "application/json").as_deref(), Some("{}"));
+        assert_eq!(
+            text(b"plain", "application/octet-stream").as_deref(),
+            Some("plain")
+        );
+        assert_eq!(text(b"\x89PNG", "image/png"), None);
+        assert_eq!(text(b"svg-ish text", "image/png"), None);
+        assert_eq!(text(b"a\0b", "text/plain"), None);
+        assert_eq!(text(&[0xff, 0xfe], "text/plain"), None);
+    }
+}
