@@ -77,6 +77,8 @@ class LegacyConnection:
     client: Client | None = None
     session_header: str | None = None
     statuses: list[tuple[str, int]] = field(default_factory=list)
+    # Every server notification the client received, in order.
+    notifications: list[Any] = field(default_factory=list)
 
 
 @asynccontextmanager
@@ -97,7 +99,13 @@ async def connect_legacy_observed(server, terminate_on_close: bool = True):
             transport = streamable_http_client(
                 server.url, http_client=http, terminate_on_close=terminate_on_close
             )
-            async with Client(transport, mode="legacy", read_timeout_seconds=120) as c:
+            async def on_message(message) -> None:
+                if not isinstance(message, Exception):
+                    conn.notifications.append(message)
+
+            async with Client(
+                transport, mode="legacy", read_timeout_seconds=120, message_handler=on_message
+            ) as c:
                 check_era(c, "legacy")
                 assert conn.session_header, "initialize answered without an Mcp-Session-Id header"
                 conn.client = c
