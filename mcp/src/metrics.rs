@@ -137,6 +137,16 @@ impl Metrics {
                     "Memory the pool's interpreters hold.",
                     s.pool_memory_bytes,
                 ),
+                (
+                    "prims_tasks_working",
+                    "run_code tasks whose run is still going.",
+                    s.tasks_working,
+                ),
+                (
+                    "prims_tasks_kept",
+                    "run_code tasks kept, working or finished with their result.",
+                    s.tasks_kept,
+                ),
             ];
             for (name, help, v) in gauges {
                 let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {v}");

@@ -97,6 +97,7 @@ async fn cancel_kills_the_jail_and_the_task_says_cancelled() {
     let sup = stack.supervisor().await;
     let deadline = Instant::now() + Duration::from_secs(30);
     while sup.stats().await.unwrap().runs_active == 0 {
+        assert_eq!(sup.stats().await.unwrap().tasks_working, 1);
         assert!(Instant::now() < deadline, "the task's run never started");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
@@ -113,6 +114,8 @@ async fn cancel_kills_the_jail_and_the_task_says_cancelled() {
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    let stats = sup.stats().await.unwrap();
+    assert_eq!((stats.tasks_working, stats.tasks_kept), (0, 1), "{stats:?}");
     // Cancelling a finished task changes nothing.
     c.cancel_task(CancelTaskParams::new(&id))
         .await

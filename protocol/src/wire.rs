@@ -409,6 +409,11 @@ pub struct Stats {
     pub egress_allowed: u64,
     #[serde(default)]
     pub egress_denied: u64,
+    /// Runs as tasks still working, and tasks kept (working or finished).
+    #[serde(default)]
+    pub tasks_working: u64,
+    #[serde(default)]
+    pub tasks_kept: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -101,7 +101,10 @@ impl Daemon {
     fn stats(&self) -> Stats {
         let env = self.envs.stats();
         let live = self.interpreters.stats();
+        let (tasks_working, tasks_kept) = self.tasks.counts();
         Stats {
+            tasks_working,
+            tasks_kept,
             egress_allowed: self
                 .egress_allowed
                 .load(std::sync::atomic::Ordering::Relaxed),
