@@ -63,7 +63,7 @@ async fn a_sixty_second_task_survives_a_killed_connection_and_front_end() {
     let mut stack = Stack::start("[limits]\nwall_time = \"2m\"\n", None);
     let started = Instant::now();
     let id = {
-        let c = connect_tasks(&stack.url()).await;
+        let c = connect_tasks(&stack.url(), None).await;
         let id = start_task(
             &c,
             json!({"code": "import time\nx = 41\ntime.sleep(60)\nprint('done', x + 1)"}),
@@ -92,7 +92,7 @@ async fn a_sixty_second_task_survives_a_killed_connection_and_front_end() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancel_kills_the_jail_and_the_task_says_cancelled() {
     let stack = Stack::start("", None);
-    let c = connect_tasks(&stack.url()).await;
+    let c = connect_tasks(&stack.url(), None).await;
     let id = start_task(&c, json!({"code": "import time\ntime.sleep(600)"})).await;
     let sup = stack.supervisor().await;
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -126,7 +126,7 @@ async fn cancel_kills_the_jail_and_the_task_says_cancelled() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_task_result_is_the_direct_result_and_errors_stay_direct() {
     let stack = Stack::start("", None);
-    let c = connect_tasks(&stack.url()).await;
+    let c = connect_tasks(&stack.url(), None).await;
     let id = start_task(&c, json!({"code": "import os\nos.makedirs('output', exist_ok=True)\nopen('output/r.txt','w').write('hi')\n6*7"})).await;
     let t = wait(&c, &id, Duration::from_secs(60)).await;
     let TaskPayload::Completed { result } = &t.payload else {

@@ -75,9 +75,9 @@ fn task_client() -> ClientConfig {
 }
 
 /// A legacy client that declares the tasks extension.
-pub async fn connect_tasks(url: &str) -> TaskMcp {
+pub async fn connect_tasks(url: &str, token: Option<&str>) -> TaskMcp {
     task_client()
-        .serve(transport(url, None))
+        .serve(transport(url, token))
         .await
         .expect("legacy MCP client with tasks")
 }
