@@ -27,6 +27,10 @@ pub async fn mount_file(
     mount_path: &str,
 ) -> Result<MountFileOutput, ToolError> {
     let m = mount(app, session, url, mount_path).await?;
+    if !m.cached {
+        let written = [format!("mounts/{}", m.path)];
+        app.watch.changed(app, session, &written).await;
+    }
     Ok(MountFileOutput {
         mounted_as: format!("mounts/{}", m.path),
         bytes: m.bytes,
