@@ -1,72 +1,14 @@
-//! The MCP handler. rmcp makes one per legacy session (and one per
-//! stateless request); they share the [`AppState`].
+//! The MCP handler value. rmcp makes one per legacy session (and one per
+//! stateless request); they share the [`AppState`]. Its MCP methods are in
+//! [`crate::handler`], the tools in [`crate::tools`].
+
 #![allow(deprecated)] // MCP logging is deprecated by SEP-2577 but still what clients use.
 
-use crate::egress::Egress;
-use crate::error::ToolError;
-use crate::metrics::Metrics;
-use crate::pool::SupervisorPool;
-use crate::resources::watch::Sink;
-use crate::sessions::Sessions;
-use crate::tools::shim::caller;
-use prims_policy::Policy;
+use crate::state::AppState;
 use rmcp::handler::server::router::prompt::PromptRouter;
 use rmcp::handler::server::router::tool::ToolRouter;
-use rmcp::handler::server::tool::ToolCallContext;
-use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CancelTaskParams, GetTaskParams, GetTaskResult,
-    Implementation, ListResourceTemplatesResult, ListResourcesResult, LoggingLevel,
-    PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities,
-    ServerConfig, SetLevelRequestParams, SubscribeRequestParams, SubscriptionFilter,
-    UnsubscribeRequestParams,
-};
-use rmcp::service::{RequestContext, SubscriptionContext};
-use rmcp::{prompt_handler, tool_handler, ErrorData as McpError, RoleServer, ServerHandler};
+use rmcp::model::LoggingLevel;
 use std::sync::{Arc, Mutex};
-
-const INSTRUCTIONS: &str = "PRIMS runs Python in a secure sandbox. Each session has one live \
-Python interpreter, like a notebook kernel: variables, imports and functions from one run_code \
-call are there in the next, and the value of a final expression comes back as result. Files \
-written to output/ come back as artifacts. Keep the session_id of a result to reuse the \
-session (its interpreter, files and mounts) in later calls. Use mount_file to bring a remote file in once, list_dir and preview_file to look \
-around, persist_artifact to upload a result to a presigned URL.";
-
-/// What every handler shares.
-pub struct AppState {
-    pub sup: Arc<SupervisorPool>,
-    pub sessions: Sessions,
-    pub policy: Policy,
-    pub metrics: Metrics,
-    /// Who is subscribed to which workspace file.
-    pub watch: crate::resources::watch::Watch,
-    egress: Result<Egress, String>,
-}
-
-impl AppState {
-    pub fn new(socket: std::path::PathBuf, policy: Policy) -> AppState {
-        let sup = Arc::new(SupervisorPool::new(socket));
-        let egress = Egress::new(&policy.egress).map_err(|e| e.to_string());
-        if let Err(e) = &egress {
-            tracing::error!(error = %e, "outbound HTTP is unavailable");
-        }
-        AppState {
-            sessions: Sessions::new(sup.clone()),
-            sup,
-            policy,
-            metrics: Metrics::default(),
-            watch: Default::default(),
-            egress,
-        }
-    }
-
-    pub fn egress(&self) -> Result<&Egress, ToolError> {
-        self.egress.as_ref().map_err(|e| {
-            ToolError(format!(
-                "Outbound HTTP is not available on this server ({e}); ask its operator."
-            ))
-        })
-    }
-}
 
 /// Tells one handler (one legacy MCP session) from another.
 static HANDLERS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
@@ -81,9 +23,9 @@ pub struct PrimsServer {
     /// For this handler's resource subscriptions.
     pub(crate) handler: u64,
     /// Set by a legacy client's `logging/setLevel`.
-    log_level: Arc<Mutex<Option<LoggingLevel>>>,
-    tool_router: ToolRouter<PrimsServer>,
-    prompt_router: PromptRouter<PrimsServer>,
+    pub(crate) log_level: Arc<Mutex<Option<LoggingLevel>>>,
+    pub(crate) tool_router: ToolRouter<PrimsServer>,
+    pub(crate) prompt_router: PromptRouter<PrimsServer>,
 }
 
 impl PrimsServer {
@@ -110,121 +52,5 @@ impl PrimsServer {
 
     pub(crate) fn log_level(&self) -> Option<LoggingLevel> {
         *self.log_level.lock().unwrap_or_else(|e| e.into_inner())
-    }
-}
-
-#[tool_handler(router = self.tool_router)]
-#[prompt_handler(router = self.prompt_router)]
-impl ServerHandler for PrimsServer {
-    fn get_info(&self) -> ServerConfig {
-        let caps = ServerCapabilities::builder()
-            .enable_tools()
-            .enable_prompts()
-            .enable_logging()
-            .enable_resources()
-            .enable_resources_subscribe()
-            .enable_tasks()
-            .build();
-        ServerConfig::new(caps)
-            .with_server_info(Implementation::new("prims", env!("CARGO_PKG_VERSION")))
-            .with_instructions(INSTRUCTIONS)
-    }
-
-    async fn call_tool(
-        &self,
-        request: CallToolRequestParams,
-        context: RequestContext<RoleServer>,
-    ) -> Result<CallToolResponse, McpError> {
-        let tasks = context
-            .client_capabilities()
-            .is_some_and(|c| c.supports_tasks());
-        if tasks && request.name == "run_code" {
-            let caller = caller(&context);
-            return crate::tasks::start(&self.app, request, caller, context.ct.clone()).await;
-        }
-        let tcc = ToolCallContext::new(self, request, context);
-        self.tool_router.call(tcc).await
-    }
-
-    async fn get_task(
-        &self,
-        request: GetTaskParams,
-        context: RequestContext<RoleServer>,
-    ) -> Result<GetTaskResult, McpError> {
-        let task = crate::tasks::get(&self.app, &caller(&context), &request.task_id).await?;
-        Ok(GetTaskResult::new(task))
-    }
-
-    async fn cancel_task(
-        &self,
-        request: CancelTaskParams,
-        context: RequestContext<RoleServer>,
-    ) -> Result<(), McpError> {
-        crate::tasks::cancel(&self.app, &caller(&context), &request.task_id).await
-    }
-
-    async fn list_resources(
-        &self,
-        request: Option<PaginatedRequestParams>,
-        context: RequestContext<RoleServer>,
-    ) -> Result<ListResourcesResult, McpError> {
-        self.resources_page(request, &caller(&context)).await
-    }
-
-    async fn list_resource_templates(
-        &self,
-        _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
-    ) -> Result<ListResourceTemplatesResult, McpError> {
-        Ok(self.templates())
-    }
-
-    async fn read_resource(
-        &self,
-        request: ReadResourceRequestParams,
-        context: RequestContext<RoleServer>,
-    ) -> Result<ReadResourceResponse, McpError> {
-        self.read(&request.uri, &caller(&context)).await
-    }
-
-    async fn subscribe(
-        &self,
-        request: SubscribeRequestParams,
-        context: RequestContext<RoleServer>,
-    ) -> Result<(), McpError> {
-        let sink = Sink::Legacy {
-            peer: context.peer.clone(),
-            handler: self.handler,
-        };
-        self.watch(&request.uri, &caller(&context), sink).await
-    }
-
-    async fn unsubscribe(
-        &self,
-        request: UnsubscribeRequestParams,
-        _context: RequestContext<RoleServer>,
-    ) -> Result<(), McpError> {
-        self.app.watch.remove_legacy(self.handler, &request.uri);
-        Ok(())
-    }
-
-    fn accepted_subscription_filter(
-        &self,
-        requested: &SubscriptionFilter,
-    ) -> Option<SubscriptionFilter> {
-        Some(crate::resources::watch::accepted(requested))
-    }
-
-    async fn listen(&self, context: SubscriptionContext) -> Result<(), McpError> {
-        self.listen_for_updates(context).await
-    }
-
-    async fn set_level(
-        &self,
-        request: SetLevelRequestParams,
-        _context: RequestContext<RoleServer>,
-    ) -> Result<(), McpError> {
-        *self.log_level.lock().unwrap_or_else(|e| e.into_inner()) = Some(request.level);
-        Ok(())
     }
 }

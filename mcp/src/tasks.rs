@@ -6,14 +6,14 @@
 //! do not declare it get the direct call.
 
 use crate::error::ToolError;
-use crate::server::AppState;
 use crate::sessions::{Caller, SessionRef};
+use crate::state::AppState;
 use crate::tools::run_code::{check_size, prepare, report};
 use crate::tools::shim::{result, Outcome};
 use crate::tools::types::{RunCodeOutput, RunCodeParams};
 use prims_protocol::client::ClientError;
-use prims_protocol::task::{TaskInfo, TaskStatus};
 use prims_protocol::wire::ErrorCode;
+use prims_protocol::wire::{TaskInfo, TaskStatus};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CreateTaskResult, DetailedTask, JsonObject, Task,
     TaskPayload,

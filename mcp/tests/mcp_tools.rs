@@ -10,7 +10,9 @@ use rmcp::model::{ClientRequest, Request};
 use rmcp::service::PeerRequestOptions;
 use serde_json::json;
 use std::time::{Duration, Instant};
-use support::client::{call, connect, connect_stateless, err, ok, params, run};
+use support::client::{
+    call, connect, connect_stateless, connect_stateless_unlisted, err, ok, params, run,
+};
 use support::Stack;
 
 #[tokio::test(flavor = "multi_thread")]
@@ -86,6 +88,17 @@ async fn print_one_then_reuse_the_workspace_by_session_id() {
     .await;
     assert_eq!(r2["stdout"], "['a.txt']\n");
     assert_eq!(r2["session_id"], sid.as_str());
+    // A client that never listed the tools cannot know to mirror session_id
+    // into Mcp-Param-Session-Id, and a router could not see it: refused.
+    let blind = connect_stateless_unlisted(&stack.url()).await;
+    let e = (blind.call_tool(params("run_code", json!({"code": "1", "session_id": sid}))))
+        .await
+        .expect_err("a session_id without its header");
+    assert!(
+        e.to_string()
+            .contains("-32020: missing Mcp-Param-Session-Id header"),
+        "{e}"
+    );
     let listing = ok(&call(
         &s,
         "list_dir",

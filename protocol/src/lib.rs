@@ -12,5 +12,4 @@ pub mod client;
 pub mod egress;
 pub mod frame;
 pub mod jail;
-pub mod task;
 pub mod wire;

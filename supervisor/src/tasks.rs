@@ -4,8 +4,8 @@
 //! a number of tasks, and the bytes of results kept. A result evicted for
 //! room leaves a small tombstone that says so, until its TTL ends.
 
-use prims_protocol::task::{TaskInfo, TaskStatus};
 use prims_protocol::wire::{ErrorCode, ErrorReply, RunReply};
+use prims_protocol::wire::{TaskInfo, TaskStatus};
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};

@@ -11,8 +11,8 @@
 //! belongs to another tenant).
 
 use crate::auth::Tenant;
-use crate::server::AppState;
 use crate::sessions::SessionRef;
+use crate::state::AppState;
 use axum::body::Body;
 use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Response};

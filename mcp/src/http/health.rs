@@ -1,6 +1,6 @@
 //! `GET /health` and `GET /metrics`.
 
-use crate::server::AppState;
+use crate::state::AppState;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use axum::Json;

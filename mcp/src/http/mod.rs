@@ -8,7 +8,8 @@ pub mod origin;
 
 use crate::auth::{self, Auth, Tenant};
 use crate::config::FrontendConfig;
-use crate::server::{AppState, PrimsServer};
+use crate::server::PrimsServer;
+use crate::state::AppState;
 use axum::extract::{Request, State};
 use axum::middleware::{from_fn_with_state, Next};
 use axum::response::Response;

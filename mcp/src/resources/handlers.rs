@@ -96,7 +96,11 @@ impl PrimsServer {
             super::parse(uri).map_err(|e| McpError::invalid_params(e.0, None))?;
         let s = (self.app.sessions.resolve(Some(&session_id), caller).await)
             .map_err(|e: ToolError| McpError::resource_not_found(e.0, None))?;
-        (self.app.watch.add(&self.app, &s, uri, &path, sink).await)
+        (self
+            .app
+            .watch
+            .add(&self.app.sup, &s, uri, &path, sink)
+            .await)
             .map_err(|e| McpError::invalid_params(e.to_string(), None))
     }
 

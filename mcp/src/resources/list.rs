@@ -5,8 +5,8 @@
 
 use super::uri::uri;
 use crate::error::ToolError;
-use crate::server::AppState;
 use crate::sessions::SessionRef;
+use crate::state::AppState;
 use crate::tools::paths::{base_name, guess_mime};
 use base64::Engine;
 use prims_protocol::wire::EntryKind;

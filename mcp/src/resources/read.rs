@@ -3,8 +3,8 @@
 
 use super::uri::parse;
 use crate::error::ToolError;
-use crate::server::AppState;
 use crate::sessions::{Caller, SessionRef};
+use crate::state::AppState;
 use crate::tools::paths::guess_mime;
 use base64::Engine;
 use prims_protocol::client::ClientError;

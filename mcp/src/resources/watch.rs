@@ -6,7 +6,7 @@
 //! counts too. Legacy clients subscribe with `resources/subscribe` on their
 //! MCP session; 2026-07-28 clients hold a `subscriptions/listen` request.
 
-use crate::server::AppState;
+use crate::pool::SupervisorPool;
 use crate::sessions::SessionRef;
 use prims_protocol::wire::EntryKind;
 use rmcp::service::{Peer, SubscriptionSink};
@@ -73,13 +73,13 @@ impl Watch {
     /// Watch `path` of session `s`, whose tenant the caller was checked for.
     pub async fn add(
         &self,
-        app: &AppState,
+        sup: &SupervisorPool,
         s: &SessionRef,
         uri: &str,
         path: &str,
         sink: Sink,
     ) -> Result<(), WatchFull> {
-        let seen = stat(app, s, std::slice::from_ref(&path.to_owned()))
+        let seen = stat(sup, s, std::slice::from_ref(&path.to_owned()))
             .await
             .remove(path);
         let mut subs = self.subs();
@@ -122,7 +122,7 @@ impl Watch {
 
     /// After a run or mount in `s`: notify the watchers of each file that
     /// changed. `written` are the paths the run reported writing.
-    pub async fn changed(&self, app: &AppState, s: &SessionRef, written: &[String]) {
+    pub async fn changed(&self, sup: &SupervisorPool, s: &SessionRef, written: &[String]) {
         let paths: Vec<String> = {
             let subs = self.subs();
             let Some(list) = subs.get(&s.id) else {
@@ -131,7 +131,7 @@ impl Watch {
             let set: HashSet<&String> = list.iter().map(|x| &x.path).collect();
             set.into_iter().cloned().collect()
         };
-        let now = stat(app, s, &paths).await;
+        let now = stat(sup, s, &paths).await;
         let mut due = Vec::new();
         if let Some(list) = self.subs().get_mut(&s.id) {
             for sub in list.iter_mut() {
@@ -157,9 +157,13 @@ impl Watch {
 
 /// (size, modified) of each of `paths` that is a regular file, one
 /// directory listing per parent.
-async fn stat(app: &AppState, s: &SessionRef, paths: &[String]) -> HashMap<String, (u64, u64)> {
+async fn stat(
+    sup: &SupervisorPool,
+    s: &SessionRef,
+    paths: &[String],
+) -> HashMap<String, (u64, u64)> {
     let mut out = HashMap::new();
-    let Ok(c) = app.sup.client().await else {
+    let Ok(c) = sup.client().await else {
         return out;
     };
     let parents: HashSet<&str> = (paths.iter())

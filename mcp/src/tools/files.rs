@@ -3,8 +3,8 @@
 use super::paths::{base_name, clean_relative, guess_mime};
 use super::types::{DirEntryOut, ListDirOutput, PreviewFileOutput};
 use crate::error::ToolError;
-use crate::server::AppState;
 use crate::sessions::SessionRef;
+use crate::state::AppState;
 use prims_protocol::wire::EntryKind;
 
 /// Bytes of a file `preview_file` shows.

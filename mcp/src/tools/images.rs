@@ -2,8 +2,8 @@
 //! content so a model sees its plots. Each image and all of them together
 //! are capped; larger ones stay listed as artifacts only.
 
-use crate::server::AppState;
 use crate::sessions::SessionRef;
+use crate::state::AppState;
 use base64::Engine;
 use prims_protocol::wire::OutputFile;
 use rmcp::model::ContentBlock;

@@ -7,8 +7,8 @@ use super::paths::clean_relative;
 use super::types::MountFileOutput;
 use crate::egress::Download;
 use crate::error::ToolError;
-use crate::server::AppState;
 use crate::sessions::SessionRef;
+use crate::state::AppState;
 use bytes::Bytes;
 use prims_protocol::client::MountUpload;
 use prims_protocol::wire::MountSize;
@@ -29,7 +29,7 @@ pub async fn mount_file(
     let m = mount(app, session, url, mount_path).await?;
     if !m.cached {
         let written = [format!("mounts/{}", m.path)];
-        app.watch.changed(app, session, &written).await;
+        app.watch.changed(&app.sup, session, &written).await;
     }
     Ok(MountFileOutput {
         mounted_as: format!("mounts/{}", m.path),

@@ -6,8 +6,8 @@
 use super::paths::{clean_relative, guess_mime};
 use super::types::PersistArtifactOutput;
 use crate::error::ToolError;
-use crate::server::AppState;
 use crate::sessions::SessionRef;
+use crate::state::AppState;
 use prims_protocol::wire::ErrorCode;
 
 pub async fn persist_artifact(

@@ -9,8 +9,8 @@ use super::types::{
 use super::{images, mount};
 use crate::error::ToolError;
 use crate::resources;
-use crate::server::AppState;
 use crate::sessions::SessionRef;
+use crate::state::AppState;
 use crate::streaming::Streamer;
 use prims_protocol::jail::{LimitRequest, Status};
 use prims_protocol::wire::{Event, OutputFile, Reply, RequestBody, RunReply, RunRequest};
@@ -128,7 +128,7 @@ pub async fn report(
         .filter(|f| f.changed)
         .map(|f| format!("output/{}", f.path))
         .collect();
-    app.watch.changed(app, session, &written).await;
+    app.watch.changed(&app.sup, session, &written).await;
     let mut extra = links(session, &reply.files);
     extra.extend(images::inline(app, session, &reply.files).await);
     Ok((output(session, status, reply), extra))

@@ -55,8 +55,18 @@ pub async fn connect(url: &str, token: Option<&str>) -> Mcp {
         .expect("legacy MCP client")
 }
 
-/// A 2026-07-28 client: `server/discover`, no session.
+/// A 2026-07-28 client: `server/discover`, no session. It lists the tools
+/// first, as a client must to learn which arguments (`session_id`) it
+/// mirrors into `Mcp-Param-*` headers (SEP-2243); without them the server
+/// refuses the call.
 pub async fn connect_stateless(url: &str) -> Mcp {
+    let c = connect_stateless_unlisted(url).await;
+    c.list_all_tools().await.expect("tools/list");
+    c
+}
+
+/// A 2026-07-28 client that has not listed the tools.
+pub async fn connect_stateless_unlisted(url: &str) -> Mcp {
     Recorder::default()
         .serve_with_lifecycle(
             transport(url, None),

@@ -7,7 +7,7 @@
 use super::call::{MountUpload, Mounted};
 use super::connection::Client;
 use super::error::ClientError;
-use crate::task::TaskInfo;
+use crate::wire::TaskInfo;
 use crate::wire::{
     DirEntry, ErrorCode, ErrorReply, Event, FileData, MountSize, Reply, RequestBody, RunReply,
     RunRequest, SessionInfo, Stats, MAX_CHUNK_BYTES,

@@ -1,0 +1,48 @@
+//! What every MCP handler shares: the supervisor connections, the session
+//! map, the policy, the metrics, the resource watchers and outbound HTTP.
+
+use crate::egress::Egress;
+use crate::error::ToolError;
+use crate::metrics::Metrics;
+use crate::pool::SupervisorPool;
+use crate::resources::watch::Watch;
+use crate::sessions::Sessions;
+use prims_policy::Policy;
+use std::sync::Arc;
+
+/// What every handler shares.
+pub struct AppState {
+    pub sup: Arc<SupervisorPool>,
+    pub sessions: Sessions,
+    pub policy: Policy,
+    pub metrics: Metrics,
+    /// Who is subscribed to which workspace file.
+    pub watch: Watch,
+    egress: Result<Egress, String>,
+}
+
+impl AppState {
+    pub fn new(socket: std::path::PathBuf, policy: Policy) -> AppState {
+        let sup = Arc::new(SupervisorPool::new(socket));
+        let egress = Egress::new(&policy.egress).map_err(|e| e.to_string());
+        if let Err(e) = &egress {
+            tracing::error!(error = %e, "outbound HTTP is unavailable");
+        }
+        AppState {
+            sessions: Sessions::new(sup.clone()),
+            sup,
+            policy,
+            metrics: Metrics::default(),
+            watch: Default::default(),
+            egress,
+        }
+    }
+
+    pub fn egress(&self) -> Result<&Egress, ToolError> {
+        self.egress.as_ref().map_err(|e| {
+            ToolError(format!(
+                "Outbound HTTP is not available on this server ({e}); ask its operator."
+            ))
+        })
+    }
+}
