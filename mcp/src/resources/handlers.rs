@@ -72,16 +72,15 @@ impl PrimsServer {
         uri: &str,
         caller: &Caller,
     ) -> Result<ReadResourceResponse, McpError> {
+        let data = Some(serde_json::json!({ "uri": uri }));
         match super::read::read(&self.app, caller, uri).await {
             Ok(contents) => Ok(ReadResourceResult::new(vec![contents])
                 .with_cache_scope(CacheScope::Private)
                 .with_ttl_ms(0)
                 .into()),
-            Err(ReadError::NotFound(why)) => Err(McpError::resource_not_found(
-                why,
-                Some(serde_json::json!({ "uri": uri })),
-            )),
-            Err(ReadError::Other(e)) => Err(McpError::invalid_params(e.0, None)),
+            // SEP-2164: the error names the URI it was about.
+            Err(ReadError::NotFound(why)) => Err(McpError::resource_not_found(why, data)),
+            Err(ReadError::Other(e)) => Err(McpError::invalid_params(e.0, data)),
         }
     }
 
