@@ -10,8 +10,9 @@ use rmcp::handler::server::tool::ToolCallContext;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CancelTaskParams, GetTaskParams, GetTaskResult,
     Implementation, ListResourceTemplatesResult, ListResourcesResult, PaginatedRequestParams,
-    ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities, ServerConfig,
-    SetLevelRequestParams, SubscribeRequestParams, SubscriptionFilter, UnsubscribeRequestParams,
+    ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities,
+    ServerConfig, SetLevelRequestParams, SubscribeRequestParams, SubscriptionFilter,
+    UnsubscribeRequestParams,
 };
 use rmcp::service::{RequestContext, SubscriptionContext};
 use rmcp::{prompt_handler, tool_handler, ErrorData as McpError, RoleServer, ServerHandler};
@@ -45,9 +46,15 @@ impl ServerHandler for PrimsServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
-        let tasks = context
-            .client_capabilities()
-            .is_some_and(|c| c.supports_tasks());
+        // SEP-2663 tasks are server-directed from 2026-07-28 on; an older
+        // client may declare the extension (the Inspector does) and still
+        // expect the tool's own result.
+        let modern =
+            (context.protocol_version()).is_some_and(|v| v >= ProtocolVersion::V_2026_07_28);
+        let tasks = modern
+            && context
+                .client_capabilities()
+                .is_some_and(|c| c.supports_tasks());
         if tasks && request.name == "run_code" {
             let caller = caller(&context);
             return crate::tasks::start(&self.app, request, caller, context.ct.clone()).await;

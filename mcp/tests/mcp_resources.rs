@@ -11,7 +11,7 @@ use rmcp::model::{
     SubscribeRequestParams,
 };
 use serde_json::json;
-use support::client::{connect, connect_tasks, ok, params, TaskMcp};
+use support::client::{connect, connect_tasks, connect_tasks_stateless, ok, params, TaskMcp};
 use support::Stack;
 
 const TOKENS: &str = "[[tokens]]\ntoken = \"token-of-tenant-a-0123\"\ntenant = \"a\"\n\
@@ -43,7 +43,9 @@ async fn another_tenant_gets_not_found_for_files_watches_and_tasks() {
         .await
         .unwrap());
     let sid = r["session_id"].as_str().unwrap().to_owned();
-    let task = match a
+    // Tasks are made on 2026-07-28 requests.
+    let modern = connect_tasks_stateless(&stack.url(), Some(A)).await;
+    let task = match modern
         .call_tool_once(params("run_code", json!({"code": "1", "session_id": sid})))
         .await
         .unwrap()

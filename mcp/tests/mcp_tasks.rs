@@ -10,7 +10,9 @@ use rmcp::model::{
 };
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
-use support::client::{connect, connect_tasks, connect_tasks_stateless, params, TaskMcp};
+use support::client::{
+    connect, connect_tasks_2025_11_25, connect_tasks_stateless, params, TaskMcp,
+};
 use support::Stack;
 
 async fn start_task(c: &TaskMcp, args: Value) -> String {
@@ -63,7 +65,7 @@ async fn a_sixty_second_task_survives_a_killed_connection_and_front_end() {
     let mut stack = Stack::start("[limits]\nwall_time = \"2m\"\n", None);
     let started = Instant::now();
     let id = {
-        let c = connect_tasks(&stack.url(), None).await;
+        let c = connect_tasks_stateless(&stack.url(), None).await;
         let id = start_task(
             &c,
             json!({"code": "import time\nx = 41\ntime.sleep(60)\nprint('done', x + 1)"}),
@@ -75,8 +77,8 @@ async fn a_sixty_second_task_survives_a_killed_connection_and_front_end() {
         id
     };
     stack.restart_frontend();
-    // A new client of the other era, on the new front-end, polls the task.
-    let c = connect_tasks_stateless(&stack.url()).await;
+    // A new client, on the new front-end, polls the task.
+    let c = connect_tasks_stateless(&stack.url(), None).await;
     assert_eq!(get(&c, &id).await.status(), TaskStatus::Working);
     let t = wait(&c, &id, Duration::from_secs(110)).await;
     assert!(started.elapsed() >= Duration::from_secs(60));
@@ -92,7 +94,7 @@ async fn a_sixty_second_task_survives_a_killed_connection_and_front_end() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancel_kills_the_jail_and_the_task_says_cancelled() {
     let stack = Stack::start("", None);
-    let c = connect_tasks(&stack.url(), None).await;
+    let c = connect_tasks_stateless(&stack.url(), None).await;
     let id = start_task(&c, json!({"code": "import time\ntime.sleep(600)"})).await;
     let sup = stack.supervisor().await;
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -126,7 +128,7 @@ async fn cancel_kills_the_jail_and_the_task_says_cancelled() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_task_result_is_the_direct_result_and_errors_stay_direct() {
     let stack = Stack::start("", None);
-    let c = connect_tasks(&stack.url(), None).await;
+    let c = connect_tasks_stateless(&stack.url(), None).await;
     let id = start_task(&c, json!({"code": "import os\nos.makedirs('output', exist_ok=True)\nopen('output/r.txt','w').write('hi')\n6*7"})).await;
     let t = wait(&c, &id, Duration::from_secs(60)).await;
     let TaskPayload::Completed { result } = &t.payload else {
@@ -167,6 +169,18 @@ async fn a_task_result_is_the_direct_result_and_errors_stay_direct() {
         .await
         .unwrap_err();
     assert!(e.to_string().contains("no task"), "{e}");
+
+    // A 2025-11-25 client gets the direct call even when it declares the
+    // extension (the Inspector does): tasks are server-directed from
+    // 2026-07-28 on, and were asked for per request before.
+    let legacy = connect_tasks_2025_11_25(&stack.url()).await;
+    match legacy
+        .call_tool_once(params("run_code", json!({"code": "print(2)"})))
+        .await
+    {
+        Ok(CallToolResponse::Complete(r)) => assert_ne!(r.is_error, Some(true), "{r:?}"),
+        other => panic!("a legacy client got {other:?}"),
+    }
 
     // A client without the extension gets the direct call, and no tasks/get.
     let plain = connect(&stack.url(), None).await;

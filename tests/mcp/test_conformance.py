@@ -1,7 +1,7 @@
 """The official MCP conformance suite (@modelcontextprotocol/conformance,
 pinned in tests/conformance/package.json) against a real `prims serve`: every
 server scenario of the suite (`--suite all`, both protocol eras and the tasks
-extension) and the exact set the 2026-07-28 revision requires
+extension), its default `active` suite, and the exact set the 2026-07-28 revision requires
 (`--requirements 2026-07-28`). tests/conformance/baseline.yml lists the checks
 that need the suite's own fixture tools, prompts and resources, each with why;
 the suite fails a run on any other failure and on a baselined check that
@@ -23,7 +23,13 @@ CLI = CONF / "node_modules" / "@modelcontextprotocol" / "conformance" / "dist" /
 BASELINE = CONF / "baseline.yml"
 
 # Scenarios that need no fixture: each must run and pass every check.
+FIXTURE_FREE = [
+    "server-initialize", "server-session-lifecycle", "ping", "logging-set-level",
+    "tools-list", "resources-list", "prompts-list", "server-sse-multiple-streams",
+    "dns-rebinding-protection",
+]
 MUST_PASS = {
+    "active": FIXTURE_FREE,
     "all": [
         "server-initialize", "server-session-lifecycle", "ping", "logging-set-level",
         "tools-list", "resources-list", "prompts-list", "server-sse-multiple-streams",
@@ -57,9 +63,9 @@ def scenario_of(result_dir: Path) -> str:
     return name[: name.index("-20")] if "-20" in name else name
 
 
-@pytest.mark.parametrize("run", ["all", "2026-07-28"])
+@pytest.mark.parametrize("run", ["active", "all", "2026-07-28"])
 def test_conformance_suite(own_server, run, tmp_path, capsys):
-    selection = ["--suite", "all"] if run == "all" else ["--requirements", run]
+    selection = ["--suite", run] if run in ("active", "all") else ["--requirements", run]
     out = tmp_path / "results"
     proc = subprocess.run(
         [str(NODE), str(CLI), "server", "--url", own_server.url, *selection,

@@ -92,17 +92,29 @@ pub async fn connect_tasks(url: &str, token: Option<&str>) -> TaskMcp {
         .expect("legacy MCP client with tasks")
 }
 
+/// A client that declares the tasks extension but initializes with
+/// protocol 2025-11-25, whose tasks were client-requested.
+pub async fn connect_tasks_2025_11_25(url: &str) -> TaskMcp {
+    let mut info = task_client();
+    info.protocol_version = ProtocolVersion::V_2025_11_25;
+    info.serve(transport(url, None))
+        .await
+        .expect("2025-11-25 MCP client with tasks")
+}
+
 /// A 2026-07-28 client that declares the tasks extension.
-pub async fn connect_tasks_stateless(url: &str) -> TaskMcp {
-    task_client()
+pub async fn connect_tasks_stateless(url: &str, token: Option<&str>) -> TaskMcp {
+    let c = task_client()
         .serve_with_lifecycle(
-            transport(url, None),
+            transport(url, token),
             ClientLifecycleMode::Discover {
                 preferred_versions: vec![ProtocolVersion::V_2026_07_28],
             },
         )
         .await
-        .expect("2026-07-28 MCP client with tasks")
+        .expect("2026-07-28 MCP client with tasks");
+    c.list_all_tools().await.expect("tools/list");
+    c
 }
 
 pub type TaskMcp = RunningService<RoleClient, ClientConfig>;
