@@ -158,6 +158,18 @@ impl Attached {
 
     /// Run starts: new connections get `rules` and `budget`.
     pub async fn begin(&self, rules: &Rules, budget: Budget) -> Result<RunId, EgressError> {
+        match self.try_begin(rules, budget).await {
+            // The process died before its reader saw EOF: the write found it
+            // (and marked the link dead), so the second try starts a new one.
+            Err(EgressError::Channel(e)) => {
+                tracing::warn!(error = %e, "egress: the proxy's channel broke; starting it again");
+                self.try_begin(rules, budget).await
+            }
+            r => r,
+        }
+    }
+
+    async fn try_begin(&self, rules: &Rules, budget: Budget) -> Result<RunId, EgressError> {
         let link = self.ensure_attached().await?;
         let run = self.proxy.next_run.fetch_add(1, Ordering::Relaxed);
         let msg = ToProxy::Begin {
