@@ -16,6 +16,8 @@ command -v ip >/dev/null || need+=(iproute2)
 # The systemd units: /bin/kill for ExecReload, systemd-analyze for their lint.
 [ -x /bin/kill ] || need+=(procps)
 command -v systemd-analyze >/dev/null || need+=(systemd)
+# The cluster's router (scripts/cluster-local.sh, packaging/haproxy).
+command -v haproxy >/dev/null || need+=(haproxy)
 if [ ${#need[@]} -gt 0 ]; then
   echo "== apt-get install ${need[*]}"
   apt-get update -q

@@ -89,3 +89,23 @@ impl JailerArg {
         })
     }
 }
+
+/// `--node`: this host's number in a cluster.
+#[derive(Args, Clone, Copy)]
+pub struct NodeArg {
+    /// This node's number in a cluster (0-65535, a StatefulSet ordinal):
+    /// new session ids begin with it as four hex digits, which the router
+    /// matches. Unset on a single host.
+    #[arg(
+        id = "node",
+        long = "node",
+        value_name = "N",
+        env = "PRIMS_NODE",
+        value_parser = parse_node
+    )]
+    pub id: Option<prims_protocol::node::NodeId>,
+}
+
+fn parse_node(s: &str) -> Result<prims_protocol::node::NodeId, String> {
+    prims_protocol::node::NodeId::parse(s)
+}

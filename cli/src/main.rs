@@ -4,6 +4,7 @@ mod account;
 mod args;
 mod doctor_cmd;
 mod doctor_disk;
+mod drain_cmd;
 mod egress_cmd;
 mod logging;
 mod mcp_cmd;
@@ -44,6 +45,9 @@ enum Command {
     Serve(serve_cmd::ServeArgs),
     /// The unprivileged MCP front-end (streamable HTTP) in front of a supervisor.
     Mcp(mcp_cmd::McpArgs),
+    /// Take this node out of a cluster for a restart: no new sessions; with
+    /// --wait, return once it is idle (the Kubernetes preStop hook).
+    Drain(drain_cmd::DrainArgs),
     /// The egress proxy of jailed code; the supervisor starts it.
     #[command(hide = true)]
     EgressProxy(egress_cmd::EgressArgs),
@@ -77,6 +81,7 @@ fn main() {
         Command::Supervisor(args) => supervisor_cmd::main(args),
         Command::Serve(args) => serve_cmd::main(args),
         Command::Mcp(args) => mcp_cmd::main(args),
+        Command::Drain(args) => drain_cmd::main(args),
         Command::EgressProxy(args) => egress_cmd::main(args),
         Command::Policy {
             command: PolicyCommand::Check { file },

@@ -2,7 +2,7 @@
 //! binds first, then drops to `--user` before anything else runs.
 
 use crate::account::{drop_to, frontend_account, user_name};
-use crate::args::{PolicyArg, SocketArg};
+use crate::args::{NodeArg, PolicyArg, SocketArg};
 use crate::signals::run_until_stopped;
 use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
@@ -28,6 +28,8 @@ pub struct McpArgs {
     /// binding). Never root or nobody: the supervisor trusts this user's uid.
     #[arg(long)]
     pub user: Option<String>,
+    #[command(flatten)]
+    pub node: NodeArg,
 }
 
 pub fn main(args: McpArgs) -> i32 {
@@ -79,6 +81,7 @@ fn run(args: McpArgs) -> Result<()> {
             policy,
             config,
             listen,
+            node: args.node.id,
         };
         prims_mcp::serve(listener, opts, shutdown)
             .await

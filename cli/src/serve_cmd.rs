@@ -4,8 +4,8 @@
 //! the URL and a client config, and stops both on Ctrl-C.
 
 use crate::account::frontend_account;
-use crate::args::{PolicyArg, StateDirArg};
-use crate::signals::run_until_stopped;
+use crate::args::{NodeArg, PolicyArg, StateDirArg};
+use crate::signals::run_until_stopped_twice;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use prims_supervisor::frontend_user::{self, Account, FRONTEND_USER};
@@ -38,6 +38,13 @@ pub struct ServeArgs {
     /// supervisor trusts this user's uid, so it must belong to nothing else.
     #[arg(long)]
     user: Option<String>,
+    #[command(flatten)]
+    node: NodeArg,
+    /// On SIGTERM, drain first (no new sessions; running calls finish and
+    /// sessions are served until they close or this long has passed), then
+    /// stop. 0 stops at once. A second SIGTERM or Ctrl-C stops at once.
+    #[arg(long, default_value = "0s", value_parser = crate::drain_cmd::parse_duration)]
+    drain_deadline: Duration,
 }
 
 pub fn main(args: ServeArgs) -> i32 {
@@ -129,10 +136,10 @@ fn run(args: ServeArgs) -> Result<i32> {
         );
     }
     // Handlers first: a Ctrl-C during start-up must still stop the children.
-    run_until_stopped(|stop| serve(args, stop))
+    run_until_stopped_twice(|stop, now| serve(args, stop, now))
 }
 
-async fn serve(args: ServeArgs, stop: CancellationToken) -> Result<i32> {
+async fn serve(args: ServeArgs, stop: CancellationToken, now: CancellationToken) -> Result<i32> {
     let (user, ids) = match args.user.clone() {
         Some(u) => {
             let ids = frontend_account(&u)?;
@@ -170,6 +177,9 @@ async fn serve(args: ServeArgs, stop: CancellationToken) -> Result<i32> {
     if let Some(p) = &args.policy.file {
         sup.arg("--policy").arg(p);
     }
+    if let Some(n) = args.node.id {
+        sup.arg("--node").arg(n.0.to_string());
+    }
     let mut sup = spawn("supervisor", sup)?;
     let listening = || socket.exists();
     if !wait_until(
@@ -198,6 +208,9 @@ async fn serve(args: ServeArgs, stop: CancellationToken) -> Result<i32> {
             front.arg(flag).arg(v);
         }
     }
+    if let Some(n) = args.node.id {
+        front.arg("--node").arg(n.0.to_string());
+    }
     let mut front = spawn("front-end", front)?;
     let probe = probe_addr(args.listen);
     let up = || std::net::TcpStream::connect_timeout(&probe, Duration::from_millis(200)).is_ok();
@@ -219,6 +232,12 @@ async fn serve(args: ServeArgs, stop: CancellationToken) -> Result<i32> {
             break 1;
         }
     };
+    if code == 0 && args.drain_deadline > Duration::ZERO {
+        eprintln!("prims serve: draining (a second signal stops at once)");
+        if let Err(e) = crate::drain_cmd::drain(&socket, args.drain_deadline, &now).await {
+            eprintln!("prims serve: drain failed ({e:#}); stopping");
+        }
+    }
     eprintln!("prims serve: stopping");
     front.stop();
     sup.stop();

@@ -21,6 +21,30 @@ where
     })
 }
 
+/// Like [`run_until_stopped`], with a second token that a second SIGINT
+/// or SIGTERM cancels: the first asks for a graceful stop, the second for
+/// an immediate one.
+pub fn run_until_stopped_twice<T, F>(
+    main: impl FnOnce(CancellationToken, CancellationToken) -> F,
+) -> Result<T>
+where
+    F: Future<Output = Result<T>>,
+{
+    run_until_stopped(|stop| async move {
+        let now = CancellationToken::new();
+        let second = now.clone();
+        let first = stop.clone();
+        tokio::spawn(async move {
+            first.cancelled().await;
+            let again = CancellationToken::new();
+            stop_on_signals(&again);
+            again.cancelled().await;
+            second.cancel();
+        });
+        main(stop, now).await
+    })
+}
+
 /// Cancel `token` on SIGINT or SIGTERM. The handlers are in place when this
 /// returns (it must be called inside a runtime).
 fn stop_on_signals(token: &CancellationToken) {

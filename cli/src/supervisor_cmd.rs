@@ -1,6 +1,6 @@
 //! `prims supervisor`: the privileged daemon on a Unix socket.
 
-use crate::args::{HostArgs, JailerArg};
+use crate::args::{HostArgs, JailerArg, NodeArg};
 use anyhow::{anyhow, Context, Result};
 use clap::Args;
 use prims_supervisor::daemon::{self, DaemonConfig};
@@ -21,6 +21,8 @@ pub struct SupervisorArgs {
     socket_group: Option<String>,
     #[command(flatten)]
     jailer: JailerArg,
+    #[command(flatten)]
+    node: NodeArg,
     /// The egress proxy resolves NAME to these addresses instead of asking
     /// DNS (other names still go to DNS). For tests: no policy key reaches
     /// this.
@@ -59,6 +61,7 @@ fn run(args: SupervisorArgs) -> Result<()> {
                 allowed_uids,
                 socket_group,
                 egress: EgressProxy::new(prims_exe, args.egress_resolve),
+                node: args.node.id,
             },
             shutdown,
         )

@@ -29,6 +29,10 @@ fn describe(e: &ClientError) -> String {
                 r.message
             ),
             ErrorCode::Internal => format!("The sandbox failed internally: {}", r.message),
+            ErrorCode::Draining => format!(
+                "This PRIMS node is restarting ({}). Retry in a few seconds.",
+                r.message
+            ),
             _ => r.message.clone(),
         },
         e if e.is_unavailable() => {

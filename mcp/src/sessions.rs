@@ -12,6 +12,7 @@ use crate::auth::Tenant;
 use crate::error::ToolError;
 use crate::pool::SupervisorPool;
 use prims_protocol::client::ClientError;
+use prims_protocol::node::NodeId;
 use prims_protocol::wire::ErrorCode;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -75,8 +76,16 @@ type MountKey = (String, String, String);
 
 pub struct Sessions {
     sup: Arc<SupervisorPool>,
+    /// In a cluster, this node: a session id of another node means the
+    /// router could not reach that one.
+    node: Option<NodeId>,
     bound: tokio::sync::Mutex<HashMap<String, Binding>>,
     mounts: Mutex<HashMap<MountKey, u64>>,
+}
+
+/// 32 lowercase hex characters, as the supervisor makes them.
+fn is_session_id(id: &str) -> bool {
+    id.len() == 32 && id.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }
 
 fn gone(id: &str) -> ToolError {
@@ -86,9 +95,10 @@ fn gone(id: &str) -> ToolError {
 }
 
 impl Sessions {
-    pub fn new(sup: Arc<SupervisorPool>) -> Sessions {
+    pub fn new(sup: Arc<SupervisorPool>, node: Option<NodeId>) -> Sessions {
         Sessions {
             sup,
+            node,
             bound: Default::default(),
             mounts: Default::default(),
         }
@@ -106,6 +116,7 @@ impl Sessions {
             tenant: tenant.clone(),
         };
         if let Some(id) = explicit.map(str::trim).filter(|s| !s.is_empty()) {
+            self.on_this_node(id)?;
             let s = session(id.to_owned());
             self.check(&s).await?;
             return Ok(s);
@@ -147,6 +158,24 @@ impl Sessions {
             },
         );
         Ok(session(s))
+    }
+
+    /// In a cluster, a session id of another node reaches this one only
+    /// when the router found that node down: say so, never open a new
+    /// empty workspace in its place.
+    fn on_this_node(&self, id: &str) -> Result<(), ToolError> {
+        match (self.node, NodeId::of(id)) {
+            (Some(me), Some(theirs)) if theirs != me && is_session_id(id) => {
+                Err(ToolError(format!(
+                "Session {id} lives on PRIMS node {} (its first four characters), which is down \
+                 or gone: its files and Python state cannot be reached. Start over in a new \
+                 session (omit session_id); files you persisted with persist_artifact are \
+                 still in their storage.",
+                theirs.0
+            )))
+            }
+            _ => Ok(()),
+        }
     }
 
     /// A new session for the caller's tenant: its id.

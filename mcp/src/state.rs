@@ -8,6 +8,7 @@ use crate::pool::SupervisorPool;
 use crate::resources::watch::Watch;
 use crate::sessions::Sessions;
 use prims_policy::Policy;
+use prims_protocol::node::NodeId;
 use std::sync::Arc;
 
 /// What every handler shares.
@@ -19,22 +20,25 @@ pub struct AppState {
     /// Who is subscribed to which workspace file.
     pub watch: Watch,
     egress: Result<Egress, String>,
+    /// The supervisor drains (see [`crate::http::drain`]).
+    pub draining: std::sync::atomic::AtomicBool,
 }
 
 impl AppState {
-    pub fn new(socket: std::path::PathBuf, policy: Policy) -> AppState {
+    pub fn new(socket: std::path::PathBuf, policy: Policy, node: Option<NodeId>) -> AppState {
         let sup = Arc::new(SupervisorPool::new(socket));
         let egress = Egress::new(&policy.egress).map_err(|e| e.to_string());
         if let Err(e) = &egress {
             tracing::error!(error = %e, "outbound HTTP is unavailable");
         }
         AppState {
-            sessions: Sessions::new(sup.clone()),
+            sessions: Sessions::new(sup.clone(), node),
             sup,
             policy,
             metrics: Metrics::default(),
             watch: Default::default(),
             egress,
+            draining: Default::default(),
         }
     }
 

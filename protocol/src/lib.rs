@@ -12,4 +12,5 @@ pub mod client;
 pub mod egress;
 pub mod frame;
 pub mod jail;
+pub mod node;
 pub mod wire;

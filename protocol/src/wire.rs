@@ -12,7 +12,8 @@ use serde::{Deserialize, Serialize};
 /// every request that names a session names its tenant. 3: runs go to the
 /// session's live interpreter: `fresh`, and the reply's [`Interpreter`].
 /// 4: runs as tasks (`start_task`, `get_task`, `cancel_task`).
-pub const PROTOCOL_VERSION: u32 = 4;
+/// 5: `Drain` and `Stats::draining`, `ErrorCode::Draining`.
+pub const PROTOCOL_VERSION: u32 = 5;
 /// Largest frame either side accepts; bigger ones close the connection.
 pub const MAX_FRAME_BYTES: usize = 8 * 1024 * 1024;
 /// Largest chunk of file data in one frame.
@@ -107,6 +108,9 @@ pub enum RequestBody {
         target: u64,
     },
     Stats,
+    /// Take no new sessions from now on (root only); the reply is `Stats`.
+    /// The node drains for a restart: its sessions and runs go on.
+    Drain,
     /// Start `run` detached from this connection and answer at once with
     /// the task; its result is kept for `ttl_ms` (capped by the server).
     StartTask {
@@ -414,6 +418,9 @@ pub struct Stats {
     pub tasks_working: u64,
     #[serde(default)]
     pub tasks_kept: u64,
+    /// A `Drain` came: no new sessions.
+    #[serde(default)]
+    pub draining: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -440,6 +447,8 @@ pub enum ErrorCode {
     /// An environment could not be built (`pip install failed: …`).
     Environment,
     Internal,
+    /// The node is draining and opens no new session: ask another node.
+    Draining,
 }
 
 // Runs detached from the connection that started them (MCP tasks): the

@@ -7,8 +7,8 @@
 use prims_protocol::client::Client;
 use prims_protocol::frame;
 use prims_protocol::wire::{
-    Hello, Reply, Request, RequestBody, Response, ResponseBody, Welcome, MAX_FRAME_BYTES,
-    PROTOCOL_VERSION,
+    ErrorCode, Hello, Reply, Request, RequestBody, Response, ResponseBody, Welcome,
+    MAX_FRAME_BYTES, PROTOCOL_VERSION,
 };
 use prims_supervisor::server::{ConnectionLimits, NOBODY_UID};
 use prims_tests::daemon::Daemon;
@@ -343,4 +343,45 @@ async fn one_uid_is_capped_while_another_is_served() {
     // And root's own connections still work.
     served(&mine[0]).await;
     served(&mine[cap - 1]).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn only_root_drains_and_a_draining_supervisor_opens_no_session() {
+    require_root();
+    let d = daemon();
+    let root = Client::connect(&d.socket, "operator").await.unwrap();
+    let before = root.open_session(None).await.unwrap();
+
+    // The front-end's uid may not take its node out of service.
+    let mut bytes = frame::encode(&Hello {
+        protocol: PROTOCOL_VERSION,
+        client: "front-end".into(),
+    })
+    .unwrap();
+    bytes.extend(
+        frame::encode(&Request {
+            id: 1,
+            body: RequestBody::Drain,
+        })
+        .unwrap(),
+    );
+    let socket = d.socket.clone();
+    let t = tokio::task::spawn_blocking(move || {
+        talk_as(FRONT, FRONT, &socket, &bytes, 2, Duration::from_secs(20))
+    })
+    .await
+    .unwrap();
+    let resp: Response = frame::decode(&t.frames[1]).unwrap();
+    match resp.body {
+        ResponseBody::Error(e) => assert_eq!(e.code, ErrorCode::Forbidden, "{e:?}"),
+        other => panic!("the front-end drained the supervisor: {other:?}"),
+    }
+    assert!(!root.stats().await.unwrap().draining);
+
+    let stats = root.drain().await.unwrap();
+    assert!(stats.draining && stats.sessions == 1, "{stats:?}");
+    let e = root.open_session(None).await.unwrap_err();
+    assert_eq!(e.code(), Some(ErrorCode::Draining), "{e}");
+    // Its sessions go on.
+    root.session_info(&before.session_id, None).await.unwrap();
 }

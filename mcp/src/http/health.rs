@@ -23,9 +23,25 @@ async fn stats(app: &AppState) -> Option<prims_protocol::wire::Stats> {
 }
 
 /// 200 when the supervisor answers (`status` is `ok` once the base
-/// environment is built, `starting` before); 503 when it does not.
+/// environment is built, `starting` before); 503 when it does not, or when
+/// it drains (`draining`: a router sends it no new sessions).
 pub async fn health(State(app): State<Arc<AppState>>) -> Response {
     match stats(&app).await {
+        Some(s) if s.draining => {
+            app.draining
+                .store(true, std::sync::atomic::Ordering::Relaxed);
+            (
+                StatusCode::SERVICE_UNAVAILABLE,
+                Json(serde_json::json!({
+                    "status": "draining",
+                    "supervisor": true,
+                    "sessions": s.sessions,
+                    "runs_active": s.runs_active,
+                    "tasks_working": s.tasks_working,
+                })),
+            )
+                .into_response()
+        }
         Some(s) => Json(serde_json::json!({
             "status": if s.base_env_ready { "ok" } else { "starting" },
             "supervisor": true,
@@ -42,6 +58,23 @@ pub async fn health(State(app): State<Arc<AppState>>) -> Response {
                 "supervisor": false,
                 "base_env_ready": false,
             })),
+        )
+            .into_response(),
+    }
+}
+
+/// Liveness, for a router: 200 while the supervisor answers, draining or
+/// not (a draining node still serves its sessions), 503 when it does not.
+pub async fn live(State(app): State<Arc<AppState>>) -> Response {
+    match stats(&app).await {
+        Some(s) => Json(serde_json::json!({
+            "status": if s.draining { "draining" } else { "ok" },
+            "supervisor": true,
+        }))
+        .into_response(),
+        None => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(serde_json::json!({ "status": "unavailable", "supervisor": false })),
         )
             .into_response(),
     }

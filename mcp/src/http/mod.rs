@@ -3,7 +3,9 @@
 //! check; `/mcp` and `/artifacts` also behind the bearer-token check.
 
 pub mod artifacts;
+pub mod drain;
 pub mod health;
+pub mod node_sessions;
 pub mod origin;
 
 use crate::auth::{self, Auth, Tenant};
@@ -15,7 +17,9 @@ use axum::middleware::{from_fn_with_state, Next};
 use axum::response::Response;
 use axum::routing::get;
 use axum::Router;
+use node_sessions::NodeSessions;
 use prims_policy::Policy;
+use prims_protocol::node::NodeId;
 use rmcp::transport::streamable_http_server::session::local::{LocalSessionManager, SessionConfig};
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use std::net::SocketAddr;
@@ -37,6 +41,9 @@ pub struct FrontendOptions {
     pub config: FrontendConfig,
     /// The address the listener is bound to (for the Host allow-list).
     pub listen: SocketAddr,
+    /// In a cluster, this node's id: legacy MCP session ids begin with it,
+    /// as session ids do.
+    pub node: Option<NodeId>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -59,11 +66,21 @@ pub fn router(opts: &FrontendOptions, app: Arc<AppState>, shutdown: &Cancellatio
         .with_sse_keep_alive(Some(Duration::from_secs(15)))
         .with_cancellation_token(shutdown.child_token());
     let proto = PrimsServer::new(app.clone());
-    let mcp = StreamableHttpService::new(move || Ok(proto.fresh()), Arc::new(manager), cfg);
+    let factory = move || Ok(proto.fresh());
+    let mcp = match opts.node {
+        Some(node) => Router::new().nest_service(
+            "/mcp",
+            StreamableHttpService::new(factory, Arc::new(NodeSessions::new(manager, node)), cfg),
+        ),
+        None => Router::new().nest_service(
+            "/mcp",
+            StreamableHttpService::new(factory, Arc::new(manager), cfg),
+        ),
+    };
 
     let auth = Arc::new(Auth::new(opts.config.tokens.clone()));
-    let authed = Router::new()
-        .nest_service("/mcp", mcp)
+    let authed = mcp
+        .layer(from_fn_with_state(app.clone(), drain::refuse_new_sessions))
         .layer(from_fn_with_state(app.clone(), on_delete))
         .merge(
             Router::new()
@@ -73,6 +90,7 @@ pub fn router(opts: &FrontendOptions, app: Arc<AppState>, shutdown: &Cancellatio
         .layer(from_fn_with_state(auth, auth::authenticate));
     let public = Router::new()
         .route("/health", get(health::health))
+        .route("/health/live", get(health::live))
         .route("/metrics", get(health::metrics))
         .with_state(app);
     let allowed = Arc::new(origin::HostOriginCheck::new(hosts, origins));
@@ -114,7 +132,12 @@ pub async fn serve(
     opts: FrontendOptions,
     shutdown: CancellationToken,
 ) -> Result<(), FrontendError> {
-    let app = Arc::new(AppState::new(opts.socket.clone(), opts.policy.clone()));
+    let app = Arc::new(AppState::new(
+        opts.socket.clone(),
+        opts.policy.clone(),
+        opts.node,
+    ));
+    tokio::spawn(drain::watch(app.clone(), shutdown.clone()));
     let router = router(&opts, app, &shutdown);
     let stop = shutdown.clone();
     let server = axum::serve(listener, router).with_graceful_shutdown(async move {

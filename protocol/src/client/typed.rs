@@ -148,6 +148,14 @@ impl Client {
         }
     }
 
+    /// Stop opening sessions (root only): the node drains for a restart.
+    pub async fn drain(&self) -> Result<Stats, ClientError> {
+        match self.request(RequestBody::Drain).await? {
+            Reply::Stats(s) => Ok(s),
+            other => Err(ClientError::unexpected(other)),
+        }
+    }
+
     /// Run code, passing each event to `on_event` as it arrives.
     pub async fn run(
         &self,

@@ -33,6 +33,8 @@ pub struct Daemon {
     /// Egress decisions since start: connections allowed, and refused.
     egress_allowed: std::sync::atomic::AtomicU64,
     egress_denied: std::sync::atomic::AtomicU64,
+    /// Set by `Drain`: no new sessions, for good (a restart clears it).
+    draining: std::sync::atomic::AtomicBool,
 }
 
 pub(crate) fn bad_request(message: impl Into<String>) -> ErrorReply {
@@ -103,6 +105,7 @@ impl Daemon {
         let live = self.interpreters.stats();
         let (tasks_working, tasks_kept) = self.tasks.counts();
         Stats {
+            draining: self.draining.load(std::sync::atomic::Ordering::Relaxed),
             tasks_working,
             tasks_kept,
             egress_allowed: self
@@ -131,6 +134,14 @@ impl Handler for Arc<Daemon> {
         let sessions = self.sessions.clone();
         match body {
             RequestBody::OpenSession { tenant } => {
+                if self.draining.load(std::sync::atomic::Ordering::Relaxed) {
+                    return Err(ErrorReply {
+                        code: ErrorCode::Draining,
+                        message: "this node is draining for a restart and opens no new \
+                                  session; another node will"
+                            .into(),
+                    });
+                }
                 let live = self.interpreters.clone();
                 let info = self
                     .blocking(move || match live.claim(&sessions, tenant.clone()) {
@@ -208,6 +219,21 @@ impl Handler for Arc<Daemon> {
                 size,
             } => mount::write_mount(self, session_id, tenant, path, size, ctx).await,
             RequestBody::Stats => Ok(Reply::Stats(self.stats())),
+            // Only root (the operator, `prims serve`): the front-end must not
+            // be able to take its node out of service.
+            RequestBody::Drain if ctx.peer.uid != 0 => Err(ErrorReply {
+                code: ErrorCode::Forbidden,
+                message: "only root may drain the supervisor".into(),
+            }),
+            RequestBody::Drain => {
+                if !self
+                    .draining
+                    .swap(true, std::sync::atomic::Ordering::Relaxed)
+                {
+                    tracing::info!("draining: no new sessions from now on");
+                }
+                Ok(Reply::Stats(self.stats()))
+            }
             RequestBody::StartTask { run, ttl_ms } => task::start(self, run, ttl_ms, ctx).await,
             RequestBody::GetTask { task_id, tenant } => {
                 Ok(Reply::Task(self.tasks.get(&task_id, tenant.as_deref())?))

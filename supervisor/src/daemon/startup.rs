@@ -36,6 +36,8 @@ pub struct DaemonConfig {
     /// The egress proxy process (started on first use) every proxied jail
     /// reaches the network through: environment builds and allowlist runs.
     pub egress: Arc<crate::egress::EgressProxy>,
+    /// In a cluster, this node's id: every new session id begins with it.
+    pub node: Option<prims_protocol::node::NodeId>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -103,7 +105,8 @@ pub async fn start(cfg: DaemonConfig, shutdown: CancellationToken) -> Result<(),
         parents: prepare_cgroups(&policy)?,
     };
     let sessions = SessionStore::open(&cfg.state_dir, &SessionPolicy::from(&policy))
-        .map_err(|e| StartError::Sessions(e.to_string()))?;
+        .map_err(|e| StartError::Sessions(e.to_string()))?
+        .with_node(cfg.node);
     let audit = Arc::new(Audit::new(&cfg.state_dir));
     let envs = Envs::new(
         EnvConfig {
@@ -132,6 +135,7 @@ pub async fn start(cfg: DaemonConfig, shutdown: CancellationToken) -> Result<(),
         tasks: crate::tasks::Tasks::new(Default::default(), shutdown.child_token()),
         egress_allowed: Default::default(),
         egress_denied: Default::default(),
+        draining: Default::default(),
     });
     {
         let d = daemon.clone();

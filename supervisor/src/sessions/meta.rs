@@ -4,6 +4,7 @@
 //! itself is never written to disk.
 
 use super::SessionError;
+use prims_protocol::node::NodeId;
 use serde::{Deserialize, Serialize};
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
@@ -53,13 +54,18 @@ fn legacy_format() -> u32 {
     1
 }
 
-/// A new session id: 128 bits from the OS generator as 32 lowercase hex.
-pub(super) fn new_id() -> Result<String, SessionError> {
+/// A new session id as 32 lowercase hex: 128 bits from the OS generator,
+/// or in a cluster the node's id (2 bytes) and 112 random bits, so that a
+/// proxy routes on the id's first four characters.
+pub(super) fn new_id(node: Option<NodeId>) -> Result<String, SessionError> {
     let mut bytes = [0u8; 16];
     getrandom::fill(&mut bytes).map_err(|e| SessionError::Io {
         what: "generating a session id".into(),
         source: std::io::Error::other(e.to_string()),
     })?;
+    if let Some(n) = node {
+        bytes[..2].copy_from_slice(&n.bytes());
+    }
     Ok(hex::encode(bytes))
 }
 
@@ -158,9 +164,12 @@ mod tests {
 
     #[test]
     fn ids() {
-        let id = new_id().unwrap();
+        let id = new_id(None).unwrap();
         assert!(is_valid_id(&id), "{id}");
-        assert_ne!(id, new_id().unwrap());
+        assert_ne!(id, new_id(None).unwrap());
+        let on3 = new_id(Some(NodeId(3))).unwrap();
+        assert!(is_valid_id(&on3) && on3.starts_with("0003"), "{on3}");
+        assert_eq!(NodeId::of(&on3), Some(NodeId(3)));
         for bad in [
             "",
             "../../etc",

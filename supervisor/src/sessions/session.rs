@@ -3,6 +3,7 @@
 use super::key::SessionKey;
 use super::meta::{self, unix_secs, Meta};
 use super::{layout, SessionError, SessionPolicy};
+use prims_protocol::node::NodeId;
 use prims_protocol::wire::SessionInfo;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -132,8 +133,9 @@ pub(super) fn build(
     policy: &SessionPolicy,
     tenant: Option<String>,
     spare: bool,
+    node: Option<NodeId>,
 ) -> Result<(String, Session), (Option<String>, SessionError)> {
-    let id = meta::new_id().map_err(|e| (None, e))?;
+    let id = meta::new_id(node).map_err(|e| (None, e))?;
     let name = key.name_of(&id);
     layout::create_dir(dir, &name).map_err(|e| (None, e))?;
     let fail = |e| (Some(name.clone()), e);

@@ -5,6 +5,7 @@ use super::session::{lock, Session};
 use super::shared::Shared;
 use super::uids::UidPool;
 use super::{layout, recover, SessionError, SessionPolicy};
+use prims_protocol::node::NodeId;
 use prims_protocol::wire::SessionInfo;
 use std::path::Path;
 use std::sync::Arc;
@@ -17,6 +18,8 @@ const PERSIST_EVERY: Duration = Duration::from_secs(5);
 #[derive(Debug)]
 pub struct SessionStore {
     shared: Arc<Shared>,
+    /// In a cluster, this node's id, which begins every new session id.
+    node: Option<NodeId>,
 }
 
 impl SessionStore {
@@ -27,9 +30,16 @@ impl SessionStore {
     pub fn open(state_dir: &Path, policy: &SessionPolicy) -> Result<Self, SessionError> {
         let store = SessionStore {
             shared: recover::open(state_dir, policy)?,
+            node: None,
         };
         tracing::info!(sessions = store.len(), "sessions loaded");
         Ok(store)
+    }
+
+    /// New session ids begin with `node` (a cluster node's id).
+    pub fn with_node(mut self, node: Option<NodeId>) -> Self {
+        self.node = node;
+        self
     }
 
     /// A new session with its own workspace and host uid.
@@ -119,7 +129,8 @@ impl SessionStore {
             (inner.policy.clone(), uid)
         };
         let started = Instant::now();
-        let result = super::session::build(&sh.dir, &sh.key, uid, &policy, tenant, spare);
+        let result =
+            super::session::build(&sh.dir, &sh.key, uid, &policy, tenant, spare, self.node);
         let mut inner = lock(&sh.inner);
         inner.creating -= 1;
         match result {

@@ -1,0 +1,249 @@
+"""A PRIMS cluster on this machine (scripts/cluster-local.sh: three
+`prims serve --node I` behind HAProxy from packaging/haproxy/render.sh),
+driven through the router by the real Python SDK in both protocol eras:
+session affinity, least-loaded placement, the error after a node is
+SIGKILLed, a drain that loses no running call, and a rolling restart that
+fails no call on a node that is up."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import anyio
+import pytest
+
+from conftest import PRIMS, REPO, check_prims_binary
+from prims_test_util import connect, connect_legacy_observed, err, run, run_ok, text_of
+
+SCRIPT = REPO / "scripts" / "cluster-local.sh"
+NODES = 3
+DRAIN_S = 4
+
+
+def node_of(session_id: str) -> int:
+    return int(session_id[:4], 16)
+
+
+def free_base(count: int) -> int:
+    """A port with `count` free ports from it on loopback."""
+    for _ in range(50):
+        base = 20000 + int.from_bytes(os.urandom(2), "big") % 30000
+        try:
+            for p in range(base, base + count):
+                with socket.socket() as s:
+                    s.bind(("127.0.0.1", p))
+            return base
+        except OSError:
+            continue
+    raise RuntimeError("no run of free ports on loopback")
+
+
+@dataclass
+class Cluster:
+    url: str
+    dir: Path
+    env: dict
+
+    def script(self, *args: str, timeout: float = 180) -> str:
+        p = subprocess.run([str(SCRIPT), *args], env=self.env, capture_output=True,
+                           text=True, timeout=timeout)
+        assert p.returncode == 0, f"cluster-local.sh {' '.join(args)}: exit {p.returncode}\n{p.stderr[-3000:]}"
+        return p.stdout
+
+    def pid(self, node: int) -> int:
+        return int((self.dir / f"node{node}" / "serve.pid").read_text())
+
+    def kill(self, node: int) -> None:
+        """SIGKILL the whole node: serve, supervisor, front-end."""
+        os.killpg(self.pid(node), signal.SIGKILL)
+        (self.dir / f"node{node}" / "serve.pid").unlink()
+
+    def start(self, node: int) -> None:
+        self.script("start", str(node))
+
+    def stop(self, node: int) -> None:
+        self.script("stop", str(node))
+
+    def log(self, node: int) -> str:
+        return (self.dir / f"node{node}" / "serve.log").read_text(errors="replace")[-3000:]
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    check_prims_binary()
+    base = free_base(NODES + 1)
+    d = Path(f"/var/tmp/prims-cluster-test-{os.getpid()}")
+    env = {**os.environ, "PRIMS_CLUSTER_DIR": str(d), "PRIMS_CLUSTER_PORT": str(base),
+           "PRIMS_BIN": str(PRIMS), "PRIMS_DRAIN_DEADLINE": f"{DRAIN_S}s"}
+    c = Cluster(url="", dir=d, env=env)
+    try:
+        out = c.script("up", str(NODES), timeout=600)
+        c.url = out.strip().splitlines()[-1]
+        assert c.url == f"http://127.0.0.1:{base}/mcp", out
+        yield c
+    finally:
+        subprocess.run([str(SCRIPT), "down"], env=env, capture_output=True, timeout=300)
+
+
+async def stateless(cluster):
+    """A 2026-07-28 client that has listed the tools, so it sends session_id
+    as Mcp-Param-Session-Id too (what the router matches)."""
+    return connect(cluster, "auto")
+
+
+async def test_affinity_in_both_eras(cluster):
+    async with connect_legacy_observed(cluster) as conn:
+        header = conn.session_header
+        assert len(header) > 5 and header[4] == "-", header
+        first = await run_ok(conn.client, "x = 1")
+        assert first["session_id"][:4] == header[:4], (first, header)
+        for i in range(8):
+            r = await run_ok(conn.client, "x += 1\nx")
+            assert (r["result"], r["session_id"]) == (str(i + 2), first["session_id"]), r
+    async with connect(cluster, "auto") as c:
+        await c.list_tools()
+        sid = (await run_ok(c, "y = 10"))["session_id"]
+        for i in range(8):
+            r = await run_ok(c, "y += 1\ny", session_id=sid)
+            assert (r["result"], r["session_id"]) == (str(11 + i), sid), r
+
+
+async def test_new_sessions_go_to_the_least_loaded_node(cluster):
+    async with connect(cluster, "auto") as a, connect(cluster, "auto") as b, \
+            connect(cluster, "auto") as c:
+        got: dict[str, dict] = {}
+
+        async def long(name, client):
+            got[name] = await run_ok(client, "import time; time.sleep(3)")
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(long, "a", a)
+            await anyio.sleep(0.7)
+            tg.start_soon(long, "b", b)
+            await anyio.sleep(0.7)
+            got["c"] = await run_ok(c, "1")
+        nodes = {k: node_of(v["session_id"]) for k, v in got.items()}
+        # Two nodes each hold a running call: the third session goes to the idle one.
+        assert len(set(nodes.values())) == 3, nodes
+
+
+async def test_a_killed_nodes_sessions_say_they_are_gone(cluster):
+    async with connect(cluster, "auto") as c:
+        await c.list_tools()
+        sid = (await run_ok(c, "open('output/kept.txt', 'w').write('kept')"))["session_id"]
+        victim = node_of(sid)
+        others = {}
+        while len(others) < NODES - 1:
+            r = await run_ok(c, "1")
+            if node_of(r["session_id"]) != victim:
+                others[node_of(r["session_id"])] = r["session_id"]
+        cluster.kill(victim)
+        # At once (the router still thinks it up) and once health checks see it down.
+        for _ in range(2):
+            for call in (run(c, "print(1)", session_id=sid),
+                         c.call_tool("list_dir", {"dir_path": "output", "session_id": sid})):
+                msg = err(await call)
+                assert f"lives on PRIMS node {victim}" in msg and "down or gone" in msg, msg
+            await anyio.sleep(2.5)
+        for s in others.values():
+            await run_ok(c, "1", session_id=s)
+        fresh = await run_ok(c, "1")
+        assert node_of(fresh["session_id"]) != victim, fresh
+    # The node comes back on its state directory, with the session's files.
+    cluster.start(victim)
+    async with connect(cluster, "auto") as c:
+        await c.list_tools()
+        r = await run_ok(c, "print(open('output/kept.txt').read())", session_id=sid)
+        assert r["stdout"] == "kept\n", r
+
+
+async def test_a_drain_loses_no_running_call(cluster):
+    async with connect(cluster, "auto") as c, connect(cluster, "auto") as c2:
+        await c.list_tools()
+        await c2.list_tools()
+        sid = (await run_ok(c, "z = 5"))["session_id"]
+        node = node_of(sid)
+        pid = cluster.pid(node)
+        got: dict[str, dict] = {}
+
+        async def long():
+            got["long"] = await run_ok(c, "import time; time.sleep(3); z * 2", session_id=sid)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(long)
+            await anyio.sleep(1)
+            os.kill(pid, signal.SIGTERM)
+            await anyio.sleep(0.3)
+            # New sessions go to other nodes at once: the draining node answers
+            # 503 to a request that names no session, and the router retries.
+            for _ in range(4):
+                r = await run_ok(c2, "1")
+                assert node_of(r["session_id"]) != node, r
+            # Its own sessions are still served.
+            got["during"] = await run_ok(c2, "z + 1", session_id=sid)
+        assert got["long"]["result"] == "10", got
+        assert got["during"]["result"] == "6", got
+    # It stops at its drain deadline.
+    deadline = time.monotonic() + DRAIN_S + 20
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            break
+        await anyio.sleep(0.2)
+    else:
+        pytest.fail(f"node {node} still runs after its drain deadline:\n{cluster.log(node)}")
+    assert "draining" in cluster.log(node)
+    (cluster.dir / f"node{node}" / "serve.pid").unlink()
+    cluster.start(node)
+
+
+async def test_a_rolling_restart_fails_no_call_on_a_node_that_is_up(cluster):
+    async with connect(cluster, "auto") as c:
+        await c.list_tools()
+        sessions: dict[int, str] = {}
+        while len(sessions) < NODES:
+            r = await run_ok(c, "n = 0")
+            sessions.setdefault(node_of(r["session_id"]), r["session_id"])
+    calls: list[tuple[int, float, float, bool, str]] = []
+    down: dict[int, tuple[float, float]] = {}
+    done = anyio.Event()
+
+    async def hammer(node: int, sid: str):
+        async with connect(cluster, "auto") as client:
+            await client.list_tools()
+            while not done.is_set():
+                t0 = time.monotonic()
+                r = await run(client, "1", session_id=sid)
+                calls.append((node, t0, time.monotonic(), not r.is_error, text_of(r)))
+                await anyio.sleep(0.05)
+
+    async with anyio.create_task_group() as tg:
+        for node, sid in sessions.items():
+            tg.start_soon(hammer, node, sid)
+        await anyio.sleep(1)
+        for node in sorted(sessions):
+            await anyio.to_thread.run_sync(cluster.stop, node)  # drains, then exits
+            gone = time.monotonic()
+            await anyio.to_thread.run_sync(cluster.start, node)
+            down[node] = (gone, time.monotonic())
+            await anyio.sleep(1)
+        done.set()
+
+    per_node = {n: sum(1 for c in calls if c[0] == n and c[3]) for n in sessions}
+    assert all(v > 5 for v in per_node.values()), per_node
+    for node, t0, t1, ok, msg in calls:
+        if ok:
+            continue
+        gone, back = down[node]
+        # A call may fail only if it overlapped its node's absence (or was cut
+        # as the drain deadline passed).
+        assert t1 > gone - DRAIN_S - 0.5 and t0 < back + 0.5, (
+            f"a call on node {node} failed while the node was up ({t0:.1f}-{t1:.1f}, "
+            f"down {gone:.1f}-{back:.1f}): {msg}")
