@@ -18,6 +18,8 @@ command -v ip >/dev/null || need+=(iproute2)
 command -v systemd-analyze >/dev/null || need+=(systemd)
 # The cluster's router (scripts/cluster-local.sh, packaging/haproxy).
 command -v haproxy >/dev/null || need+=(haproxy)
+# The Kubernetes manifests' check: kubectl kustomize.
+command -v kubectl >/dev/null || need+=(kubernetes-client)
 if [ ${#need[@]} -gt 0 ]; then
   echo "== apt-get install ${need[*]}"
   apt-get update -q

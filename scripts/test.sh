@@ -89,6 +89,8 @@ echo "== the README's quick start: scripts/serve.sh, driven by the Python MCP SD
 stage tests/quickstart.sh
 echo "== the container entry point: refuses without privilege, serves with it"
 stage tests/container-entrypoint.sh
+echo "== packaging: the Kubernetes manifests (kustomize, the 1.32 schemas, the router's haproxy.cfg)"
+stage tests/kubernetes/validate.sh
 echo "== packaging: the .deb, and systemd-analyze verify on its units"
 stage packaging/build-deb.sh
 stage packaging/verify-units.sh target/debian/prims_*.deb

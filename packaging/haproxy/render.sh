@@ -3,8 +3,9 @@
 #
 #   packaging/haproxy/render.sh BIND NODE=HOST:PORT [NODE=HOST:PORT...]
 #     e.g. render.sh 127.0.0.1:9000 0=127.0.0.1:9101 1=127.0.0.1:9102
-#   PRIMS_HAPROXY_RESOLVERS=IP:53  resolve HOST by DNS at run time (Kubernetes:
-#     a StatefulSet's pod names); a node whose name does not resolve is down.
+#   PRIMS_HAPROXY_RESOLVERS=IP:53|resolv-conf  resolve HOST by DNS at run
+#     time, from that server or /etc/resolv.conf's (Kubernetes: a
+#     StatefulSet's pod names); a node whose name does not resolve is down.
 #   PRIMS_HAPROXY_STATS=ADDR:PORT  serve HAProxy's stats page there (CSV at
 #     /stats;csv): which nodes the router sees up.
 #
@@ -39,7 +40,7 @@ if [ -n "$resolvers" ]; then
 cat <<CFG
 
 resolvers dns
-    nameserver ns1 $resolvers
+    $( [ "$resolvers" = resolv-conf ] && echo parse-resolv-conf || echo "nameserver ns1 $resolvers")
     hold valid 5s
     hold nx 5s
     hold obsolete 5s
