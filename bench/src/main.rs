@@ -1,6 +1,7 @@
 //! PRIMS benchmark programs. Each compares variants measured side by side
 //! in one run, so the ratios hold on a noisy machine.
 
+mod cluster;
 mod egress;
 mod jail;
 mod live;
@@ -45,6 +46,15 @@ enum Bench {
         /// Policy for `prims serve` (default: built-in defaults).
         #[arg(long)]
         policy: Option<PathBuf>,
+    },
+    /// Three nodes behind HAProxy (scripts/cluster-local.sh) against one
+    /// node reached directly: latency and 8-session throughput (needs root).
+    Cluster {
+        #[arg(long, default_value_t = 100)]
+        runs: usize,
+        /// scripts/cluster-local.sh (default: the one in this source tree).
+        #[arg(long)]
+        script: Option<PathBuf>,
     },
     /// Live interpreters through MCP: the same session, a new session's
     /// first call from the warm pool, 8 concurrent sessions and idle
@@ -95,6 +105,7 @@ fn main() -> Result<()> {
         Bench::Jail { runs } => jail::main(runs, prims),
         Bench::Socket { runs, policy } => socket::main(runs, prims, policy),
         Bench::Mcp { runs, policy } => mcp::main(runs, prims, policy),
+        Bench::Cluster { runs, script } => cluster::main(runs, prims, script),
         Bench::Live {
             runs,
             rounds,

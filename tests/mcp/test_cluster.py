@@ -161,6 +161,7 @@ async def test_a_killed_nodes_sessions_say_they_are_gone(cluster):
         await c.list_tools()
         r = await run_ok(c, "print(open('output/kept.txt').read())", session_id=sid)
         assert r["stdout"] == "kept\n", r
+        assert (r["state"], r["state_reason"]) == ("reset", "server_restarted"), r
 
 
 async def test_a_drain_loses_no_running_call(cluster):

@@ -1,0 +1,163 @@
+//! `prims-bench cluster`: three nodes behind HAProxy
+//! (scripts/cluster-local.sh) against one node reached directly, in the same
+//! run: `run_code print(1)` latency through the router and straight to node
+//! 0, interleaved, and the throughput of 8 concurrent sessions on one node
+//! against 8 spread by the router over three.
+
+use crate::mcp::{connect, free_port, run_code, Mcp};
+use crate::stats::{stats, Stats};
+use anyhow::{bail, Context, Result};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+const NODES: usize = 3;
+const CONCURRENT: usize = 8;
+const ROUNDS: usize = 5;
+
+struct Cluster {
+    script: PathBuf,
+    envs: Vec<(String, String)>,
+}
+
+impl Cluster {
+    fn run(&self, args: &[&str]) -> Result<String> {
+        let out = Command::new(&self.script)
+            .args(args)
+            .envs(self.envs.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .output()
+            .with_context(|| format!("running {}", self.script.display()))?;
+        if !out.status.success() {
+            bail!(
+                "cluster-local.sh {}: {}",
+                args.join(" "),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let _ = self.run(&["down"]);
+    }
+}
+
+pub fn main(runs: usize, prims: PathBuf, script: Option<PathBuf>) -> Result<()> {
+    if runs < 8 {
+        bail!("--runs must be at least 8");
+    }
+    let script = script.unwrap_or_else(|| {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/cluster-local.sh")
+    });
+    // The router's port, the nodes' after it, and the stats page at +1000.
+    let base = loop {
+        let p = free_port()?;
+        if p < 60000
+            && (1..=NODES as u16).all(|i| std::net::TcpListener::bind(("127.0.0.1", p + i)).is_ok())
+        {
+            break p;
+        }
+    };
+    let cluster = Cluster {
+        script,
+        envs: vec![
+            ("PRIMS_BIN".into(), prims.display().to_string()),
+            ("PRIMS_CLUSTER_PORT".into(), base.to_string()),
+            (
+                "PRIMS_CLUSTER_DIR".into(),
+                format!("/var/tmp/prims-bench-cluster-{}", std::process::id()),
+            ),
+        ],
+    };
+    eprintln!("starting {NODES} nodes and the router...");
+    let out = cluster.run(&["up", &NODES.to_string()])?;
+    let router = out.lines().last().unwrap_or_default().to_owned();
+    let direct = format!("http://127.0.0.1:{}/mcp", base + 1);
+    tokio::runtime::Runtime::new()?.block_on(measure(&router, &direct, runs))
+}
+
+async fn sessions(url: &str, n: usize) -> Result<Vec<(Mcp, String)>> {
+    let mut out = Vec::new();
+    for _ in 0..n {
+        let c = connect(url).await?;
+        let (_, sid) = run_code(&c, None).await?;
+        out.push((c, sid));
+    }
+    Ok(out)
+}
+
+/// `runs` calls spread over `clients`, all at once: runs per second.
+async fn throughput(clients: Vec<(Mcp, String)>, runs: usize) -> Result<f64> {
+    let n = clients.len();
+    let t = Instant::now();
+    let mut tasks = Vec::new();
+    for (i, (c, sid)) in clients.into_iter().enumerate() {
+        let k = runs / n + usize::from(i < runs % n);
+        tasks.push(tokio::spawn(async move {
+            for _ in 0..k {
+                run_code(&c, Some(&sid)).await?;
+            }
+            let _ = c.cancel().await;
+            Ok::<(), anyhow::Error>(())
+        }));
+    }
+    for task in tasks {
+        task.await??;
+    }
+    Ok(runs as f64 / t.elapsed().as_secs_f64())
+}
+
+async fn measure(router: &str, direct: &str, runs: usize) -> Result<()> {
+    let via_router = connect(router).await?;
+    let straight = connect(direct).await?;
+    eprintln!("warming up (the first runs wait for the base environments)...");
+    let (_, rsid) = run_code(&via_router, None).await?;
+    let (_, dsid) = run_code(&straight, None).await?;
+    let (mut r, mut d) = (Vec::new(), Vec::new());
+    for _ in 0..runs {
+        r.push(run_code(&via_router, Some(&rsid)).await?.0);
+        d.push(run_code(&straight, Some(&dsid)).await?.0);
+    }
+    let (r, d): (Stats, Stats) = (stats(r), stats(d));
+
+    // Alternate rounds, so a noisy moment costs both sides alike.
+    let (mut one, mut three, mut per_node) = (Vec::new(), Vec::new(), [0usize; NODES]);
+    for _ in 0..ROUNDS {
+        one.push(throughput(sessions(direct, CONCURRENT).await?, runs).await?);
+        let spread = sessions(router, CONCURRENT).await?;
+        for (_, sid) in &spread {
+            let node = sid.get(..4).and_then(|h| usize::from_str_radix(h, 16).ok());
+            if let Some(n) = node.and_then(|n| per_node.get_mut(n)) {
+                *n += 1;
+            }
+        }
+        three.push(throughput(spread, runs).await?);
+    }
+    let (one, three) = (stats(one).median, stats(three).median);
+    let _ = via_router.cancel().await;
+    let _ = straight.cancel().await;
+
+    println!("runs: {runs} of each, interleaved; rmcp client, legacy sessions");
+    println!("| what | min ms | p50 ms | p90 ms |");
+    println!("|---|---|---|---|");
+    println!(
+        "| through the router (3 nodes) | {:.1} | {:.1} | {:.1} |",
+        r.min, r.median, r.p90
+    );
+    println!(
+        "| straight to node 0 | {:.1} | {:.1} | {:.1} |",
+        d.min, d.median, d.p90
+    );
+    println!("router overhead, p50: {:+.1} ms", r.median - d.median);
+    println!();
+    println!(
+        "| {CONCURRENT} concurrent sessions, median of {ROUNDS} alternating rounds | runs/s |"
+    );
+    println!("|---|---|");
+    println!("| all on node 0 | {one:.1} |");
+    println!("| spread by the router ({per_node:?} sessions per node, all rounds) | {three:.1} |");
+    println!("3 nodes / 1 node: {:.2}x", three / one);
+    Ok(())
+}
