@@ -4,12 +4,11 @@
 //! 0, interleaved, and the throughput of 8 concurrent sessions on one node
 //! against 8 spread by the router over three.
 
-use crate::mcp::{connect, free_port, run_code, Mcp};
+use crate::mcp::{connect, free_port, run_code, sessions, throughput};
 use crate::stats::{stats, Stats};
 use anyhow::{bail, Context, Result};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::Instant;
 
 const NODES: usize = 3;
 const CONCURRENT: usize = 8;
@@ -76,37 +75,6 @@ pub fn main(runs: usize, prims: PathBuf, script: Option<PathBuf>) -> Result<()> 
     let router = out.lines().last().unwrap_or_default().to_owned();
     let direct = format!("http://127.0.0.1:{}/mcp", base + 1);
     tokio::runtime::Runtime::new()?.block_on(measure(&router, &direct, runs))
-}
-
-async fn sessions(url: &str, n: usize) -> Result<Vec<(Mcp, String)>> {
-    let mut out = Vec::new();
-    for _ in 0..n {
-        let c = connect(url).await?;
-        let (_, sid) = run_code(&c, None).await?;
-        out.push((c, sid));
-    }
-    Ok(out)
-}
-
-/// `runs` calls spread over `clients`, all at once: runs per second.
-async fn throughput(clients: Vec<(Mcp, String)>, runs: usize) -> Result<f64> {
-    let n = clients.len();
-    let t = Instant::now();
-    let mut tasks = Vec::new();
-    for (i, (c, sid)) in clients.into_iter().enumerate() {
-        let k = runs / n + usize::from(i < runs % n);
-        tasks.push(tokio::spawn(async move {
-            for _ in 0..k {
-                run_code(&c, Some(&sid)).await?;
-            }
-            let _ = c.cancel().await;
-            Ok::<(), anyhow::Error>(())
-        }));
-    }
-    for task in tasks {
-        task.await??;
-    }
-    Ok(runs as f64 / t.elapsed().as_secs_f64())
 }
 
 async fn measure(router: &str, direct: &str, runs: usize) -> Result<()> {

@@ -107,6 +107,38 @@ pub(crate) async fn run_code(c: &Mcp, session: Option<&str>) -> Result<(f64, Str
     Ok((ms, sid))
 }
 
+/// `n` clients of `url`, each with a session of its own.
+pub(crate) async fn sessions(url: &str, n: usize) -> Result<Vec<(Mcp, String)>> {
+    let mut out = Vec::new();
+    for _ in 0..n {
+        let c = connect(url).await?;
+        let (_, sid) = run_code(&c, None).await?;
+        out.push((c, sid));
+    }
+    Ok(out)
+}
+
+/// `runs` calls spread over `clients`, all at once: runs per second.
+pub(crate) async fn throughput(clients: Vec<(Mcp, String)>, runs: usize) -> Result<f64> {
+    let n = clients.len();
+    let t = Instant::now();
+    let mut tasks = Vec::new();
+    for (i, (c, sid)) in clients.into_iter().enumerate() {
+        let k = runs / n + usize::from(i < runs % n);
+        tasks.push(tokio::spawn(async move {
+            for _ in 0..k {
+                run_code(&c, Some(&sid)).await?;
+            }
+            let _ = c.cancel().await;
+            Ok::<(), anyhow::Error>(())
+        }));
+    }
+    for task in tasks {
+        task.await??;
+    }
+    Ok(runs as f64 / t.elapsed().as_secs_f64())
+}
+
 async fn socket_run(c: &Client, sid: &str) -> Result<f64> {
     let t = Instant::now();
     let reply = c
@@ -192,28 +224,7 @@ async fn measure(dir: &Path, port: u16, runs: usize) -> Result<()> {
         run_code(&mcp, Some(&sid)).await?;
     }
     let seq_rate = runs as f64 / seq.elapsed().as_secs_f64();
-    let mut clients = Vec::new();
-    for _ in 0..8 {
-        let c = connect(&url).await?;
-        let (_, sid) = run_code(&c, None).await?;
-        clients.push((c, sid));
-    }
-    let par = Instant::now();
-    let mut tasks = Vec::new();
-    for (i, (c, sid)) in clients.into_iter().enumerate() {
-        let n = runs / 8 + usize::from(i < runs % 8);
-        tasks.push(tokio::spawn(async move {
-            for _ in 0..n {
-                run_code(&c, Some(&sid)).await?;
-            }
-            let _ = c.cancel().await;
-            Ok::<(), anyhow::Error>(())
-        }));
-    }
-    for t in tasks {
-        t.await??;
-    }
-    let par_rate = runs as f64 / par.elapsed().as_secs_f64();
+    let par_rate = throughput(sessions(&url, 8).await?, runs).await?;
     let _ = mcp.cancel().await;
 
     println!(
