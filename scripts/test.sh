@@ -66,8 +66,10 @@ PRIMS_MCP_NO_BUILD=1 tests/mcp/run.sh 2>&1 | tee "$mcp_log"
 mcp_status=${PIPESTATUS[0]}
 set -e
 # pytest's summary: "N passed[, M failed]..." on its last line.
-mcp_passed=$(grep -Eo '[0-9]+ passed' "$mcp_log" | tail -1 | grep -Eo '[0-9]+' || echo 0)
-mcp_failed=$(grep -Eo '[0-9]+ failed' "$mcp_log" | tail -1 | grep -Eo '[0-9]+' || echo 0)
+# Only run.sh's own summary line counts (the conformance lines also say "failed").
+mcp_summary=$(grep '^tests/mcp: ' "$mcp_log" | tail -1)
+mcp_passed=$(grep -Eo '[0-9]+ passed' <<<"$mcp_summary" | grep -Eo '[0-9]+' || echo 0)
+mcp_failed=$(grep -Eo '[0-9]+ failed' <<<"$mcp_summary" | grep -Eo '[0-9]+' || echo 0)
 rm -f "$mcp_log"
 passed=$((passed + mcp_passed))
 failed=$((failed + mcp_failed))
