@@ -73,11 +73,15 @@ pub fn main(runs: usize, prims: PathBuf, script: Option<PathBuf>) -> Result<()> 
     eprintln!("starting {NODES} nodes and the router...");
     let out = cluster.run(&["up", &NODES.to_string()])?;
     let router = out.lines().last().unwrap_or_default().to_owned();
-    let direct = format!("http://127.0.0.1:{}/mcp", base + 1);
-    tokio::runtime::Runtime::new()?.block_on(measure(&router, &direct, runs))
+    tokio::runtime::Runtime::new()?.block_on(measure(&router, base, runs))
 }
 
-async fn measure(router: &str, direct: &str, runs: usize) -> Result<()> {
+fn node_url(base: u16, node: usize) -> String {
+    format!("http://127.0.0.1:{}/mcp", usize::from(base) + 1 + node)
+}
+
+async fn measure(router: &str, base: u16, runs: usize) -> Result<()> {
+    let direct = &node_url(base, 0);
     let via_router = connect(router).await?;
     let straight = connect(direct).await?;
     eprintln!("warming up (the first runs wait for the base environments)...");
@@ -92,8 +96,15 @@ async fn measure(router: &str, direct: &str, runs: usize) -> Result<()> {
 
     // Alternate rounds, so a noisy moment costs both sides alike.
     let (mut one, mut three, mut per_node) = (Vec::new(), Vec::new(), [0usize; NODES]);
+    let mut unrouted = Vec::new();
     for _ in 0..ROUNDS {
         one.push(throughput(sessions(direct, CONCURRENT).await?, runs).await?);
+        // The same 8 sessions spread over the nodes by the client itself.
+        let mut spread_here = Vec::new();
+        for i in 0..CONCURRENT {
+            spread_here.extend(sessions(&node_url(base, i % NODES), 1).await?);
+        }
+        unrouted.push(throughput(spread_here, runs).await?);
         let spread = sessions(router, CONCURRENT).await?;
         for (_, sid) in &spread {
             let node = sid.get(..4).and_then(|h| usize::from_str_radix(h, 16).ok());
@@ -103,7 +114,11 @@ async fn measure(router: &str, direct: &str, runs: usize) -> Result<()> {
         }
         three.push(throughput(spread, runs).await?);
     }
-    let (one, three) = (stats(one).median, stats(three).median);
+    let (one, three, unrouted) = (
+        stats(one).median,
+        stats(three).median,
+        stats(unrouted).median,
+    );
     let _ = via_router.cancel().await;
     let _ = straight.cancel().await;
 
@@ -126,6 +141,11 @@ async fn measure(router: &str, direct: &str, runs: usize) -> Result<()> {
     println!("|---|---|");
     println!("| all on node 0 | {one:.1} |");
     println!("| spread by the router ({per_node:?} sessions per node, all rounds) | {three:.1} |");
-    println!("3 nodes / 1 node: {:.2}x", three / one);
+    println!("| spread by the client, straight to the nodes (3, 3, 2) | {unrouted:.1} |");
+    println!(
+        "3 nodes / 1 node: {:.2}x through the router, {:.2}x without it",
+        three / one,
+        unrouted / one
+    );
     Ok(())
 }
