@@ -13,7 +13,7 @@ use crate::error::ToolError;
 use crate::pool::SupervisorPool;
 use prims_protocol::client::ClientError;
 use prims_protocol::node::NodeId;
-use prims_protocol::wire::ErrorCode;
+use prims_protocol::wire::{is_session_id, ErrorCode};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
@@ -81,11 +81,6 @@ pub struct Sessions {
     node: Option<NodeId>,
     bound: tokio::sync::Mutex<HashMap<String, Binding>>,
     mounts: Mutex<HashMap<MountKey, u64>>,
-}
-
-/// 32 lowercase hex characters, as the supervisor makes them.
-fn is_session_id(id: &str) -> bool {
-    id.len() == 32 && id.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }
 
 fn gone(id: &str) -> ToolError {

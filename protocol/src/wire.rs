@@ -232,6 +232,12 @@ pub enum Reply {
     Task(TaskInfo),
 }
 
+/// A session id: exactly 32 lowercase hex characters (128 bits, or in a
+/// cluster a node's 16 and 112 random ones; see [`crate::node`]).
+pub fn is_session_id(id: &str) -> bool {
+    id.len() == 32 && id.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", deny_unknown_fields)]
 pub struct SessionInfo {

@@ -5,6 +5,7 @@
 
 use crate::error::ToolError;
 use crate::tools::paths::clean_relative;
+use prims_protocol::wire::is_session_id;
 
 pub const TEMPLATE: &str = "prims://sessions/{session_id}/{+path}";
 const PREFIX: &str = "prims://sessions/";
@@ -40,11 +41,7 @@ pub fn parse(uri: &str) -> Result<(String, String), ToolError> {
         .strip_prefix(PREFIX)
         .ok_or_else(|| bad("is not a PRIMS resource"))?;
     let (session, raw) = rest.split_once('/').ok_or_else(|| bad("names no file"))?;
-    if session.len() != 32
-        || !session
-            .bytes()
-            .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
-    {
+    if !is_session_id(session) {
         return Err(bad("has a malformed session id"));
     }
     if raw.contains(['?', '#']) {

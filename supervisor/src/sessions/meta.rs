@@ -69,9 +69,10 @@ pub(super) fn new_id(node: Option<NodeId>) -> Result<String, SessionError> {
     Ok(hex::encode(bytes))
 }
 
-/// True for exactly 32 lowercase hex characters.
+/// True for exactly 32 lowercase hex characters: an id, or the name a
+/// session's files go by (its keyed hash, in the same form).
 pub fn is_valid_id(id: &str) -> bool {
-    id.len() == 32 && id.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+    prims_protocol::wire::is_session_id(id)
 }
 
 /// `id` if it is a well-formed session id, else BadId (quoted, shortened).
