@@ -1,8 +1,9 @@
 //! `prims drain`: take this node out of service for a restart (the
 //! Kubernetes `preStop` hook, and `prims serve --drain-deadline` on
-//! SIGTERM). The supervisor opens no new session from then on, the router
-//! sees `/health` go 503 and sends new sessions elsewhere, and existing
-//! sessions keep being served. With `--wait` it returns once nothing is
+//! SIGTERM). The supervisor opens no new session from then on, the
+//! front-end answers 503 to requests that name no session (the router
+//! retries them on another node) and to `/health`, and existing sessions
+//! keep being served. With `--wait` it returns once nothing is
 //! left (no run, no working task, no open session: they close at their
 //! idle TTL) or the deadline passes.
 

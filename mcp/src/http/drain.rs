@@ -1,7 +1,8 @@
-//! A draining node (its supervisor got `Drain`): `/health` answers 503 so
-//! the router sends it no new sessions, and a request that names no session
-//! gets 503 with `Retry-After`, which the router retries on another node.
-//! Requests for the node's own sessions go on as before.
+//! A draining node (its supervisor got `Drain`): a request that names no
+//! session gets 503 with `Retry-After`, which the router retries on another
+//! node, and `/health` (readiness) answers 503. The router checks
+//! `/health/live`, which stays 200, so the node's own sessions go on as
+//! before. [`watch`] is the one place that learns of the drain.
 
 use crate::state::AppState;
 use axum::extract::{Request, State};

@@ -24,24 +24,20 @@ async fn stats(app: &AppState) -> Option<prims_protocol::wire::Stats> {
 
 /// 200 when the supervisor answers (`status` is `ok` once the base
 /// environment is built, `starting` before); 503 when it does not, or when
-/// it drains (`draining`: a router sends it no new sessions).
+/// it drains (`draining`: not ready for new sessions).
 pub async fn health(State(app): State<Arc<AppState>>) -> Response {
     match stats(&app).await {
-        Some(s) if s.draining => {
-            app.draining
-                .store(true, std::sync::atomic::Ordering::Relaxed);
-            (
-                StatusCode::SERVICE_UNAVAILABLE,
-                Json(serde_json::json!({
-                    "status": "draining",
-                    "supervisor": true,
-                    "sessions": s.sessions,
-                    "runs_active": s.runs_active,
-                    "tasks_working": s.tasks_working,
-                })),
-            )
-                .into_response()
-        }
+        Some(s) if s.draining => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(serde_json::json!({
+                "status": "draining",
+                "supervisor": true,
+                "sessions": s.sessions,
+                "runs_active": s.runs_active,
+                "tasks_working": s.tasks_working,
+            })),
+        )
+            .into_response(),
         Some(s) => Json(serde_json::json!({
             "status": if s.base_env_ready { "ok" } else { "starting" },
             "supervisor": true,
