@@ -57,7 +57,9 @@ parent = "prims-cluster-node$i"
 uid_base = $((4000000 + i * 100000))
 uid_count = 1000
 [sessions]
-disk_quota = "256MiB"
+# Small workspaces: every session image is allocated in full, and the
+# nodes share this one disk.
+disk_quota = "64MiB"
 TOML
   if [ -n "${PRIMS_CLUSTER_POLICY:-}" ]; then cat "$PRIMS_CLUSTER_POLICY"; fi
 }

@@ -12,6 +12,7 @@ import signal
 import socket
 import subprocess
 import time
+import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -72,6 +73,17 @@ class Cluster:
 
     def log(self, node: int) -> str:
         return (self.dir / f"node{node}" / "serve.log").read_text(errors="replace")[-3000:]
+
+    def router_view(self) -> str:
+        """Which nodes the router sees up, from its stats page (for failures)."""
+        port = int(self.url.rsplit(":", 1)[1].split("/")[0]) + 1000
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/stats;csv", timeout=5) as r:
+                rows = r.read().decode().splitlines()
+        except OSError as e:
+            return f"(router stats unavailable: {e})"
+        return "\n".join(",".join(row.split(",")[:2] + row.split(",")[17:18])
+                         for row in rows if row.startswith("prims,"))
 
 
 @pytest.fixture(scope="module")
@@ -140,9 +152,14 @@ async def test_a_killed_nodes_sessions_say_they_are_gone(cluster):
         cluster.kill(victim)
         # At once (the router still thinks it up) and once health checks see it down.
         for _ in range(2):
-            for call in (run(c, "print(1)", session_id=sid),
-                         c.call_tool("list_dir", {"dir_path": "output", "session_id": sid})):
-                msg = err(await call)
+            for call in (lambda: run(c, "print(1)", session_id=sid),
+                         lambda: c.call_tool("list_dir", {"dir_path": "output", "session_id": sid})):
+                try:
+                    result = await call()
+                except Exception as e:
+                    pytest.fail(f"a call for the lost node's session failed at the HTTP level: "
+                                f"{e!r}\nrouter:\n{cluster.router_view()}")
+                msg = err(result)
                 assert f"lives on PRIMS node {victim}" in msg and "down or gone" in msg, msg
             await anyio.sleep(2.5)
         for s in others.values():
