@@ -48,9 +48,12 @@ enum Bench {
         policy: Option<PathBuf>,
     },
     /// Three nodes behind HAProxy (scripts/cluster-local.sh) against one
-    /// node reached directly: latency and 8-session throughput (needs root).
+    /// node reached directly: latency and 8-session throughput, with
+    /// kept-alive connections and with a new connection per call (needs root).
     Cluster {
-        #[arg(long, default_value_t = 100)]
+        /// Latency samples of each kind, and calls per throughput round
+        /// (shorter rounds measure mostly the machine's noise).
+        #[arg(long, default_value_t = 1000)]
         runs: usize,
         /// scripts/cluster-local.sh (default: the one in this source tree).
         #[arg(long)]

@@ -9,6 +9,7 @@ use prims_protocol::jail::LimitRequest;
 use prims_protocol::wire::RunRequest;
 use rmcp::model::CallToolRequestParams;
 use rmcp::service::RunningService;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::{RoleClient, ServiceExt};
 use std::path::{Path, PathBuf};
@@ -67,8 +68,34 @@ pub(crate) fn start(prims: &Path, dir: &Path, port: u16, policy: Option<&Path>) 
     Ok(serve)
 }
 
-pub(crate) async fn connect(url: &str) -> Result<Mcp> {
-    ().serve(StreamableHttpClientTransport::from_uri(url.to_owned()))
+/// How an MCP client uses HTTP connections.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Conn {
+    /// A new connection per request: rmcp's default client.
+    PerCall,
+    /// Connections kept open between requests, as the Python and TypeScript
+    /// SDKs (and most HTTP clients) do.
+    KeepAlive,
+}
+
+impl Conn {
+    pub(crate) fn label(self) -> &'static str {
+        match self {
+            Conn::PerCall => "a new connection per call (rmcp's default client)",
+            Conn::KeepAlive => "kept-alive connections (as the Python and TypeScript SDKs)",
+        }
+    }
+}
+
+pub(crate) async fn connect(url: &str, conn: Conn) -> Result<Mcp> {
+    let transport = match conn {
+        Conn::PerCall => StreamableHttpClientTransport::from_uri(url.to_owned()),
+        Conn::KeepAlive => StreamableHttpClientTransport::with_client(
+            reqwest::Client::new(),
+            StreamableHttpClientTransportConfig::with_uri(url.to_owned()),
+        ),
+    };
+    ().serve(transport)
         .await
         .map_err(|e| anyhow!("MCP client: {e}"))
 }
@@ -108,10 +135,10 @@ pub(crate) async fn run_code(c: &Mcp, session: Option<&str>) -> Result<(f64, Str
 }
 
 /// `n` clients of `url`, each with a session of its own.
-pub(crate) async fn sessions(url: &str, n: usize) -> Result<Vec<(Mcp, String)>> {
+pub(crate) async fn sessions(url: &str, n: usize, conn: Conn) -> Result<Vec<(Mcp, String)>> {
     let mut out = Vec::new();
     for _ in 0..n {
-        let c = connect(url).await?;
+        let c = connect(url, conn).await?;
         let (_, sid) = run_code(&c, None).await?;
         out.push((c, sid));
     }
@@ -206,46 +233,55 @@ pub fn main(runs: usize, prims: PathBuf, policy: Option<PathBuf>) -> Result<()> 
 
 async fn measure(dir: &Path, port: u16, runs: usize) -> Result<()> {
     let url = format!("http://127.0.0.1:{port}/mcp");
-    let mcp = connect(&url).await?;
+    let mcp = connect(&url, Conn::PerCall).await?;
+    let kept = connect(&url, Conn::KeepAlive).await?;
     eprintln!("warming up (the first run waits for the base environment)...");
     let (_, sid) = run_code(&mcp, None).await?;
+    let (_, ksid) = run_code(&kept, None).await?;
     let sock = Client::connect(&dir.join("state/supervisor.sock"), "prims-bench").await?;
     let ssid = sock.open_session(None).await?.session_id;
     socket_run(&sock, &ssid).await?;
-    let (mut via_mcp, mut via_socket) = (Vec::new(), Vec::new());
+    let (mut via_mcp, mut via_kept, mut via_socket) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..runs {
         via_mcp.push(run_code(&mcp, Some(&sid)).await?.0);
+        via_kept.push(run_code(&kept, Some(&ksid)).await?.0);
         via_socket.push(socket_run(&sock, &ssid).await?);
     }
-    let (m, s): (Stats, Stats) = (stats(via_mcp), stats(via_socket));
+    let (m, k, s): (Stats, Stats, Stats) = (stats(via_mcp), stats(via_kept), stats(via_socket));
 
     let seq = Instant::now();
     for _ in 0..runs {
         run_code(&mcp, Some(&sid)).await?;
     }
     let seq_rate = runs as f64 / seq.elapsed().as_secs_f64();
-    let par_rate = throughput(sessions(&url, 8).await?, runs).await?;
+    let par_rate = throughput(sessions(&url, 8, Conn::PerCall).await?, runs).await?;
+    let kept_rate = throughput(sessions(&url, 8, Conn::KeepAlive).await?, runs).await?;
     let _ = mcp.cancel().await;
+    let _ = kept.cancel().await;
 
     println!(
         "runs: {runs} of each, interleaved; rmcp client over streamable HTTP vs the socket client"
     );
     println!("| what | min ms | p50 ms | p90 ms |");
     println!("|---|---|---|---|");
+    for (what, x) in [
+        ("MCP `run_code print(1)`, a new connection per call", &m),
+        ("MCP `run_code print(1)`, a kept-alive connection", &k),
+        ("supervisor socket `run print(1)`", &s),
+    ] {
+        println!("{}", x.row(what));
+    }
     println!(
-        "| MCP `run_code print(1)` | {:.1} | {:.1} | {:.1} |",
-        m.min, m.median, m.p90
+        "front-end overhead, p50: {:+.1} ms (new connections), {:+.1} ms (kept alive)",
+        m.median - s.median,
+        k.median - s.median
     );
-    println!(
-        "| supervisor socket `run print(1)` | {:.1} | {:.1} | {:.1} |",
-        s.min, s.median, s.p90
-    );
-    println!("front-end overhead, p50: {:+.1} ms", m.median - s.median);
     println!();
     println!("| MCP throughput | runs/s |");
     println!("|---|---|");
     println!("| one session, sequential | {seq_rate:.1} |");
     println!("| 8 sessions, concurrent | {par_rate:.1} |");
+    println!("| 8 sessions, concurrent, kept-alive connections | {kept_rate:.1} |");
     println!("8-way / sequential: {:.2}x", par_rate / seq_rate);
     Ok(())
 }

@@ -2,7 +2,7 @@
 //! original's approach to the same call — a fresh `python -m venv`, `pip
 //! install` of the default packages, then the code — interleaved in one run.
 
-use crate::mcp::{connect, free_port, run_code, start};
+use crate::mcp::{connect, free_port, run_code, start, Conn};
 use crate::stats::{stats, Stats};
 use anyhow::{bail, Context, Result};
 use std::path::{Path, PathBuf};
@@ -65,7 +65,7 @@ fn run(cmd: &mut Command) -> Result<()> {
 
 async fn measure(dir: &Path, port: u16, runs: usize, per: usize, python: &Path) -> Result<()> {
     let url = format!("http://127.0.0.1:{port}/mcp");
-    let mcp = connect(&url).await?;
+    let mcp = connect(&url, Conn::PerCall).await?;
     eprintln!("warming up (the first run waits for PRIMS's base environment)...");
     let (_, sid) = run_code(&mcp, None).await?;
     let (mut orig, mut fast) = (Vec::new(), Vec::new());
@@ -95,8 +95,8 @@ async fn measure(dir: &Path, port: u16, runs: usize, per: usize, python: &Path) 
         o.p90
     );
     println!(
-        "| PRIMS: MCP run_code, jailed, cached environment | {:.1} | {:.1} | {:.1} |",
-        p.min, p.median, p.p90
+        "{}",
+        p.row("PRIMS: MCP run_code, jailed, cached environment")
     );
     println!("original's first call: {first:.0} ms");
     println!("speed-up at p50: {:.0}x", o.median / p.median);

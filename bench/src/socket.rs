@@ -154,13 +154,10 @@ async fn measure(dir: &Path, runs: usize) -> Result<()> {
     println!("runs: {runs} of each; one client on the supervisor socket");
     println!("| what | min ms | p50 ms | p90 ms |");
     println!("|---|---|---|---|");
+    println!("{}", p.row("run `print(1)`, base environment"));
     println!(
-        "| run `print(1)`, base environment | {:.1} | {:.1} | {:.1} |",
-        p.min, p.median, p.p90
-    );
-    println!(
-        "| run `print(1)`, cached `requirements=[\"six\"]` | {:.1} | {:.1} | {:.1} |",
-        q.min, q.median, q.p90
+        "{}",
+        q.row("run `print(1)`, cached `requirements=[\"six\"]`")
     );
     println!();
     println!("| throughput | runs/s |");

@@ -15,3 +15,13 @@ pub fn stats(mut xs: Vec<f64>) -> Stats {
         min: xs[0],
     }
 }
+
+impl Stats {
+    /// A Markdown table row: `what`, min, p50 and p90 in ms.
+    pub fn row(&self, what: &str) -> String {
+        format!(
+            "| {what} | {:.1} | {:.1} | {:.1} |",
+            self.min, self.median, self.p90
+        )
+    }
+}

@@ -6,7 +6,7 @@
 use super::cell::{self, Cell, Expect, PANDAS, PRINT_1};
 use super::socket::SocketSession;
 use super::supervisor::Supervisor;
-use crate::mcp::{connect, Mcp};
+use crate::mcp::{connect, Conn, Mcp};
 use anyhow::Result;
 use std::time::Instant;
 
@@ -32,7 +32,7 @@ pub(crate) struct Session {
 impl Session {
     /// A new MCP connection whose first call runs `cell`.
     pub async fn open(url: &str, cell: Cell) -> Result<Session> {
-        let mcp = connect(url).await?;
+        let mcp = connect(url, Conn::PerCall).await?;
         let id = cell::run(&mcp, None, cell, false, Expect::FirstCall)
             .await?
             .session_id;
@@ -86,7 +86,7 @@ pub(crate) async fn first_calls(
         for fresh in [false, true] {
             sup.settle(0).await?;
             let t = Instant::now();
-            let mcp = connect(url).await?;
+            let mcp = connect(url, Conn::PerCall).await?;
             handshakes.push(t.elapsed().as_secs_f64() * 1000.0);
             let sample = first_call(&mcp, sup, fresh).await;
             let _ = mcp.cancel().await;
@@ -125,7 +125,7 @@ async fn round(url: &str, sup: &Supervisor, fresh: bool) -> Result<f64> {
     sup.settle(0).await?;
     let mut clients = Vec::with_capacity(SESSIONS);
     for _ in 0..SESSIONS {
-        clients.push(connect(url).await?);
+        clients.push(connect(url, Conn::PerCall).await?);
     }
     let t = Instant::now();
     let tasks: Vec<_> = clients

@@ -16,6 +16,7 @@ use axum::extract::{Request, State};
 use axum::middleware::{from_fn_with_state, Next};
 use axum::response::Response;
 use axum::routing::get;
+use axum::serve::ListenerExt;
 use axum::Router;
 use node_sessions::NodeSessions;
 use prims_policy::Policy;
@@ -140,6 +141,14 @@ pub async fn serve(
     tokio::spawn(drain::watch(app.clone(), shutdown.clone()));
     let router = router(&opts, app, &shutdown);
     let stop = shutdown.clone();
+    // A response streams as several small writes (headers, events, the last
+    // chunk): with Nagle's algorithm a kept-alive client's delayed ACK holds
+    // each one back for 40 ms.
+    let listener = listener.tap_io(|tcp| {
+        if let Err(e) = tcp.set_nodelay(true) {
+            tracing::debug!("TCP_NODELAY on an accepted connection: {e}");
+        }
+    });
     let server = axum::serve(listener, router).with_graceful_shutdown(async move {
         stop.cancelled().await;
     });
