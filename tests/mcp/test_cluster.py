@@ -7,17 +7,22 @@ fails no call on a node that is up."""
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import signal
 import socket
 import subprocess
 import time
+import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
 import anyio
 import pytest
+
+from mcp.shared.exceptions import MCPError
 
 from conftest import PRIMS, REPO, check_prims_binary
 from prims_test_util import connect, connect_legacy_observed, err, run, run_ok, text_of
@@ -29,6 +34,35 @@ DRAIN_S = 4
 
 def node_of(session_id: str) -> int:
     return int(session_id[:4], 16)
+
+
+def post_raw(url: str, body: dict, session: str | None = None) -> tuple[int, dict, str]:
+    """One legacy-era POST: status, headers (lowercase names), body."""
+    headers = {"Content-Type": "application/json", "Mcp-Protocol-Version": "2025-06-18",
+               "Accept": "application/json, text/event-stream"}
+    if session:
+        headers["Mcp-Session-Id"] = session
+    req = urllib.request.Request(url, data=json.dumps(body).encode(), headers=headers,
+                                 method="POST")
+    try:
+        with urllib.request.urlopen(req, timeout=60) as r:
+            return r.status, {k.lower(): v for k, v in r.headers.items()}, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, {k.lower(): v for k, v in e.headers.items()}, e.read().decode()
+
+
+CALL = {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "run_code", "arguments": {"code": "print(1)"}}}
+
+
+async def legacy_client_on(held: contextlib.AsyncExitStack, cluster, node: int):
+    """A legacy SDK client whose MCP session the router placed on `node`."""
+    for _ in range(30):
+        conn = await held.enter_async_context(
+            connect_legacy_observed(cluster, terminate_on_close=False))
+        if node_of(conn.session_header) == node:
+            return conn
+    raise AssertionError(f"30 legacy clients and none placed on node {node}")
 
 
 def free_base(count: int) -> int:
@@ -140,7 +174,7 @@ async def test_new_sessions_go_to_the_least_loaded_node(cluster):
 
 
 async def test_a_killed_nodes_sessions_say_they_are_gone(cluster):
-    async with connect(cluster, "auto") as c:
+    async with connect(cluster, "auto") as c, contextlib.AsyncExitStack() as held:
         await c.list_tools()
         sid = (await run_ok(c, "open('output/kept.txt', 'w').write('kept')"))["session_id"]
         victim = node_of(sid)
@@ -149,9 +183,21 @@ async def test_a_killed_nodes_sessions_say_they_are_gone(cluster):
             r = await run_ok(c, "1")
             if node_of(r["session_id"]) != victim:
                 others[node_of(r["session_id"])] = r["session_id"]
+        legacy = await legacy_client_on(held, cluster, victim)
+        await run_ok(legacy.client, "x = 1")
         cluster.kill(victim)
         # At once (the router still thinks it up) and once health checks see it down.
         for _ in range(2):
+            # A legacy MCP session of the lost node: 404, the protocol's
+            # "start a new session", with a JSON-RPC error that says why,
+            # which the SDK raises.
+            status, _, body = post_raw(cluster.url, CALL, session=legacy.session_header)
+            assert status == 404, (status, body, cluster.router_view())
+            msg = json.loads(body)["error"]["message"]
+            assert f"lives on PRIMS node {victim}" in msg and "down or gone" in msg, msg
+            with pytest.raises(MCPError) as raised:
+                await legacy.client.call_tool("run_code", {"code": "print(x)"})
+            assert f"lives on PRIMS node {victim}" in str(raised.value), raised.value
             for call in (lambda: run(c, "print(1)", session_id=sid),
                          lambda: c.call_tool("list_dir", {"dir_path": "output", "session_id": sid})):
                 try:

@@ -69,10 +69,16 @@ pub fn router(opts: &FrontendOptions, app: Arc<AppState>, shutdown: &Cancellatio
     let proto = PrimsServer::new(app.clone());
     let factory = move || Ok(proto.fresh());
     let mcp = match opts.node {
-        Some(node) => Router::new().nest_service(
-            "/mcp",
-            StreamableHttpService::new(factory, Arc::new(NodeSessions::new(manager, node)), cfg),
-        ),
+        Some(node) => Router::new()
+            .nest_service(
+                "/mcp",
+                StreamableHttpService::new(
+                    factory,
+                    Arc::new(NodeSessions::new(manager, node)),
+                    cfg,
+                ),
+            )
+            .layer(from_fn_with_state(node, node_sessions::refuse_foreign)),
         None => Router::new().nest_service(
             "/mcp",
             StreamableHttpService::new(factory, Arc::new(manager), cfg),

@@ -2,10 +2,17 @@
 //! sends every request of an `Mcp-Session-Id` to the node that holds it (as
 //! session ids do for `Mcp-Param-Session-Id`). rmcp's session manager
 //! makes the ids; this wraps it, adding the prefix on the way out and
-//! taking it off on the way in. An id without this node's prefix reaches
-//! no session, so the client gets rmcp's 404 and starts a new one.
+//! taking it off on the way in. An id of another node reaches this one
+//! only when the router found that node down: [`refuse_foreign`] answers
+//! it 404 (the protocol's "start a new session") with a body that says the
+//! session's node is gone, never a new empty session in its place.
 
+use axum::extract::{Request, State};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
 use futures::Stream;
+use http::StatusCode;
+use prims_protocol::node::NodeId;
 use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
 use rmcp::transport::streamable_http_server::session::{EventStore, ServerSseMessage};
 use rmcp::transport::streamable_http_server::{RestoreOutcome, SessionId, SessionManager};
@@ -18,7 +25,7 @@ pub struct NodeSessions<M> {
 }
 
 impl<M> NodeSessions<M> {
-    pub fn new(inner: M, node: prims_protocol::node::NodeId) -> Self {
+    pub fn new(inner: M, node: NodeId) -> Self {
         NodeSessions {
             inner,
             prefix: format!("{node}-"),
@@ -118,4 +125,35 @@ impl<M: SessionManager> SessionManager for NodeSessions<M> {
     fn event_store(&self) -> Option<Arc<dyn EventStore>> {
         self.inner.event_store()
     }
+}
+
+/// 404 for a legacy `Mcp-Session-Id` that another node issued, with a
+/// JSON-RPC error (the shape other MCP servers give a 404) that clients
+/// which show the body pass on: the agent learns its workspace is gone.
+pub async fn refuse_foreign(State(me): State<NodeId>, req: Request, next: Next) -> Response {
+    let theirs = req
+        .headers()
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+        .filter(|id| id.as_bytes().get(prims_protocol::node::NODE_HEX) == Some(&b'-'))
+        .and_then(NodeId::of);
+    match theirs {
+        Some(theirs) if theirs != me => gone(theirs).into_response(),
+        _ => next.run(req).await,
+    }
+}
+
+fn gone(node: NodeId) -> impl IntoResponse {
+    let message = format!(
+        "MCP session {node}-\u{2026} lives on PRIMS node {} (its first four characters), which \
+         is down or gone: its files and Python state cannot be reached. Start a new MCP \
+         session; files you persisted with persist_artifact are still in their storage.",
+        node.0
+    );
+    let body = serde_json::json!({
+        "jsonrpc": "2.0",
+        "error": { "code": -32001, "message": message },
+        "id": null,
+    });
+    (StatusCode::NOT_FOUND, axum::Json(body))
 }

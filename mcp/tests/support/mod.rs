@@ -50,12 +50,24 @@ pub struct Stack {
     pub state: PathBuf,
     pub port: u16,
     cgroup_parent: String,
+    /// `--node N` for both processes: a cluster's node N.
+    node: Option<u16>,
 }
 
 impl Stack {
     /// Start both processes. `policy_extra` is TOML for sections other than
     /// `[python]`, `[cgroup]` and `[identity]`; `config` the front-end config.
     pub fn start(policy_extra: &str, config: Option<&str>) -> Stack {
+        Stack::start_as(policy_extra, config, None)
+    }
+
+    /// Node `node` of a cluster (`--node`), with no warm pool, so that its
+    /// session count moves only with the test's calls.
+    pub fn start_node(node: u16) -> Stack {
+        Stack::start_as("[interpreters]\npool_size = 0\n", None, Some(node))
+    }
+
+    fn start_as(policy_extra: &str, config: Option<&str>, node: Option<u16>) -> Stack {
         require_root();
         // The account `prims serve` creates on a first start, made the same way.
         ensure_system_user(FRONTEND_USER).expect("the front-end's system user");
@@ -83,10 +95,17 @@ impl Stack {
             port: 0,
             dir,
             cgroup_parent,
+            node,
         };
         s.spawn_supervisor(&policy);
         s.spawn_frontend(&policy, config);
         s
+    }
+
+    fn node_args(&self) -> Vec<String> {
+        self.node
+            .map(|n| vec!["--node".to_owned(), n.to_string()])
+            .unwrap_or_default()
     }
 
     fn log_file(&self, name: &str) -> std::fs::File {
@@ -111,6 +130,7 @@ impl Stack {
                 "--socket-group",
                 FRONTEND_USER,
             ])
+            .args(self.node_args())
             .env("RUST_LOG", "info")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -141,7 +161,8 @@ impl Stack {
         ])
         .arg(policy)
         .arg("--socket")
-        .arg(&self.socket);
+        .arg(&self.socket)
+        .args(self.node_args());
         if let Some(c) = config {
             let path = self.dir.join("frontend.toml");
             std::fs::write(&path, c).expect("config");
