@@ -2,8 +2,9 @@
 `prims serve --node I` behind HAProxy from packaging/haproxy/render.sh),
 driven through the router by the real Python SDK in both protocol eras:
 session affinity, least-loaded placement, the error after a node is
-SIGKILLed, a drain that loses no running call, and a rolling restart that
-fails no call on a node that is up."""
+SIGKILLed (its persisted artifact still in a real S3 server), a drain that
+loses no running call, and a rolling restart that fails no call on a node
+that is up."""
 
 from __future__ import annotations
 
@@ -25,9 +26,11 @@ import pytest
 from mcp.shared.exceptions import MCPError
 
 from conftest import PRIMS, REPO, check_prims_binary
-from prims_test_util import connect, connect_legacy_observed, err, run, run_ok, text_of
+from prims_test_util import connect, connect_legacy_observed, err, ok, run, run_ok, text_of
 
 SCRIPT = REPO / "scripts" / "cluster-local.sh"
+FIXTURES = REPO / "tests" / "fixtures"
+S3_KEYS = ("AKIDPRIMSCLUSTERTEST", "prims-cluster-test-secret")
 NODES = 3
 DRAIN_S = 4
 
@@ -120,13 +123,61 @@ class Cluster:
                          for row in rows if row.startswith("prims,"))
 
 
+@dataclass
+class S3:
+    """s3s-fs (checks SigV4 presigned URLs) on loopback, read back with boto3."""
+    endpoint: str
+    python: str
+
+    def client(self, *args: str) -> dict:
+        p = subprocess.run([self.python, str(FIXTURES / "s3_client.py"), self.endpoint,
+                            *S3_KEYS, *args], capture_output=True, text=True, timeout=120,
+                           env={**os.environ, "AWS_CONFIG_FILE": "/dev/null",
+                                "AWS_SHARED_CREDENTIALS_FILE": "/dev/null",
+                                "AWS_EC2_METADATA_DISABLED": "true"})
+        assert p.returncode == 0, f"s3_client.py {' '.join(args)}: {p.stderr[-2000:]}"
+        return json.loads(p.stdout)
+
+
 @pytest.fixture(scope="module")
-def cluster():
+def s3(tmp_path_factory):
+    p = subprocess.run([str(FIXTURES / "s3.sh")], capture_output=True, text=True, timeout=1800)
+    assert p.returncode == 0, f"tests/fixtures/s3.sh failed:\n{p.stderr[-3000:]}"
+    found = dict(line.split("=", 1) for line in p.stdout.splitlines() if "=" in line)
+    data = tmp_path_factory.mktemp("s3-data")
+    port = free_base(1)
+    server = subprocess.Popen(
+        [found["S3S_FS"], "--host", "127.0.0.1", "--port", str(port), "--access-key",
+         S3_KEYS[0], "--secret-key", S3_KEYS[1], str(data)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(600):
+            assert server.poll() is None, f"s3s-fs exited: {server.returncode}"
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            time.sleep(0.1)
+        else:
+            raise AssertionError(f"s3s-fs did not listen on 127.0.0.1:{port} in 60 s")
+        store = S3(endpoint=f"http://127.0.0.1:{port}", python=found["PYTHON"])
+        store.client("create-bucket", "artifacts")
+        yield store
+    finally:
+        server.kill()
+        server.wait()
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
     check_prims_binary()
     base = free_base(NODES + 1)
     d = Path(f"/var/tmp/prims-cluster-test-{os.getpid()}")
+    # Nodes may upload to the loopback S3 server.
+    extra = tmp_path_factory.mktemp("cluster") / "policy.toml"
+    extra.write_text('[egress]\nallow = ["127.0.0.1/32"]\n')
     env = {**os.environ, "PRIMS_CLUSTER_DIR": str(d), "PRIMS_CLUSTER_PORT": str(base),
-           "PRIMS_BIN": str(PRIMS), "PRIMS_DRAIN_DEADLINE": f"{DRAIN_S}s"}
+           "PRIMS_BIN": str(PRIMS), "PRIMS_DRAIN_DEADLINE": f"{DRAIN_S}s",
+           "PRIMS_CLUSTER_POLICY": str(extra)}
     c = Cluster(url="", dir=d, env=env)
     try:
         out = c.script("up", str(NODES), timeout=600)
@@ -173,11 +224,15 @@ async def test_new_sessions_go_to_the_least_loaded_node(cluster):
         assert len(set(nodes.values())) == 3, nodes
 
 
-async def test_a_killed_nodes_sessions_say_they_are_gone(cluster):
+async def test_a_killed_nodes_sessions_say_they_are_gone(cluster, s3):
     async with connect(cluster, "auto") as c, contextlib.AsyncExitStack() as held:
         await c.list_tools()
         sid = (await run_ok(c, "open('output/kept.txt', 'w').write('kept')"))["session_id"]
         victim = node_of(sid)
+        url = s3.client("presign-put", "artifacts", "kept.txt", "text/plain")["url"]
+        up = ok(await c.call_tool("persist_artifact", {
+            "relative_path": "kept.txt", "presigned_url": url, "session_id": sid}))
+        assert up["status"] == 200 and up["uploaded_bytes"] == 4, up
         others = {}
         while len(others) < NODES - 1:
             r = await run_ok(c, "1")
@@ -212,6 +267,9 @@ async def test_a_killed_nodes_sessions_say_they_are_gone(cluster):
             await run_ok(c, "1", session_id=s)
         fresh = await run_ok(c, "1")
         assert node_of(fresh["session_id"]) != victim, fresh
+        # What the session persisted outlives its node.
+        got = s3.client("get", "artifacts", "kept.txt")
+        assert got["found"] and bytes.fromhex(got["body_hex"]) == b"kept", got
     # The node comes back on its state directory, with the session's files.
     cluster.start(victim)
     async with connect(cluster, "auto") as c:
