@@ -7,6 +7,7 @@ run_code results; also the quiet close of a legacy session and the
 from __future__ import annotations
 
 import base64
+import functools
 import logging
 import uuid
 
@@ -122,6 +123,22 @@ async def test_listen_notifies_a_2026_client(server):
             await run_ok(c, "open('watched.txt', 'w').write('22')", session_id=sid)
             with anyio.fail_after(10):
                 event = await sub.__anext__()
+        assert str(event.uri) == target, event
+
+
+async def test_listen_hears_the_end_of_a_run_under_way_when_it_subscribed(server):
+    """The run writes the file before the listen's watch is registered (and
+    takes its baseline), and ends after: its end is still reported."""
+    async with connect(server, "auto") as c:
+        sid = (await run_ok(c, "open('watched.txt', 'w').write('1')"))["session_id"]
+        target = uri(sid, "watched.txt")
+        slow = "import time\nopen('watched.txt', 'w').write('22')\ntime.sleep(2)"
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(functools.partial(run_ok, c, slow, session_id=sid))
+            await anyio.sleep(0.7)  # written, still running
+            async with c.listen(resource_subscriptions=[target]) as sub:
+                with anyio.fail_after(10):
+                    event = await sub.__anext__()
         assert str(event.uri) == target, event
 
 

@@ -87,6 +87,7 @@ pub fn router(opts: &FrontendOptions, app: Arc<AppState>, shutdown: &Cancellatio
 
     let auth = Arc::new(Auth::new(opts.config.tokens.clone()));
     let authed = mcp
+        .layer(from_fn_with_state(app.clone(), stamp_arrival))
         .layer(from_fn_with_state(app.clone(), drain::refuse_new_sessions))
         .layer(from_fn_with_state(app.clone(), on_delete))
         .merge(
@@ -104,6 +105,13 @@ pub fn router(opts: &FrontendOptions, app: Arc<AppState>, shutdown: &Cancellatio
     authed
         .merge(public)
         .layer(from_fn_with_state(allowed, origin::check))
+}
+
+/// When the request arrived, for a `subscriptions/listen` to catch up on
+/// the runs that end before its watches are registered.
+async fn stamp_arrival(State(app): State<Arc<AppState>>, mut req: Request, next: Next) -> Response {
+    req.extensions_mut().insert(app.watch.stamp());
+    next.run(req).await
 }
 
 /// A successful HTTP DELETE of a legacy MCP session closes its workspace,

@@ -1,6 +1,7 @@
 //! The MCP resource methods of [`PrimsServer`], on top of [`super::list`],
 //! [`super::read`] and [`super::watch`].
 
+use super::activity::Arrived;
 use super::read::ReadError;
 use super::watch::Sink;
 use crate::error::ToolError;
@@ -115,6 +116,9 @@ impl PrimsServer {
             .extensions
             .get::<http::request::Parts>();
         let caller = Caller::from_parts(parts);
+        // Every /mcp request is stamped; without one, catch up on all.
+        let arrived =
+            (parts.and_then(|p| p.extensions.get::<Arrived>()).copied()).unwrap_or(Arrived(0));
         let id = crate::server::next_handler();
         let uris = context
             .accepted()
@@ -130,6 +134,7 @@ impl PrimsServer {
                 tracing::debug!(error = %e.message, "a listened resource is not watched");
             }
         }
+        self.app.watch.catch_up(id, arrived).await;
         context.cancelled().await;
         self.app.watch.remove_owner(false, id);
         Ok(())

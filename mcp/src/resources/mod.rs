@@ -6,6 +6,7 @@
 //! [`read`] answers text or base64, and [`watch`] turns runs into
 //! `notifications/resources/updated`.
 
+pub mod activity;
 pub mod handlers;
 pub mod list;
 pub mod read;

@@ -4,8 +4,11 @@
 //! A file changed when the run reported writing it under output/, or when
 //! its size or modification time moved; a file that appears or disappears
 //! counts too. Legacy clients subscribe with `resources/subscribe` on their
-//! MCP session; 2026-07-28 clients hold a `subscriptions/listen` request.
+//! MCP session; 2026-07-28 clients hold a `subscriptions/listen` request,
+//! which [`Watch::catch_up`] tells of the runs that ended, or are under
+//! way, since the request arrived.
 
+use super::activity::{Activity, Arrived};
 use crate::pool::SupervisorPool;
 use crate::sessions::SessionRef;
 use prims_protocol::wire::EntryKind;
@@ -54,11 +57,32 @@ struct Sub {
     sink: Sink,
     /// (size, modified) when last looked at; `None`: no such file.
     seen: Option<(u64, u64)>,
+    /// A run under way when this was registered may have changed the file
+    /// before `seen` was taken: report its end whatever `seen` says.
+    stale: bool,
+}
+
+#[derive(Default)]
+struct State {
+    subs: HashMap<String, Vec<Sub>>,
+    activity: Activity,
 }
 
 #[derive(Default)]
 pub struct Watch {
-    subs: Mutex<HashMap<String, Vec<Sub>>>,
+    state: Mutex<State>,
+}
+
+/// A run or mount under way in a session, from [`Watch::begin`] until dropped.
+pub struct Running<'a> {
+    watch: &'a Watch,
+    session: String,
+}
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        self.watch.state().activity.finish(&self.session);
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -66,8 +90,23 @@ pub struct Watch {
 pub struct WatchFull(String);
 
 impl Watch {
-    fn subs(&self) -> std::sync::MutexGuard<'_, HashMap<String, Vec<Sub>>> {
-        self.subs.lock().unwrap_or_else(|e| e.into_inner())
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The moment an HTTP request arrives, for [`Watch::catch_up`].
+    pub fn stamp(&self) -> Arrived {
+        self.state().activity.stamp()
+    }
+
+    /// A run (or mount) of `session` begins; it ends when this is dropped,
+    /// after its [`Watch::changed`].
+    pub fn begin(&self, session: &str) -> Running<'_> {
+        self.state().activity.begin(session);
+        Running {
+            watch: self,
+            session: session.to_owned(),
+        }
     }
 
     /// Watch `path` of session `s`, whose tenant the caller was checked for.
@@ -82,7 +121,8 @@ impl Watch {
         let seen = stat(sup, s, std::slice::from_ref(&path.to_owned()))
             .await
             .remove(path);
-        let mut subs = self.subs();
+        let mut state = self.state();
+        let subs = &mut state.subs;
         let total: usize = subs.values().map(Vec::len).sum();
         let list = subs.entry(s.id.clone()).or_default();
         let owner = sink.owner();
@@ -100,8 +140,34 @@ impl Watch {
             path: path.to_owned(),
             sink,
             seen,
+            stale: false,
         });
         Ok(())
+    }
+
+    /// After a listen request that arrived at `arrived` registered its
+    /// watches: notify them of runs that ended since, and mark them to be
+    /// notified when the runs under way end. A notification too many
+    /// costs a read; one too few loses an update.
+    pub async fn catch_up(&self, listen: u64, arrived: Arrived) {
+        let mut due = Vec::new();
+        {
+            let mut state = self.state();
+            let State { subs, activity } = &mut *state;
+            for (session, list) in subs.iter_mut() {
+                let owed = activity.owed(session, arrived);
+                for sub in list
+                    .iter_mut()
+                    .filter(|x| x.sink.owner() == (false, listen))
+                {
+                    sub.stale |= owed.at_end;
+                    if owed.now {
+                        due.push((sub.uri.clone(), sub.sink.clone()));
+                    }
+                }
+            }
+        }
+        self.send(due).await;
     }
 
     /// Stop a legacy session's subscription to `uri`.
@@ -115,7 +181,7 @@ impl Watch {
     }
 
     fn retain(&self, keep: impl Fn(&Sub) -> bool) {
-        let mut subs = self.subs();
+        let subs = &mut self.state().subs;
         subs.values_mut().for_each(|l| l.retain(&keep));
         subs.retain(|_, l| !l.is_empty());
     }
@@ -124,8 +190,11 @@ impl Watch {
     /// changed. `written` are the paths the run reported writing.
     pub async fn changed(&self, sup: &SupervisorPool, s: &SessionRef, written: &[String]) {
         let paths: Vec<String> = {
-            let subs = self.subs();
-            let Some(list) = subs.get(&s.id) else {
+            let mut state = self.state();
+            // Before the watches are read: a listen that registers later
+            // sees this run as ended (see [`Watch::catch_up`]).
+            state.activity.end(&s.id);
+            let Some(list) = state.subs.get(&s.id) else {
                 return;
             };
             let set: HashSet<&String> = list.iter().map(|x| &x.path).collect();
@@ -133,15 +202,20 @@ impl Watch {
         };
         let now = stat(sup, s, &paths).await;
         let mut due = Vec::new();
-        if let Some(list) = self.subs().get_mut(&s.id) {
+        if let Some(list) = self.state().subs.get_mut(&s.id) {
             for sub in list.iter_mut() {
                 let current = now.get(&sub.path).copied();
-                if current != sub.seen || written.contains(&sub.path) {
+                if sub.stale || current != sub.seen || written.contains(&sub.path) {
                     sub.seen = current;
+                    sub.stale = false;
                     due.push((sub.uri.clone(), sub.sink.clone()));
                 }
             }
         }
+        self.send(due).await;
+    }
+
+    async fn send(&self, due: Vec<(String, Sink)>) {
         let mut dead = Vec::new();
         for (uri, sink) in due {
             if !sink.send(&uri).await {

@@ -26,6 +26,7 @@ pub async fn mount_file(
     url: &str,
     mount_path: &str,
 ) -> Result<MountFileOutput, ToolError> {
+    let _running = app.watch.begin(&session.id);
     let m = mount(app, session, url, mount_path).await?;
     if !m.cached {
         let written = [format!("mounts/{}", m.path)];

@@ -47,6 +47,7 @@ pub async fn run_code(
     ct: CancellationToken,
     streamer: Option<Streamer>,
 ) -> Result<(RunCodeOutput, Vec<ContentBlock>), ToolError> {
+    let _running = app.watch.begin(&session.id);
     let req = prepare(app, session, p, &ct).await?;
     let started = Instant::now();
     let reply = match execute(app, req, ct, streamer).await {
