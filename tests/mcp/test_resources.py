@@ -227,6 +227,9 @@ async def test_session_id_is_routable_by_header(server):
 
     good = await call({"mcp-param-session-id": sid}, sid)
     assert good.status_code == 200 and sid in good.text, (good.status_code, good.text[:300])
+    # Nothing streamed before it, so plain JSON (what rmcp's client reliably
+    # learns x-mcp-header annotations from).
+    assert good.headers["content-type"].startswith("application/json"), good.headers
     other = uuid.uuid4().hex
     bad = await call({"mcp-param-session-id": other}, sid)
     assert bad.status_code == 400 and "-32020" in bad.text.replace(" ", ""), (bad.status_code, bad.text[:300])

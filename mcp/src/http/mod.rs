@@ -65,6 +65,13 @@ pub fn router(opts: &FrontendOptions, app: Arc<AppState>, shutdown: &Cancellatio
         .with_allowed_origins(origins.clone())
         .with_allowed_hosts(hosts.clone())
         .with_sse_keep_alive(Some(Duration::from_secs(15)))
+        // 2026-07-28 answers with nothing streamed before them go out as
+        // plain JSON: no SSE framing, and rmcp 3.11's client caches the
+        // tools' x-mcp-header annotations from a tools/list it gets as JSON,
+        // but not always from one it gets as SSE (then it omits
+        // Mcp-Param-Session-Id and the call fails -32020). Legacy MCP
+        // sessions are unaffected.
+        .with_json_response(true)
         .with_cancellation_token(shutdown.child_token());
     let proto = PrimsServer::new(app.clone());
     let factory = move || Ok(proto.fresh());
