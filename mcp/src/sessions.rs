@@ -161,13 +161,11 @@ impl Sessions {
     fn on_this_node(&self, id: &str) -> Result<(), ToolError> {
         match (self.node, NodeId::of(id)) {
             (Some(me), Some(theirs)) if theirs != me && is_session_id(id) => {
-                Err(ToolError(format!(
-                "Session {id} lives on PRIMS node {} (its first four characters), which is down \
-                 or gone: its files and Python state cannot be reached. Start over in a new \
-                 session (omit session_id); files you persisted with persist_artifact are \
-                 still in their storage.",
-                theirs.0
-            )))
+                Err(ToolError(node_gone(
+                    &format!("Session {id}"),
+                    theirs,
+                    "Start over in a new session (omit session_id)",
+                )))
             }
             _ => Ok(()),
         }
@@ -266,4 +264,16 @@ impl Sessions {
     fn lock_mounts(&self) -> std::sync::MutexGuard<'_, HashMap<MountKey, u64>> {
         self.mounts.lock().unwrap_or_else(|e| e.into_inner())
     }
+}
+
+/// What an agent is told of `what` (a session, an MCP session) of `node`,
+/// a node that a router found down: why it cannot be reached, and
+/// `start_over`, how to go on.
+pub fn node_gone(what: &str, node: NodeId, start_over: &str) -> String {
+    format!(
+        "{what} lives on PRIMS node {} (its first four characters), which is down or gone: its \
+         files and Python state cannot be reached. {start_over}; files you persisted with \
+         persist_artifact are still in their storage.",
+        node.0
+    )
 }

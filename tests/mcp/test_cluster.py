@@ -58,6 +58,19 @@ CALL = {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
         "params": {"name": "run_code", "arguments": {"code": "print(1)"}}}
 
 
+async def sessions_on(c, cluster, code: str, nodes: set[int]) -> dict[int, str]:
+    """A new session on each of `nodes`, opened through the router."""
+    found: dict[int, str] = {}
+    for _ in range(60):
+        r = await run_ok(c, code)
+        if node_of(r["session_id"]) in nodes:
+            found.setdefault(node_of(r["session_id"]), r["session_id"])
+        if found.keys() == nodes:
+            return found
+    raise AssertionError(f"60 new sessions reached only nodes {sorted(found)} of {sorted(nodes)}\n"
+                         f"router:\n{cluster.router_view()}")
+
+
 async def legacy_client_on(held: contextlib.AsyncExitStack, cluster, node: int):
     """A legacy SDK client whose MCP session the router placed on `node`."""
     for _ in range(30):
@@ -98,9 +111,19 @@ class Cluster:
         return int((self.dir / f"node{node}" / "serve.pid").read_text())
 
     def kill(self, node: int) -> None:
-        """SIGKILL the whole node: serve, supervisor, front-end."""
+        """SIGKILL the whole node (serve, supervisor, front-end) and wait
+        until its port refuses connections: a request racing the kill may
+        die with the node, which no failure model can answer."""
         os.killpg(self.pid(node), signal.SIGKILL)
         (self.dir / f"node{node}" / "serve.pid").unlink()
+        port = int((self.dir / f"node{node}" / "port").read_text())
+        deadline = time.monotonic() + 10
+        while True:
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", port)) != 0:
+                    return
+            assert time.monotonic() < deadline, f"node {node} still accepts on {port} 10 s after SIGKILL"
+            time.sleep(0.02)
 
     def start(self, node: int) -> None:
         self.script("start", str(node))
@@ -233,11 +256,7 @@ async def test_a_killed_nodes_sessions_say_they_are_gone(cluster, s3):
         up = ok(await c.call_tool("persist_artifact", {
             "relative_path": "kept.txt", "presigned_url": url, "session_id": sid}))
         assert up["status"] == 200 and up["uploaded_bytes"] == 4, up
-        others = {}
-        while len(others) < NODES - 1:
-            r = await run_ok(c, "1")
-            if node_of(r["session_id"]) != victim:
-                others[node_of(r["session_id"])] = r["session_id"]
+        others = await sessions_on(c, cluster, "1", set(range(NODES)) - {victim})
         legacy = await legacy_client_on(held, cluster, victim)
         await run_ok(legacy.client, "x = 1")
         cluster.kill(victim)
@@ -323,10 +342,7 @@ async def test_a_drain_loses_no_running_call(cluster):
 async def test_a_rolling_restart_fails_no_call_on_a_node_that_is_up(cluster):
     async with connect(cluster, "auto") as c:
         await c.list_tools()
-        sessions: dict[int, str] = {}
-        while len(sessions) < NODES:
-            r = await run_ok(c, "n = 0")
-            sessions.setdefault(node_of(r["session_id"]), r["session_id"])
+        sessions = await sessions_on(c, cluster, "n = 0", set(range(NODES)))
     calls: list[tuple[int, float, float, bool, str]] = []
     down: dict[int, tuple[float, float]] = {}
     done = anyio.Event()

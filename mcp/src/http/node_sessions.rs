@@ -144,11 +144,10 @@ pub async fn refuse_foreign(State(me): State<NodeId>, req: Request, next: Next) 
 }
 
 fn gone(node: NodeId) -> impl IntoResponse {
-    let message = format!(
-        "MCP session {node}-\u{2026} lives on PRIMS node {} (its first four characters), which \
-         is down or gone: its files and Python state cannot be reached. Start a new MCP \
-         session; files you persisted with persist_artifact are still in their storage.",
-        node.0
+    let message = crate::sessions::node_gone(
+        &format!("MCP session {node}-\u{2026}"),
+        node,
+        "Start a new MCP session",
     );
     let body = serde_json::json!({
         "jsonrpc": "2.0",

@@ -42,7 +42,7 @@ impl Activity {
         *self.running.entry(session.to_owned()).or_default() += 1;
     }
 
-    /// A run of `session` ended (or reached its report).
+    /// A run of `session` reached its report.
     pub fn end(&mut self, session: &str) {
         self.generation += 1;
         self.ended.push_back((self.generation, session.to_owned()));
@@ -51,10 +51,10 @@ impl Activity {
         }
     }
 
-    /// The end of what [`Activity::begin`] started; [`Activity::end`]
-    /// comes first, so that a run is always either under way or ended.
+    /// The end of what [`Activity::begin`] started. A run that reports
+    /// called [`Activity::end`] first, so it is always under way or ended;
+    /// one that failed before its report is reported to no watch.
     pub fn finish(&mut self, session: &str) {
-        self.end(session);
         if let Some(n) = self.running.get_mut(session) {
             *n -= 1;
             if *n == 0 {
@@ -81,11 +81,25 @@ impl Activity {
 mod tests {
     use super::*;
 
+    const NOW: Owed = Owed {
+        now: true,
+        at_end: false,
+    };
+    const AT_END: Owed = Owed {
+        now: false,
+        at_end: true,
+    };
+    const BOTH: Owed = Owed {
+        now: true,
+        at_end: true,
+    };
+
     #[test]
     fn nothing_is_owed_without_runs_or_for_runs_before_the_stamp() {
         let mut a = Activity::default();
         assert_eq!(a.owed("s", a.stamp()), Owed::default());
         a.begin("s");
+        a.end("s");
         a.finish("s");
         assert_eq!(a.owed("s", a.stamp()), Owed::default());
     }
@@ -95,15 +109,10 @@ mod tests {
         let mut a = Activity::default();
         let t = a.stamp();
         a.begin("s");
+        a.end("s");
         a.finish("s");
         a.end("other");
-        assert_eq!(
-            a.owed("s", t),
-            Owed {
-                now: true,
-                at_end: false
-            }
-        );
+        assert_eq!(a.owed("s", t), NOW);
         assert_eq!(a.owed("x", t), Owed::default());
     }
 
@@ -113,23 +122,22 @@ mod tests {
         a.begin("s");
         a.begin("s");
         let t = a.stamp();
-        assert_eq!(
-            a.owed("s", t),
-            Owed {
-                now: false,
-                at_end: true
-            }
-        );
+        assert_eq!(a.owed("s", t), AT_END);
+        a.end("s");
         a.finish("s");
-        assert_eq!(
-            a.owed("s", t),
-            Owed {
-                now: true,
-                at_end: true
-            }
-        );
+        assert_eq!(a.owed("s", t), BOTH);
+        a.end("s");
         a.finish("s");
         assert_eq!(a.owed("s", a.stamp()), Owed::default());
+    }
+
+    #[test]
+    fn a_run_that_failed_before_its_report_is_owed_nothing_once_over() {
+        let mut a = Activity::default();
+        let t = a.stamp();
+        a.begin("s");
+        a.finish("s");
+        assert_eq!(a.owed("s", t), Owed::default());
     }
 
     #[test]
@@ -139,13 +147,7 @@ mod tests {
         for _ in 0..RECENT + 1 {
             a.end("busy");
         }
-        assert_eq!(
-            a.owed("quiet", t),
-            Owed {
-                now: true,
-                at_end: false
-            }
-        );
+        assert_eq!(a.owed("quiet", t), NOW);
         assert_eq!(a.owed("quiet", a.stamp()), Owed::default());
         assert_eq!(a.ended.len(), RECENT);
     }

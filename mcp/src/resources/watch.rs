@@ -99,8 +99,8 @@ impl Watch {
         self.state().activity.stamp()
     }
 
-    /// A run (or mount) of `session` begins; it ends when this is dropped,
-    /// after its [`Watch::changed`].
+    /// A run (or mount) of `session` begins; it is under way until this is
+    /// dropped, and ended for the watches from its [`Watch::changed`] on.
     pub fn begin(&self, session: &str) -> Running<'_> {
         self.state().activity.begin(session);
         Running {
