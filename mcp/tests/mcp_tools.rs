@@ -345,3 +345,42 @@ async fn a_timeout_lowers_the_limit_and_is_reported() {
     .await;
     assert!(err(&bad).contains("timeout_s"));
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn feedback_says_earlier_variables_are_gone_after_a_reset() {
+    let stack = Stack::start("", None);
+    let c = connect(&stack.url(), None).await;
+    let feedback = |r: &serde_json::Value| r["feedback"].as_str().unwrap_or_default().to_owned();
+    let kept = run(&c, "x = 1", None).await;
+    assert_eq!(kept["state"], "new");
+    let again = run(&c, "y = 2", None).await;
+    assert_eq!(again["state"], "kept");
+    assert!(
+        feedback(&again).contains("still defined"),
+        "{}",
+        feedback(&again)
+    );
+
+    let fresh = ok(&call(&c, "run_code", json!({"code": "z = 3", "fresh": true})).await);
+    assert_eq!(
+        (fresh["state"].as_str(), fresh["state_reason"].as_str()),
+        (Some("reset"), Some("fresh_requested"))
+    );
+    assert!(
+        !feedback(&fresh).contains("still defined"),
+        "{}",
+        feedback(&fresh)
+    );
+
+    run(&c, "import os; os._exit(3)", None).await;
+    let after = run(&c, "print('x' in globals())", None).await;
+    assert_eq!(after["state_reason"], "code_exited");
+    assert_eq!(after["stdout"], "False\n");
+    let f = feedback(&after);
+    assert!(
+        f.contains("new interpreter (state_reason: code_exited)") && f.contains("are gone"),
+        "a reset the agent did not ask for is named even with output: {f}"
+    );
+    assert!(!f.contains("still defined"), "{f}");
+    c.cancel().await.ok();
+}

@@ -320,6 +320,9 @@ pub struct Interpreters {
     /// How long interrupted code may take to stop after a time limit before
     /// its interpreter is killed.
     pub interrupt_grace: HumanDuration,
+    /// How long saving an interpreter's globals at a stop may take (it
+    /// runs the objects' own pickling code); past it they are lost.
+    pub save_timeout: HumanDuration,
 }
 
 impl Default for Interpreters {
@@ -330,6 +333,7 @@ impl Default for Interpreters {
             max_live_per_tenant: 8,
             pool_size: 2,
             interrupt_grace: HumanDuration::secs(2),
+            save_timeout: HumanDuration::secs(10),
         }
     }
 }

@@ -11,7 +11,7 @@ mod bounds;
 mod egress;
 mod findings;
 mod network;
-use bounds::{MAX_INTERRUPT_GRACE, MAX_POOL_SIZE, MAX_PREWARM_IMPORTS};
+use bounds::{MAX_INTERRUPT_GRACE, MAX_POOL_SIZE, MAX_PREWARM_IMPORTS, MAX_SAVE_TIMEOUT};
 pub use bounds::{
     MAX_OPEN_FILES, MAX_RUN_TIME, MAX_UID_END, MIN_BUILD_DISK, MIN_BUILD_MEMORY, MIN_CPUS,
     MIN_DISK_QUOTA, MIN_MEMORY, MIN_OPEN_FILES, MIN_OUTPUT_BYTES, MIN_PIDS, MIN_TMP_SIZE,
@@ -402,6 +402,13 @@ fn interpreters(p: &Policy, f: &mut Findings) {
         f.add(
             KeyPath::new(&["interpreters", "interrupt_grace"]),
             format!("{g} is out of range (at least 10ms, at most {MAX_INTERRUPT_GRACE})"),
+        );
+    }
+    let s = i.save_timeout;
+    if s.0 < Duration::from_millis(100) || s > MAX_SAVE_TIMEOUT {
+        f.add(
+            KeyPath::new(&["interpreters", "save_timeout"]),
+            format!("{s} is out of range (at least 100ms, at most {MAX_SAVE_TIMEOUT})"),
         );
     }
 }

@@ -119,38 +119,86 @@ async fn live_bad_input_an_answer_for_the_wrong_cell() {
     assert_eq!(hit.interpreter.result, None, "the forgery is not believed");
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn live_bad_input_an_answer_forged_for_the_running_cell() {
-    // The cell's id is in the agent's frame; a forged `done` for it is
-    // taken as the answer (it comes from the session's own code, which
-    // decides its own output anyway), and the agent's real `done` that
-    // follows breaks the channel at the next call: the session's own.
+/// Python that writes a `done` for the running cell, whose id it finds in
+/// the agent's frame, with a made-up result.
+const FORGE_DONE: &str = r#"import json, sys
+def cell_id():
+    f = sys._getframe()
+    while 'cid' not in f.f_locals:
+        f = f.f_back
+    return f.f_locals['cid']
+def forge(cid):
+    body = json.dumps({'op': 'done', 'id': cid, 'status': 'ok', 'exit_code': 0,
+                       'exception': None, 'result': "'forged'", 'result_truncated': False}).encode()
+    os.write(chan, len(body).to_bytes(4, 'big') + body)
+    print('forged', file=sys.stderr, flush=True)
+cid = cell_id()
+"#;
+
+/// A forged `done` for the running cell, sent by `how`, while the code
+/// runs on for 2 s: the call ends only when the code does, with the
+/// agent's own answer, and the channel stays sound.
+async fn forged_done_is_held(how: &str) {
     let (_d, c, s) = start().await;
     let other = c.open_session(None).await.unwrap().session_id;
     run(&c, &s, "x = 1").await;
     run(&c, &other, "y = 'untouched'").await;
-    let forge = concat!(
-        "import json, sys\n",
-        "f = sys._getframe()\n",
-        "while 'cid' not in f.f_locals:\n",
-        "    f = f.f_back\n",
-        "body = json.dumps({'op': 'done', 'id': f.f_locals['cid'], 'status': 'ok', 'exit_code': 0,",
-        " 'exception': None, 'result': \"'forged'\", 'result_truncated': False}).encode()\n",
-        "del f\n",
-        "os.write(chan, len(body).to_bytes(4, 'big') + body)",
+    let code = format!(
+        "{FIND_CHANNEL}{FORGE_DONE}{how}\n\
+         time.sleep(2)\n\
+         print('finished', flush=True)\n\
+         x = 2\n\
+         'genuine'"
     );
-    let hit = run(&c, &s, &format!("{FIND_CHANNEL}{forge}")).await;
+    let hit = run(&c, &s, &code).await;
     assert_kept(&hit);
     assert_eq!(hit.outcome.status, Status::Ok, "{hit:?}");
-    assert_eq!(hit.interpreter.result.as_deref(), Some("'forged'"));
-    let broken = run(&c, &s, "print('x' in globals())").await;
-    assert_kept(&broken);
-    assert_broken(&broken);
-    let next = run(&c, &s, "print('x' in globals())").await;
-    assert_reset(&next, ResetReason::ChannelBroken);
-    assert_eq!(stdout(&next), "False\n");
+    assert_eq!(
+        stdout(&hit),
+        "channel found: True\nfinished\n",
+        "the call ended with the code, not at the forgery: {hit:?}"
+    );
+    assert_eq!(
+        hit.interpreter.result.as_deref(),
+        Some("'genuine'"),
+        "{}",
+        _d.log()
+    );
+    assert_eq!(stderr(&hit), "forged\n", "the forgery was sent");
+    assert!(hit.outcome.wall_ms >= 2000, "{:?}", hit.outcome);
+    let next = run(&c, &s, "print(x)").await;
+    assert_kept(&next);
+    assert_eq!(stdout(&next), "2\n", "the channel is sound: {next:?}");
     let bystander = run(&c, &other, "print(y)").await;
     assert_eq!(stdout(&bystander), "untouched\n");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn live_bad_input_a_done_forged_by_the_running_cell_is_held_until_it_ends() {
+    forged_done_is_held("forge(cid)").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn live_bad_input_a_done_forged_by_a_thread_of_the_cell_is_held_until_it_ends() {
+    forged_done_is_held(
+        "import threading\n\
+         t = threading.Thread(target=lambda: (time.sleep(0.3), forge(cid)))\n\
+         t.start()",
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn live_bad_input_a_flood_of_forged_dones_breaks_the_channel() {
+    let hit = attacked(&format!(
+        "{FORGE_DONE}for _ in range(100):\n    forge(cid)\ntime.sleep(30)"
+    ))
+    .await;
+    assert!(
+        hit.outcome.wall_ms < 20_000,
+        "the flood ended the call, not its time limit: {:?}",
+        hit.outcome
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -372,3 +372,179 @@ async fn live_lifecycle_the_pool_leaves_room_for_a_real_session() {
         "no spare at the cap"
     );
 }
+
+/// Code in a global whose unpickling leaves a mark: a restore of it runs
+/// `touch /workspace/restore-ran`.
+const RESTORE_MARK: &str = "import os\n\
+    class Mark:\n\
+    \x20   def __reduce__(self):\n\
+    \x20       return (os.system, ('touch /workspace/restore-ran',))\n\
+    mark = Mark()\n\
+    n = 5";
+
+/// After a stop saved the session's globals, a call with `fresh` gets a
+/// clean interpreter: nothing is restored (no saved code runs again), the
+/// saved state is deleted, and the call says `fresh_requested`.
+async fn fresh_after_a_stop_restores_nothing(d: &Daemon, c: &Client, s: &str, why: ResetReason) {
+    let state_file = d.workspace(s).join(".prims/state.pickle");
+    assert!(state_file.exists(), "the stop saved the globals");
+    let back = send(
+        c,
+        fresh(
+            s,
+            "import os\nprint(os.path.exists('/workspace/restore-ran'), 'n' in globals())",
+        ),
+    )
+    .await;
+    assert_reset(&back, ResetReason::FreshRequested);
+    assert_eq!(stdout(&back), "False False\n", "{back:?}");
+    assert!(
+        back.interpreter.restored.is_empty(),
+        "{:?}",
+        back.interpreter
+    );
+    assert!(back.interpreter.not_restored.is_empty());
+    assert!(
+        !state_file.exists(),
+        "the saved globals were deleted unread"
+    );
+    let next = run(c, s, "print('n' in globals())").await;
+    assert_kept(&next);
+    assert_eq!(stdout(&next), "False\n", "nothing is restored later either");
+    assert!(!d.workspace(s).join("restore-ran").exists(), "{why:?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn live_lifecycle_fresh_after_an_idle_stop_restores_nothing() {
+    let d = Daemon::start(&live_policy(&format!("{NO_POOL}idle_ttl = \"1s\""), ""));
+    let c = d.client().await;
+    let s = c.open_session(None).await.unwrap().session_id;
+    let set = run(&c, &s, RESTORE_MARK).await;
+    assert_eq!(set.outcome.status, Status::Ok, "{set:?}");
+    wait_for_stats(&c, "the idle interpreter stopped", |s| {
+        s.interpreters_live == 0
+    })
+    .await;
+    wait_for_file(&d.workspace(&s).join(".prims"), "state.pickle");
+    fresh_after_a_stop_restores_nothing(&d, &c, &s, ResetReason::StoppedIdle).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn live_lifecycle_fresh_after_a_stop_for_room_restores_nothing() {
+    let d = Daemon::start(&live_policy(&format!("{NO_POOL}max_live = 1"), ""));
+    let c = d.client().await;
+    let a = c.open_session(None).await.unwrap().session_id;
+    let b = c.open_session(None).await.unwrap().session_id;
+    run(&c, &a, RESTORE_MARK).await;
+    run(&c, &b, "b = 2").await;
+    wait_for_file(&d.workspace(&a).join(".prims"), "state.pickle");
+    fresh_after_a_stop_restores_nothing(&d, &c, &a, ResetReason::StoppedForRoom).await;
+    // Without `fresh`, the same state comes back (and its code runs, in
+    // the session's own jail).
+    run(&c, &b, RESTORE_MARK).await;
+    run(&c, &a, "a = 1").await;
+    let back_b = run(
+        &c,
+        &b,
+        "import os\nprint(n, os.path.exists('/workspace/restore-ran'))",
+    )
+    .await;
+    assert_reset(&back_b, ResetReason::StoppedForRoom);
+    assert_eq!(stdout(&back_b), "5 True\n");
+}
+
+/// A global whose pickling takes 30 s.
+const SLOW_SAVE: &str = "import time\n\
+    class Slow:\n\
+    \x20   def __reduce__(self):\n\
+    \x20       time.sleep(30)\n\
+    \x20       return (int, (1,))\n\
+    slow = Slow()\n\
+    n = 5";
+
+#[tokio::test(flavor = "multi_thread")]
+async fn live_lifecycle_a_slow_save_holds_up_no_other_session_and_loses_only_its_own_state() {
+    let d = Daemon::start(&live_policy(
+        &format!("{NO_POOL}max_live = 1\nsave_timeout = \"1s\""),
+        "",
+    ));
+    let c = d.client().await;
+    let a = c.open_session(None).await.unwrap().session_id;
+    let b = c.open_session(None).await.unwrap().session_id;
+    run(&c, &a, SLOW_SAVE).await;
+    // b's first call stops a's interpreter for room; a's save runs the
+    // slow pickling, and b does not wait for it.
+    let t = std::time::Instant::now();
+    let in_b = run(&c, &b, "print('b runs')").await;
+    let waited = t.elapsed();
+    assert_eq!(stdout(&in_b), "b runs\n");
+    assert!(
+        waited < std::time::Duration::from_secs(15),
+        "another session's first call waited {waited:?} for a save"
+    );
+    let back = run(&c, &a, "print('n' in globals())").await;
+    assert_reset(&back, ResetReason::StoppedForRoom);
+    assert_eq!(stdout(&back), "False\n");
+    assert_eq!(
+        back.interpreter.not_restored,
+        [NotRestored {
+            name: "*".into(),
+            why: "no global was kept: saving them at the stop took longer than \
+                  interpreters.save_timeout (no answer within 1 s)"
+                .into(),
+        }],
+        "the reason is given"
+    );
+    let again = run(&c, &a, "print('works')").await;
+    assert_kept(&again);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn live_lifecycle_idle_saves_run_side_by_side_and_no_call_waits_for_them() {
+    let d = Daemon::start(&live_policy(
+        &format!("{NO_POOL}idle_ttl = \"1s\"\nsave_timeout = \"5s\""),
+        "",
+    ));
+    let c = d.client().await;
+    let mut slow = Vec::new();
+    for _ in 0..2 {
+        let s = c.open_session(None).await.unwrap().session_id;
+        run(&c, &s, SLOW_SAVE).await;
+        slow.push(s);
+    }
+    let other = c.open_session(None).await.unwrap().session_id;
+    // Both slow sessions stop while idle; their saves hang for 5 s each.
+    wait_for_stats(&c, "the slow interpreters stopping", |s| {
+        s.interpreters_live == 0
+    })
+    .await;
+    let t = std::time::Instant::now();
+    let quick = run(&c, &other, "print('quick')").await;
+    assert_eq!(stdout(&quick), "quick\n");
+    assert!(
+        t.elapsed() < std::time::Duration::from_secs(4),
+        "a new session's first call waited {:?} while saves ran",
+        t.elapsed()
+    );
+    // Each slow session's next call waits for its own save only: both
+    // saves ran at once, so both are lost within one deadline and a bit.
+    let t = std::time::Instant::now();
+    for s in &slow {
+        let back = run(&c, s, "print('n' in globals())").await;
+        assert_reset(&back, ResetReason::StoppedIdle);
+        assert_eq!(
+            back.interpreter.not_restored.len(),
+            1,
+            "{:?}",
+            back.interpreter
+        );
+        assert!(back.interpreter.not_restored[0]
+            .why
+            .contains("interpreters.save_timeout"));
+    }
+    assert!(
+        t.elapsed() < std::time::Duration::from_secs(9),
+        "the saves ran one after the other: {:?}",
+        t.elapsed()
+    );
+}

@@ -415,20 +415,97 @@ async fn live_state_background_processes_outlive_the_call_count_against_pids_and
     assert_no_survivors(&marker, "a fresh reset kills the old jail");
 }
 
+/// The host pid of the jail's process whose command line has `marker`.
+fn pid_with_marker(marker: &str) -> i32 {
+    let deadline = Instant::now() + HANG_GUARD;
+    loop {
+        if let Some((pid, _)) = processes_with_marker(marker).first() {
+            return *pid;
+        }
+        assert!(Instant::now() < deadline, "{marker} never ran");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Bytes process `pid` has written so far (`wchar` of /proc/<pid>/io).
+fn written(pid: i32) -> u64 {
+    let io = std::fs::read_to_string(format!("/proc/{pid}/io")).expect("/proc/<pid>/io");
+    io.lines()
+        .find_map(|l| l.strip_prefix("wchar: "))
+        .and_then(|n| n.trim().parse().ok())
+        .expect("wchar")
+}
+
+/// CPU time process `pid` has used, in clock ticks (utime + stime).
+fn cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("/proc/<pid>/stat");
+    // Fields after the command, which ends with the last ')'.
+    let rest = &stat[stat.rfind(')').expect("stat") + 2..];
+    let f: Vec<&str> = rest.split(' ').collect();
+    f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap()
+}
+
 #[tokio::test(flavor = "multi_thread")]
-async fn live_state_background_output_between_calls_is_dropped() {
+async fn live_state_a_background_flood_between_calls_blocks_and_costs_the_supervisor_nothing() {
+    let (d, c, s) = session("").await;
+    let marker = unique("flood");
+    let start = format!(
+        "import subprocess, sys\n\
+         flood = subprocess.Popen([sys.executable, '-c', \
+         'import os\\nwhile True: os.write(1, b\"y\" * 65536)', '{marker}'])\n\
+         print('started')"
+    );
+    let started = run(&c, &s, &start).await;
+    assert_eq!(stdout(&started), "started\n", "{started:?}");
+    let pid = pid_with_marker(&marker);
+    // No call runs: nothing reads the pipe, so the flood fills it and waits.
+    std::thread::sleep(Duration::from_millis(300));
+    let (wrote, ticks) = (written(pid), cpu_ticks(d.pid()));
+    std::thread::sleep(Duration::from_secs(1));
+    assert_eq!(
+        written(pid),
+        wrote,
+        "the flood made no progress while no call ran"
+    );
+    let used = cpu_ticks(d.pid()) - ticks;
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as u64;
+    assert!(
+        used * 1000 / hz < 100,
+        "the supervisor used {used} ticks of {hz}/s while no call ran"
+    );
+    assert_eq!(
+        pipe_unread(pid, 1).expect("FIONREAD"),
+        65536,
+        "the pipe is full"
+    );
+
+    // A call reads again: its output begins with what waited in the pipe.
+    let next = run(&c, &s, "flood.kill(); flood.wait(); print('after')").await;
+    assert_kept(&next);
+    let ys = next.stdout.iter().take_while(|b| **b == b'y').count();
+    assert!(ys >= 65536, "{ys} bytes of the flood came first");
+    if !next.stdout_truncated {
+        assert!(stdout(&next).ends_with("yafter\n"), "{:?}", next.outcome);
+    }
+    assert_no_survivors(&marker, "the call killed the flood");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn live_state_background_output_between_calls_waits_for_the_next_call() {
     let (d, c, s) = session("").await;
     let ws = d.workspace(&s);
     let marker = unique("bgout");
-    // The background process prints a burst whenever a trigger file
-    // appears, then says so with another file.
+    // The background process prints a burst of `lines` lines whenever a
+    // trigger file appears, then says so with another file.
     let printer = r#"import os, sys, time
 n = 0
 while True:
     n += 1
     while not os.path.exists('/workspace/go%d' % n):
         time.sleep(0.01)
-    for i in range(2000):
+    lines = int(open('/workspace/go%d' % n).read())
+    for i in range(lines):
         print('bg%d-%d' % (n, i))
     sys.stdout.flush()
     open('/workspace/done%d' % n, 'w').close()
@@ -441,42 +518,40 @@ while True:
     );
     let started = run(&c, &s, &start).await;
     assert_eq!(stdout(&started), "started\n", "{started:?}");
-    let pid = {
-        let deadline = Instant::now() + HANG_GUARD;
-        loop {
-            if let Some((pid, _)) = processes_with_marker(&marker).first() {
-                break *pid;
-            }
-            assert!(Instant::now() < deadline, "the printer never ran");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    };
+    let pid = pid_with_marker(&marker);
+    let burst =
+        |n: usize, lines: usize| -> String { (0..lines).map(|i| format!("bg{n}-{i}\n")).collect() };
 
-    // A burst while no call runs.
-    std::fs::write(ws.join("go1"), "").unwrap();
+    // A burst that fits in the pipe, while no call runs: the next call's
+    // output begins with it.
+    std::fs::write(ws.join("go1"), "2000").unwrap();
     wait_for_file(&ws, "done1");
-    wait_stdout_read(pid);
-    let quiet = run(&c, &s, "print('after')").await;
-    assert_kept(&quiet);
-    assert_eq!(
-        stdout(&quiet),
-        "after\n",
-        "output written between calls is dropped"
-    );
+    let after = run(&c, &s, "print('after')").await;
+    assert_kept(&after);
+    assert_eq!(stdout(&after), format!("{}after\n", burst(1, 2000)));
 
-    // A burst while a call runs belongs to that call.
+    // A burst larger than the pipe: the printer blocks until a call reads.
+    std::fs::write(ws.join("go2"), "20000").unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(
+        !ws.join("done2").exists(),
+        "the printer waits while no call runs"
+    );
+    let unread = pipe_unread(pid, 1).expect("FIONREAD");
+    assert!(
+        unread > 60 * 1024,
+        "the pipe is full: {unread} bytes unread"
+    );
     let during = run(
         &c,
         &s,
         "import os, time\n\
-         open('/workspace/go2', 'w').close()\n\
          while not os.path.exists('/workspace/done2'):\n\
          \x20   time.sleep(0.01)\n\
          print('end')",
     )
     .await;
-    let burst: String = (0..2000).map(|i| format!("bg2-{i}\n")).collect();
-    assert_eq!(stdout(&during), format!("{burst}end\n"));
+    assert_eq!(stdout(&during), format!("{}end\n", burst(2, 20000)));
 
     let reset = send(&c, fresh(&s, JAIL_PIDS)).await;
     assert_eq!(stdout(&reset), "1 2\n");
@@ -506,4 +581,54 @@ async fn live_state_a_cell_of_20000_characters_runs() {
     let next = run(&c, &s, "total").await;
     assert_kept(&next);
     assert_eq!(next.interpreter.result, Some(n.to_string()));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn live_state_session_packages_never_shadow_the_standard_library() {
+    let d = Daemon::start(&live_policy(&format!("{NO_POOL}idle_ttl = \"1s\""), ""));
+    let c = d.client().await;
+    let s = c.open_session(None).await.unwrap().session_id;
+    // What `pip install --target` would put there: a package of its own,
+    // and modules named like the standard library's.
+    let plant = "import importlib, os\n\
+        site = '/workspace/.prims/site-packages'\n\
+        os.makedirs(site, exist_ok=True)\n\
+        for name in ('statistics', 'pickle'):\n\
+        \x20   with open(os.path.join(site, name + '.py'), 'w') as f:\n\
+        \x20       f.write(\"open('/workspace/planted-%s-ran' % __name__, 'w').close()\\n\")\n\
+        with open(os.path.join(site, 'session_pkg.py'), 'w') as f:\n\
+        \x20   f.write('VALUE = 42\\n')\n\
+        importlib.invalidate_caches()\n\
+        n = 5";
+    let planted = run(&c, &s, plant).await;
+    assert_eq!(planted.outcome.status, Status::Ok, "{planted:?}");
+    let used = run(
+        &c,
+        &s,
+        "import statistics, session_pkg, sys\n\
+         print(statistics.__file__)\n\
+         print(session_pkg.VALUE, sys.path[-1])",
+    )
+    .await;
+    assert_kept(&used);
+    assert_eq!(
+        stdout(&used),
+        "/usr/lib/python3.11/statistics.py\n42 /workspace/.prims/site-packages\n",
+        "{used:?}"
+    );
+    // A stop saves with the agent's own pickle, and the restore too.
+    wait_for_stats(&c, "the idle interpreter stopped", |s| {
+        s.interpreters_live == 0
+    })
+    .await;
+    let back = run(&c, &s, "print(n)").await;
+    assert_reset(&back, ResetReason::StoppedIdle);
+    assert_eq!(stdout(&back), "5\n", "{back:?}");
+    let ws = d.workspace(&s);
+    for name in ["statistics", "pickle"] {
+        assert!(
+            !ws.join(format!("planted-{name}-ran")).exists(),
+            "a planted {name}.py ran"
+        );
+    }
 }

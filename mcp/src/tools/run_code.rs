@@ -13,7 +13,9 @@ use crate::sessions::SessionRef;
 use crate::state::AppState;
 use crate::streaming::Streamer;
 use prims_protocol::jail::{LimitRequest, Status};
-use prims_protocol::wire::{Event, OutputFile, Reply, RequestBody, RunReply, RunRequest};
+use prims_protocol::wire::{
+    Event, InterpreterState, OutputFile, Reply, RequestBody, ResetReason, RunReply, RunRequest,
+};
 use rmcp::model::{ContentBlock, Resource};
 use std::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -27,9 +29,11 @@ pub const MAX_CODE_CHARS: usize = 20_000;
 pub const FEEDBACK: &str = "No output detected. Use print() (or write to stderr) to show results, \
 or end the code with an expression such as df.head() to get its value back as result. \
 For wide pandas tables, run pd.set_option('display.max_columns', None) and \
-pd.set_option('display.width', 10000) before printing. Variables from earlier calls of this \
-session are still defined. Read mounted files by their mount path, e.g. \
-pd.read_csv('mounts/my_data.csv'). Files you write under output/ are returned as artifacts.";
+pd.set_option('display.width', 10000) before printing. Read mounted files by their mount path, \
+e.g. pd.read_csv('mounts/my_data.csv'). Files you write under output/ are returned as artifacts.";
+
+/// What the no-output hint says of earlier calls' variables, by `state`.
+const KEPT: &str = "Variables from earlier calls of this session are still defined.";
 
 /// Refuses code over [`MAX_CODE_CHARS`], before any session is resolved.
 pub fn check_size(code: &str) -> Result<(), ToolError> {
@@ -211,8 +215,15 @@ fn output(session: &SessionRef, status: &str, reply: &RunReply) -> RunCodeOutput
     let stdout = String::from_utf8_lossy(&reply.stdout).into_owned();
     let it = &reply.interpreter;
     let mut notes = Vec::new();
+    let replaced = it.state == InterpreterState::Reset;
+    if replaced && it.reason != Some(ResetReason::FreshRequested) {
+        notes.push(reset_note(it));
+    }
     if stdout.is_empty() && it.result.is_none() {
         notes.push(FEEDBACK.to_owned());
+        if it.state == InterpreterState::Kept {
+            notes.push(KEPT.to_owned());
+        }
     }
     match o.status {
         Status::Timeout => notes.push(
@@ -271,6 +282,23 @@ fn output(session: &SessionRef, status: &str, reply: &RunReply) -> RunCodeOutput
             .collect(),
         network,
     }
+}
+
+/// Why the variables of earlier calls are gone, and which came back.
+fn reset_note(it: &prims_protocol::wire::Interpreter) -> String {
+    let why = it.reason.as_ref().map(snake).unwrap_or_default();
+    let kept = if it.restored.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "; the ones listed in restored ({}) were saved and restored",
+            it.restored.join(", ")
+        )
+    };
+    format!(
+        "This call ran in a new interpreter (state_reason: {why}): variables, imports and \
+         functions of earlier calls are gone{kept}."
+    )
 }
 
 fn network_out(n: &prims_protocol::egress::NetworkReport) -> NetworkOut {

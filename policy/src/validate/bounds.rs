@@ -29,3 +29,5 @@ pub const MIN_BUILD_DISK: ByteSize = ByteSize::mib(64);
 pub const MAX_POOL_SIZE: u32 = 64;
 pub const MAX_PREWARM_IMPORTS: usize = 32;
 pub const MAX_INTERRUPT_GRACE: HumanDuration = HumanDuration::secs(60);
+/// The longest `interpreters.save_timeout`: a save holds only its own session.
+pub const MAX_SAVE_TIMEOUT: HumanDuration = HumanDuration::secs(60);

@@ -218,7 +218,7 @@ async fn sweeper(d: Arc<Daemon>, shutdown: CancellationToken) {
         let p = d.policy();
         // An interpreter never outlives its session's idle time.
         let ttl = p.interpreters.idle_ttl.0.min(p.sessions.idle_ttl.0);
-        d.interpreters.stop_idle(ttl).await;
+        d.interpreters.stop_idle(ttl, p.interpreters.save_timeout.0);
         let (sessions, envs, live) = (d.sessions.clone(), d.envs.clone(), d.interpreters.clone());
         let swept = tokio::task::spawn_blocking(move || {
             let gone = sessions.sweep(SystemTime::now(), &|name| live.forget(name));

@@ -277,6 +277,15 @@ class Agent:
         self.main = None
         self.site = None
         self.site_seen = None
+        self.pickle = None
+
+    def import_own(self):
+        """What the agent imports for itself, bound before any user code
+        runs: a cell may replace sys.modules entries, and the session's own
+        packages must never stand in for these."""
+        import pickle
+
+        self.pickle = pickle
 
     def _forget_in_child(self):
         # A forked child must not hold the channel (it would keep it open
@@ -375,8 +384,10 @@ class Agent:
         self.main = main
         site = os.environ.get(SITE_ENV)
         if site:
-            # Ahead of the environment's packages, as a user site would be.
-            sys.path.insert(1, site)
+            # Last, as pip's --target directory on PYTHONPATH never is: a
+            # package installed into the session must not shadow the
+            # standard library or the environment (a planted pickle.py).
+            sys.path.append(site)
             self.site = site
 
     # --- cells ---
@@ -509,12 +520,13 @@ class Agent:
         path = msg.get("path")
         if not (isinstance(path, str) and os.path.isabs(path)):
             return _error("save needs an absolute path")
-        import pickle
-
+        pickle = self.pickle
         pickler = _session_pickler(pickle)
         saved, skipped = [], []
         os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
-        tmp = "%s.tmp-%d" % (path, os.getpid())
+        # One name: a save cut short leaves one file, which the next save
+        # or a discard replaces.
+        tmp = path + ".tmp"
         flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
         try:
             with os.fdopen(os.open(tmp, flags, 0o600), "wb") as f:
@@ -550,6 +562,10 @@ class Agent:
             return _error("restore needs an absolute path")
         restored, failed = [], []
         try:
+            os.unlink(path + ".tmp")
+        except OSError:
+            pass
+        try:
             fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
         except FileNotFoundError:
             return {"op": "restored", "restored": [], "failed": []}
@@ -566,10 +582,25 @@ class Agent:
                 pass
         return {"op": "restored", "restored": restored[:LIST_MAX], "failed": failed[:LIST_MAX]}
 
-    def _restore_records(self, f, restored, failed):
-        import importlib
-        import pickle
+    def discard(self, msg):
+        path = msg.get("path")
+        if not (isinstance(path, str) and os.path.isabs(path)):
+            return _error("discard needs an absolute path")
+        for stale in (path, path + ".tmp"):
+            try:
+                os.unlink(stale)
+            except FileNotFoundError:
+                pass
+        return {"op": "discarded"}
 
+    def sync(self, msg):
+        nonce = msg.get("nonce")
+        if not isinstance(nonce, str):
+            return _error("sync needs a string nonce")
+        return {"op": "synced", "nonce": _name(nonce)}
+
+    def _restore_records(self, f, restored, failed):
+        pickle = self.pickle
         while True:
             head = f.read(RECORD.size)
             if not head:
@@ -601,7 +632,13 @@ class Agent:
     # --- the loop ---
 
     def serve(self):
-        handlers = {"cell": self.cell, "save": self.save, "restore": self.restore}
+        handlers = {
+            "cell": self.cell,
+            "save": self.save,
+            "restore": self.restore,
+            "discard": self.discard,
+            "sync": self.sync,
+        }
         while True:
             msg = self.recv()
             if msg is None:
@@ -683,6 +720,8 @@ def main():
             "import_ms": import_ms,
         }
     )
+    # While the supervisor readies the first cell.
+    agent.import_own()
     agent.serve()
 
 

@@ -7,6 +7,7 @@ use super::channel::{CellDone, CellStatus, ChannelError, FromAgent, ToAgent};
 use super::live::Live;
 use super::output::new_marker;
 use super::pumps::{Captured, OutputTx};
+use super::settled::{Confirm, Step, MAX_DONES};
 use prims_cgroup::{PeakMeter, Usage};
 use prims_protocol::jail::{JobLimits, Outcome, Status};
 use prims_protocol::wire::ResetReason;
@@ -177,7 +178,10 @@ fn usage(live: &Live) -> Usage {
         .unwrap_or_default()
 }
 
-/// Waits for the cell's `done`, interrupting at the time limits.
+/// Waits for the cell's `done`, interrupting at the time limits. A `done`
+/// counts once python's main thread is back where the agent waits for the
+/// next cell ([`Confirm`]): one the cell's code forged while it runs on is
+/// held until then.
 async fn follow(
     live: &mut Live,
     id: u64,
@@ -192,33 +196,57 @@ async fn follow(
     let sample_cpu = cpu_start.is_some();
     let mut tick = tokio::time::interval(CPU_TICK);
     let mut interrupted: Option<(&'static str, TokioInstant)> = None;
+    let mut confirm = Confirm::default();
     loop {
         let kill_at = interrupted.map(|(_, at)| at);
-        tokio::select! {
+        let step = tokio::select! {
             m = live.rx.recv() => match m {
-                Some(Ok(FromAgent::Done(d))) if d.id == id => {
-                    return Ending::Done(d, interrupted.map(|(kind, _)| kind));
-                }
+                Some(Ok(FromAgent::Done(d))) if d.id == id => confirm.done(live, d).await,
+                Some(Ok(FromAgent::Synced { nonce })) => match confirm.synced(&nonce) {
+                    Some(step) => step,
+                    None => return Ending::Broken(ChannelError::Malformed(
+                        "a sync answer that was not asked for".into(),
+                    )),
+                },
                 Some(Ok(other)) => return Ending::Broken(ChannelError::Malformed(
                     format!("expected done for cell {id}, got {}", other.op()),
                 )),
                 Some(Err(ChannelError::Closed)) | None => return Ending::Died,
                 Some(Err(e)) => return Ending::Broken(e),
             },
+            _ = tokio::time::sleep_until(confirm.recheck.unwrap_or(wall)), if confirm.recheck.is_some() => {
+                confirm.again(live)
+            }
             _ = tokio::time::sleep_until(wall), if interrupted.is_none() => {
                 interrupted = Some(("wall", interrupt(live, grace)));
+                Step::Wait
             }
             _ = tick.tick(), if sample_cpu && interrupted.is_none() => {
                 let used = usage(live).cpu_ns.zip(cpu_start).map(|(a, b)| a.saturating_sub(b));
                 if used.is_some_and(|ns| ns >= cpu_limit_ns) {
                     interrupted = Some(("cpu", interrupt(live, grace)));
                 }
+                Step::Wait
             }
             _ = tokio::time::sleep_until(kill_at.unwrap_or(wall)), if kill_at.is_some() => {
                 live.kill();
                 return Ending::Killed;
             }
             _ = cancel.cancelled() => return Ending::Cancelled,
+        };
+        match step {
+            Step::Wait => {}
+            Step::Ended(d) => return Ending::Done(d, interrupted.map(|(kind, _)| kind)),
+            Step::Send(msg) => {
+                if let Err(e) = live.writer.send(&msg).await {
+                    return Ending::Broken(e);
+                }
+            }
+            Step::TooMany => {
+                return Ending::Broken(ChannelError::Malformed(format!(
+                    "over {MAX_DONES} done messages for cell {id}"
+                )))
+            }
         }
     }
 }

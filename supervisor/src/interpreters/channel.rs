@@ -24,6 +24,11 @@
 //! - `restore {path}`: load such a file into the globals and delete it; a
 //!   missing file restores nothing. Answered by `restored`. Unpickling
 //!   happens only in the jail.
+//! - `discard {path}`: delete such a file unread (the call asked for a
+//!   fresh interpreter). Answered by `discarded`.
+//! - `sync {nonce}`: answered by `synced` with the same nonce, after which
+//!   nothing the agent sent before reading it is still on its way (see
+//!   [`super::settled`]).
 //!
 //! Agent to supervisor:
 //!
@@ -38,6 +43,8 @@
 //!   was not None, cut to [`RESULT_MAX_CHARS`].
 //! - `saved {saved, skipped}` and `restored {restored, failed}`: the names
 //!   that made it, and `{name, why}` for those that did not.
+//! - `discarded {}`: the saved globals are gone.
+//! - `synced {nonce}`: the answer to `sync`.
 //! - `error {message}`: the agent could not act on a message.
 //!
 //! Every list holds at most [`LIST_MAX`] entries and every name or why at
@@ -90,6 +97,12 @@ pub(crate) enum ToAgent {
     Restore {
         path: String,
     },
+    Discard {
+        path: String,
+    },
+    Sync {
+        nonce: String,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -110,6 +123,10 @@ pub(crate) enum FromAgent {
         restored: Vec<String>,
         failed: Vec<Named>,
     },
+    Discarded {},
+    Synced {
+        nonce: String,
+    },
     Error {
         message: String,
     },
@@ -123,6 +140,8 @@ impl FromAgent {
             FromAgent::Done(_) => "done",
             FromAgent::Saved { .. } => "saved",
             FromAgent::Restored { .. } => "restored",
+            FromAgent::Discarded {} => "discarded",
+            FromAgent::Synced { .. } => "synced",
             FromAgent::Error { .. } => "error",
         }
     }
@@ -297,6 +316,8 @@ fn check(msg: &FromAgent) -> Result<(), String> {
             names("restored.restored", restored)?;
             named("restored.failed", failed)
         }
+        FromAgent::Discarded {} => Ok(()),
+        FromAgent::Synced { nonce } => chars("synced.nonce", nonce, NAME_MAX_CHARS),
         FromAgent::Error { message } => chars("error.message", message, MESSAGE_MAX_CHARS),
     }
 }

@@ -4,6 +4,7 @@
 
 use super::channel::{AgentWriter, ChannelError, FromAgent, Named, ToAgent};
 use super::pumps::Pump;
+use super::settled::MainThread;
 use crate::envs::EnvLease;
 use crate::job::JailKiller;
 use prims_cgroup::JobCgroup;
@@ -12,8 +13,9 @@ use std::os::fd::OwnedFd;
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 
-/// How long a save or restore of globals may take inside the jail.
-const STATE_DEADLINE: Duration = Duration::from_secs(30);
+/// How long a restore of globals may take inside the jail (the session's
+/// own call waits for it; a save's deadline is the policy's).
+const RESTORE_DEADLINE: Duration = Duration::from_secs(30);
 /// Where the agent saves globals, inside the jail.
 pub(super) const STATE_FILE: &str = "/workspace/.prims/state.pickle";
 
@@ -34,6 +36,8 @@ pub(crate) struct Live {
     pub(super) stderr: Pump,
     /// python, pid 2 of the jail: where interrupts go.
     pub python: OwnedFd,
+    /// Its main thread, which shows when a cell has really ended.
+    pub main: MainThread,
     pub cgroup: Option<Box<dyn JobCgroup>>,
     pub enforced: Enforced,
     /// Cells run so far; 0 means no user code ever ran in it.
@@ -106,39 +110,76 @@ impl Live {
             .and_then(|u| u.memory_current_bytes)
     }
 
-    /// Asks the agent to pickle its globals into the workspace; the caller
-    /// kills the jail afterwards either way.
-    pub(super) async fn save(&mut self) -> Result<Carried, String> {
+    /// Asks the agent to pickle its globals into the workspace, within
+    /// `deadline`; the caller kills the jail afterwards either way.
+    pub(super) async fn save(&mut self, deadline: Duration) -> Result<Carried, AskError> {
         let path = STATE_FILE.to_string();
-        match self.ask(ToAgent::Save { path }).await? {
+        match self.ask(ToAgent::Save { path }, deadline).await? {
             FromAgent::Saved { saved, skipped } => Ok(Carried {
                 names: saved,
                 missed: skipped,
             }),
-            other => Err(format!("unexpected answer to save: {}", other.op())),
+            other => Err(AskError::Unexpected(other.op())),
         }
     }
 
     /// Asks the agent to load what a stopped interpreter saved.
-    pub(super) async fn restore(&mut self) -> Result<Carried, String> {
+    pub(super) async fn restore(&mut self) -> Result<Carried, AskError> {
         let path = STATE_FILE.to_string();
-        match self.ask(ToAgent::Restore { path }).await? {
+        match self
+            .ask(ToAgent::Restore { path }, RESTORE_DEADLINE)
+            .await?
+        {
             FromAgent::Restored { restored, failed } => Ok(Carried {
                 names: restored,
                 missed: failed,
             }),
-            other => Err(format!("unexpected answer to restore: {}", other.op())),
+            other => Err(AskError::Unexpected(other.op())),
         }
     }
 
-    async fn ask(&mut self, msg: ToAgent) -> Result<FromAgent, String> {
-        self.writer.send(&msg).await.map_err(|e| e.to_string())?;
-        match tokio::time::timeout(STATE_DEADLINE, self.rx.recv()).await {
-            Err(_) => Err(format!("no answer within {} s", STATE_DEADLINE.as_secs())),
-            Ok(None) => Err("the interpreter ended".into()),
-            Ok(Some(Err(e))) => Err(e.to_string()),
+    /// Asks the agent to delete what a stopped interpreter saved, unread.
+    pub(super) async fn discard(&mut self) -> Result<(), AskError> {
+        let path = STATE_FILE.to_string();
+        match self
+            .ask(ToAgent::Discard { path }, RESTORE_DEADLINE)
+            .await?
+        {
+            FromAgent::Discarded {} => Ok(()),
+            other => Err(AskError::Unexpected(other.op())),
+        }
+    }
+
+    async fn ask(&mut self, msg: ToAgent, deadline: Duration) -> Result<FromAgent, AskError> {
+        self.writer.send(&msg).await.map_err(AskError::Channel)?;
+        match tokio::time::timeout(deadline, self.rx.recv()).await {
+            Err(_) => Err(AskError::Timeout(deadline)),
+            Ok(None) => Err(AskError::Ended),
+            Ok(Some(Err(e))) => Err(AskError::Channel(e)),
             Ok(Some(Ok(m))) => Ok(m),
         }
+    }
+}
+
+/// Why the agent gave no answer to a save, restore or discard.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum AskError {
+    #[error("no answer within {}", seconds(*.0))]
+    Timeout(Duration),
+    #[error("the interpreter ended")]
+    Ended,
+    #[error(transparent)]
+    Channel(ChannelError),
+    #[error("an answer of the wrong kind ({0})")]
+    Unexpected(&'static str),
+}
+
+/// `d` as people write it: "10 s", "500 ms".
+fn seconds(d: Duration) -> String {
+    if d.subsec_millis() == 0 {
+        format!("{} s", d.as_secs())
+    } else {
+        format!("{} ms", d.as_millis())
     }
 }
 

@@ -10,7 +10,8 @@
 //!   boundary: code in the jail can write anything to it;
 //! - [`output`]: cutting the jail's stdout and stderr into cells at the
 //!   markers the agent writes, which `pumps` applies to the live pipes;
-//! - `start`, `live`, `cell`: starting one interpreter, and one call in it;
+//! - `start`, `live`, `cell`: starting one interpreter, and one call in it,
+//!   whose end `settled` confirms from the kernel's view of python;
 //! - `registry`, `slot`, `pool`: who gets which interpreter and when one
 //!   is replaced, the caps, the idle stop and the warm pool.
 
@@ -23,6 +24,7 @@ pub(crate) mod output;
 mod pool;
 mod pumps;
 mod registry;
+mod settled;
 mod slot;
 pub(crate) mod start;
 

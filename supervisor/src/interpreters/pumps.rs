@@ -1,7 +1,9 @@
-//! The jail's stdout and stderr pipes, read for the interpreter's whole
-//! life. While a cell runs, what arrives goes to that cell (capped) up to
-//! the agent's end-of-cell marker; between cells it is read and dropped, so
-//! a background process never blocks on a full pipe.
+//! The jail's stdout and stderr pipes. While a cell runs, what arrives
+//! goes to that cell (capped) up to the agent's end-of-cell marker. Between
+//! cells nothing is read: output a background process writes then waits in
+//! the pipe (a pipe holds 64 KiB), the writer blocks once it is full, and
+//! the next cell's output begins with it. So a background flood costs the
+//! supervisor nothing, and its process waits instead of burning CPU.
 
 use super::output::{Capped, MarkerScan};
 use crate::job::Stream;
@@ -26,12 +28,17 @@ struct Shared {
     route: Mutex<Route>,
     /// Woken when the marker arrives or the pipe ends.
     changed: Notify,
+    /// Woken when a cell begins: the reader reads again.
+    resume: Notify,
 }
 
 #[derive(Debug)]
 enum Route {
-    /// No cell runs: bytes are dropped.
-    Idle,
+    /// No cell runs and nothing is read. `held` came through after the
+    /// last cell's marker, in the same read: it goes to the next cell.
+    Idle {
+        held: Vec<u8>,
+    },
     Cell(Capture),
     /// The pipe ended: python and every process that held it are gone.
     /// A cell that was running keeps what it got, for `end` to collect.
@@ -40,9 +47,12 @@ enum Route {
 
 #[derive(Debug)]
 struct Capture {
+    /// `None` once the marker came through: the cell's output is complete.
     scan: Option<MarkerScan>,
     kept: Capped,
     out: OutputTx,
+    /// What followed the marker in its read (a background process's).
+    after: Vec<u8>,
 }
 
 /// What one cell got from one stream.
@@ -57,17 +67,26 @@ fn lock(m: &Mutex<Route>) -> MutexGuard<'_, Route> {
 }
 
 impl Pump {
-    /// Starts reading `fd` (a pipe's read end).
+    /// Starts the reader of `fd` (a pipe's read end); it reads only while
+    /// a cell waits for its marker.
     pub fn start(stream: Stream, fd: OwnedFd) -> std::io::Result<Pump> {
         let mut rx = tokio::net::unix::pipe::Receiver::from_owned_fd(fd)?;
         let shared = Arc::new(Shared {
-            route: Mutex::new(Route::Idle),
+            route: Mutex::new(Route::Idle { held: Vec::new() }),
             changed: Notify::new(),
+            resume: Notify::new(),
         });
         let sh = shared.clone();
         let task = tokio::spawn(async move {
             let mut buf = vec![0u8; 64 * 1024];
             loop {
+                loop {
+                    let resumed = sh.resume.notified();
+                    if sh.reading() {
+                        break;
+                    }
+                    resumed.await;
+                }
                 let n = match rx.read(&mut buf).await {
                     Ok(0) | Err(_) => break,
                     Ok(n) => n,
@@ -76,7 +95,7 @@ impl Pump {
             }
             {
                 let mut route = lock(&sh.route);
-                let cell = match std::mem::replace(&mut *route, Route::Idle) {
+                let cell = match std::mem::replace(&mut *route, Route::Ended(None)) {
                     Route::Cell(c) => Some(c),
                     _ => None,
                 };
@@ -91,16 +110,26 @@ impl Pump {
         })
     }
 
-    /// From now on, output belongs to the cell whose marker is `marker`.
+    /// From now on, output belongs to the cell whose marker is `marker`,
+    /// starting with what waited in the pipe since the last cell.
     pub fn begin(&self, marker: &str, cap: usize, out: OutputTx) {
         let mut route = lock(&self.shared.route);
-        if !matches!(*route, Route::Ended(_)) {
-            *route = Route::Cell(Capture {
-                scan: Some(MarkerScan::new(marker)),
-                kept: Capped::new(cap),
-                out,
-            });
+        let held = match &mut *route {
+            Route::Ended(_) => return,
+            Route::Idle { held } => std::mem::take(held),
+            Route::Cell(c) => std::mem::take(&mut c.after),
+        };
+        *route = Route::Cell(Capture {
+            scan: Some(MarkerScan::new(marker)),
+            kept: Capped::new(cap),
+            out,
+            after: Vec::new(),
+        });
+        drop(route);
+        if !held.is_empty() {
+            self.shared.feed(self.stream, &held);
         }
+        self.shared.resume.notify_one();
     }
 
     /// Waits until the cell's marker came through (or the pipe ended), at
@@ -121,33 +150,40 @@ impl Pump {
     fn marker_seen(&self) -> bool {
         match &*lock(&self.shared.route) {
             Route::Cell(c) => c.scan.is_none(),
-            Route::Idle | Route::Ended(_) => true,
+            Route::Idle { .. } | Route::Ended(_) => true,
         }
     }
 
-    /// The cell is over: what it got; later bytes are dropped.
+    /// The cell is over: what it got. What came after its marker waits for
+    /// the next cell, as does everything still in the pipe.
     pub fn end(&self) -> Captured {
         let mut route = lock(&self.shared.route);
-        let ended = matches!(*route, Route::Ended(_));
-        let next = if ended {
-            Route::Ended(None)
-        } else {
-            Route::Idle
-        };
-        let prev = std::mem::replace(&mut *route, next);
-        drop(route);
-        match prev {
-            Route::Cell(mut c) | Route::Ended(Some(mut c)) => {
-                if let Some(scan) = c.scan.take() {
-                    // No marker: what the scanner held back was output.
-                    let (stream, kept, out) = (self.stream, &mut c.kept, &c.out);
-                    scan.finish(&mut |b| forward(stream, kept, out, b));
+        let prev = std::mem::replace(&mut *route, Route::Idle { held: Vec::new() });
+        let mut c = match prev {
+            Route::Cell(c) => c,
+            Route::Ended(c) => {
+                *route = Route::Ended(None);
+                match c {
+                    Some(c) => c,
+                    None => return Captured::default(),
                 }
-                let (bytes, truncated) = c.kept.into_parts();
-                Captured { bytes, truncated }
             }
-            _ => Captured::default(),
+            idle @ Route::Idle { .. } => {
+                *route = idle;
+                return Captured::default();
+            }
+        };
+        if let Route::Idle { held } = &mut *route {
+            *held = std::mem::take(&mut c.after);
         }
+        drop(route);
+        if let Some(scan) = c.scan.take() {
+            // No marker: what the scanner held back was output.
+            let (stream, kept, out) = (self.stream, &mut c.kept, &c.out);
+            scan.finish(&mut |b| forward(stream, kept, out, b));
+        }
+        let (bytes, truncated) = c.kept.into_parts();
+        Captured { bytes, truncated }
     }
 }
 
@@ -158,21 +194,27 @@ impl Drop for Pump {
 }
 
 impl Shared {
+    /// A cell waits for its marker: the pipe is read.
+    fn reading(&self) -> bool {
+        matches!(&*lock(&self.route), Route::Cell(c) if c.scan.is_some())
+    }
+
     fn feed(&self, stream: Stream, chunk: &[u8]) {
         let mut route = lock(&self.route);
-        let Route::Cell(c) = &mut *route else {
-            return;
+        let c = match &mut *route {
+            Route::Cell(c) => c,
+            // A read under way when a cell ended early (a kill): at most
+            // one read's worth, for the next cell if there is one.
+            Route::Idle { held } => return held.extend_from_slice(chunk),
+            Route::Ended(_) => return,
         };
         let Some(scan) = c.scan.as_mut() else {
-            // After the marker: a background process's output, dropped.
-            return;
+            return c.after.extend_from_slice(chunk);
         };
         let (kept, out) = (&mut c.kept, &c.out);
-        if scan
-            .feed(chunk, &mut |b| forward(stream, kept, out, b))
-            .is_some()
-        {
+        if let Some(rest) = scan.feed(chunk, &mut |b| forward(stream, kept, out, b)) {
             c.scan = None;
+            c.after = rest;
             drop(route);
             self.changed.notify_waiters();
         }

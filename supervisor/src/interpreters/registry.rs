@@ -3,10 +3,11 @@
 //! stop, and the warm pool that new sessions take from.
 
 use super::cell::{self, CellEnd};
+use super::channel::Named;
 use super::live::{Carried, HeldLimits, Live};
 use super::pool::{Pool, Warm};
 use super::pumps::OutputTx;
-use super::slot::Slot;
+use super::slot::{Carry, Slot};
 use super::start::{self, StartError, StartSpec};
 use crate::daemon::NetCall;
 use crate::egress::EgressProxy;
@@ -130,9 +131,13 @@ impl Interpreters {
         let mut warm = guard.as_ref().is_some_and(|l| l.warm && l.cells == 0);
         if guard.is_none() {
             let pending = slot.meta().next_reason.take();
-            reason = reason.or(pending);
-            self.make_room(policy, session.tenant.as_deref(), &slot)
-                .await;
+            // `fresh` means a clean interpreter, whatever a stop saved.
+            reason = if req.fresh {
+                Some(ResetReason::FreshRequested)
+            } else {
+                reason.or(pending)
+            };
+            self.make_room(policy, session.tenant.as_deref(), &slot);
             let limits = req.limits;
             let spec = StartSpec {
                 name: self.job_name(&session.name),
@@ -147,16 +152,8 @@ impl Interpreters {
                 warm: false,
             };
             let mut live = start::start(&self.jails, Some(&self.egress), policy, spec).await?;
-            let (saved, unsaved) = {
-                let mut m = slot.meta();
-                (std::mem::take(&mut m.saved), std::mem::take(&mut m.unsaved))
-            };
-            if saved {
-                carried = Some(live.restore().await.map(|mut c| {
-                    c.missed.splice(0..0, unsaved);
-                    c
-                }));
-            }
+            let carry = std::mem::take(&mut slot.meta().carry);
+            carried = carry_over(&mut live, carry, req.fresh).await;
             slot.meta().kill = Some(live.kill.clone());
             *guard = Some(live);
             warm = false;
@@ -278,8 +275,9 @@ impl Interpreters {
         }
     }
 
-    /// Stops interpreters unused for `ttl`, saving their state.
-    pub(crate) async fn stop_idle(&self, ttl: Duration) {
+    /// Stops interpreters unused for `ttl`; their saves (each within
+    /// `save`) run concurrently, and nothing waits for them here.
+    pub(crate) fn stop_idle(&self, ttl: Duration, save: Duration) {
         let now = Instant::now();
         let idle: Vec<Arc<Slot>> = self
             .slots()
@@ -288,15 +286,17 @@ impl Interpreters {
             .cloned()
             .collect();
         for slot in idle {
-            stop(&slot, ResetReason::StoppedIdle).await;
+            stop(&slot, ResetReason::StoppedIdle, save);
         }
     }
 
     /// Below the caps before a new interpreter starts for `me`: stops the
     /// least recently used idle ones (of the tenant first when the tenant
     /// is at its own cap). A busy interpreter is never stopped, so the cap
-    /// can be passed while every one is running a call.
-    async fn make_room(&self, policy: &Policy, tenant: Option<&str>, me: &Arc<Slot>) {
+    /// can be passed while every one is running a call. It never waits for
+    /// a stop's save, which runs the stopped session's own code: only that
+    /// session's next call does.
+    fn make_room(&self, policy: &Policy, tenant: Option<&str>, me: &Arc<Slot>) {
         let cfg = &policy.interpreters;
         loop {
             let live: Vec<Arc<Slot>> = self
@@ -322,13 +322,10 @@ impl Interpreters {
                 })
                 .collect();
             candidates.sort_by_key(|(t, _)| *t);
-            let mut stopped = false;
-            for (_, slot) in candidates {
-                if stop(&slot, ResetReason::StoppedForRoom).await {
-                    stopped = true;
-                    break;
-                }
-            }
+            let save = cfg.save_timeout.0;
+            let stopped = candidates
+                .iter()
+                .any(|(_, slot)| stop(slot, ResetReason::StoppedForRoom, save));
             if !stopped {
                 tracing::warn!(
                     "every live interpreter is busy; starting one past interpreters.max_live"
@@ -460,34 +457,88 @@ impl Interpreters {
     }
 }
 
-/// Stops the slot's interpreter if it is idle (its lock is free): saves
-/// what of its globals can be pickled, then kills it. False when busy.
-async fn stop(slot: &Slot, reason: ResetReason) -> bool {
-    let Ok(mut guard) = slot.live.try_lock() else {
+/// Stops the slot's interpreter if it is idle (its lock is free). A task
+/// of its own saves what of its globals can be pickled, within `save`, and
+/// then kills it, holding the slot's lock meanwhile: the session's next
+/// call waits for it, and nothing else does. False when busy or not live.
+fn stop(slot: &Arc<Slot>, reason: ResetReason, save: Duration) -> bool {
+    let Ok(mut guard) = slot.live.clone().try_lock_owned() else {
         return false;
     };
     let Some(mut live) = guard.take() else {
         return false;
     };
-    let saved = if live.cells > 0 {
-        live.save().await
-    } else {
-        Ok(Carried::default())
-    };
-    tracing::info!(job = %live.job, ?reason, saved = ?saved.as_ref().map(|c| c.names.len()), "stopping an interpreter");
-    drop(live);
-    let mut m = slot.meta();
-    m.kill = None;
-    match saved {
-        Ok(c) if !c.names.is_empty() || !c.missed.is_empty() => {
-            m.saved = true;
-            m.unsaved = c.missed;
-        }
-        Ok(_) => {}
-        Err(e) => tracing::warn!(?reason, error = %e, "saving an interpreter's globals failed"),
-    }
-    m.next_reason = Some(reason);
+    slot.meta().stopping = true;
+    let slot = slot.clone();
+    tokio::spawn(async move {
+        let saved = if live.cells > 0 {
+            live.save(save).await
+        } else {
+            Ok(Carried::default())
+        };
+        tracing::info!(job = %live.job, ?reason, saved = ?saved.as_ref().map(|c| c.names.len()), "stopping an interpreter");
+        drop(live);
+        let mut m = slot.meta();
+        m.kill = None;
+        m.stopping = false;
+        m.carry = match saved {
+            Ok(c) if !c.names.is_empty() || !c.missed.is_empty() => {
+                Carry::Saved { unsaved: c.missed }
+            }
+            Ok(_) => Carry::Nothing,
+            Err(e) => {
+                tracing::warn!(?reason, error = %e, "saving an interpreter's globals failed");
+                Carry::Lost(lost_why(&e))
+            }
+        };
+        m.next_reason = Some(reason);
+        drop(m);
+        drop(guard);
+    });
     true
+}
+
+/// What the next call is told when a stop saved nothing.
+fn lost_why(e: &super::live::AskError) -> String {
+    match e {
+        super::live::AskError::Timeout(_) => format!(
+            "no global was kept: saving them at the stop took longer than \
+             interpreters.save_timeout ({e})"
+        ),
+        _ => format!("no global was kept: saving them at the stop failed ({e})"),
+    }
+}
+
+/// What the stop left, carried into `live`, the session's next interpreter:
+/// nothing when the call asked for `fresh` (saved globals are deleted
+/// unread, so none of their code runs again).
+async fn carry_over(live: &mut Live, carry: Carry, fresh: bool) -> Option<Result<Carried, String>> {
+    match carry {
+        Carry::Nothing => None,
+        Carry::Saved { .. } if fresh => {
+            if let Err(e) = live.discard().await {
+                tracing::warn!(job = %live.job, error = %e, "could not delete saved globals");
+            }
+            None
+        }
+        Carry::Lost(_) if fresh => None,
+        Carry::Saved { unsaved } => Some(
+            live.restore()
+                .await
+                .map(|mut c| {
+                    c.missed.splice(0..0, unsaved);
+                    c
+                })
+                .map_err(|e| e.to_string()),
+        ),
+        Carry::Lost(why) => Some(Ok(Carried {
+            names: Vec::new(),
+            missed: vec![Named {
+                name: "*".into(),
+                why,
+            }],
+        })),
+    }
 }
 
 async fn discard(sessions: &Arc<SessionStore>, w: Warm) {

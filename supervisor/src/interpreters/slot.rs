@@ -5,15 +5,28 @@ use super::channel::Named;
 use super::live::Live;
 use crate::job::JailKiller;
 use prims_protocol::wire::ResetReason;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
 #[derive(Debug)]
 pub(super) struct Slot {
     pub tenant: Option<String>,
-    /// Held for a whole call, or while the interpreter is stopped.
-    pub live: tokio::sync::Mutex<Option<Live>>,
+    /// Held for a whole call, or while the interpreter is being stopped
+    /// (by the task that saves its globals, which the session's next call
+    /// then waits for, and no one else).
+    pub live: Arc<tokio::sync::Mutex<Option<Live>>>,
     pub meta: Mutex<SlotMeta>,
+}
+
+/// What a stop leaves for the session's next interpreter.
+#[derive(Debug, Default)]
+pub(super) enum Carry {
+    #[default]
+    Nothing,
+    /// Globals were saved into the workspace; `unsaved` could not be.
+    Saved { unsaved: Vec<Named> },
+    /// None could be saved, for this reason (told to the next call).
+    Lost(String),
 }
 
 #[derive(Debug)]
@@ -21,10 +34,10 @@ pub(super) struct SlotMeta {
     pub last_used: Instant,
     /// Why the interpreter the next call gets is not the last one.
     pub next_reason: Option<ResetReason>,
-    /// Its globals were saved by a stop; the next interpreter restores them.
-    pub saved: bool,
-    /// Globals that stop could not save, reported with the restore.
-    pub unsaved: Vec<Named>,
+    /// What the last stop saved for the next interpreter.
+    pub carry: Carry,
+    /// A stop is saving its globals: it no longer counts as live.
+    pub stopping: bool,
     /// Cells run in this session by any of its interpreters.
     pub cells: u64,
     /// Kills the live interpreter without waiting for its lock.
@@ -38,12 +51,12 @@ impl Slot {
         let kill = live.as_ref().map(|l| l.kill.clone());
         Slot {
             tenant,
-            live: tokio::sync::Mutex::new(live),
+            live: Arc::new(tokio::sync::Mutex::new(live)),
             meta: std::sync::Mutex::new(SlotMeta {
                 last_used: Instant::now(),
                 next_reason: None,
-                saved: false,
-                unsaved: Vec::new(),
+                carry: Carry::Nothing,
+                stopping: false,
                 cells: 0,
                 kill,
                 memory: 0,
@@ -55,8 +68,9 @@ impl Slot {
         self.meta.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// An interpreter lives in it.
+    /// An interpreter lives in it, and is not being stopped.
     pub fn is_live(&self) -> bool {
-        self.meta().kill.is_some()
+        let m = self.meta();
+        m.kill.is_some() && !m.stopping
     }
 }

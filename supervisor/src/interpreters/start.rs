@@ -6,6 +6,7 @@ use super::channel::{self, ChannelError, FromAgent, Named};
 use super::enforced::enforced;
 use super::live::Live;
 use super::pumps::Pump;
+use super::settled::MainThread;
 use crate::egress::EgressProxy;
 use crate::envs::EnvLease;
 use crate::job::{Jails, PythonJob, Stream};
@@ -95,6 +96,7 @@ pub(crate) async fn start(
     // agent drops this variable before any user code runs.
     spec.env.push(format!("{SITE_ENV}={SESSION_SITE}"));
     let (writer, mut rx, theirs) = channel::pair().map_err(StartError::Channel)?;
+    let channel_ino = inode(&theirs).map_err(StartError::Channel)?;
     let proxied = spec.network == NetworkMode::Proxy;
     let (proxy_ours, proxy_theirs) = if proxied {
         let egress = egress.ok_or(StartError::NoEgress)?;
@@ -174,8 +176,8 @@ pub(crate) async fn start(
         }
         Ok(Some(Ok(_))) => return fail("the agent's first message was not ready".into()),
     }
-    let python = match crate::job::python_pidfd(jailer_pid) {
-        Ok(fd) => fd,
+    let python = match crate::job::python_process(jailer_pid) {
+        Ok(p) => p,
         Err(e) => return fail(format!("finding the jail's python: {e}")),
     };
     let cgroup = match open_cgroup(jails, &s.name) {
@@ -210,7 +212,8 @@ pub(crate) async fn start(
         rx,
         stdout,
         stderr,
-        python,
+        python: python.pidfd,
+        main: MainThread::new(python.proc_dir, channel_ino),
         enforced: enforced(&spec, cgroup.is_some()),
         cgroup,
         cells: 0,
@@ -218,6 +221,13 @@ pub(crate) async fn start(
         job: s.name,
         egress,
     })
+}
+
+/// The inode of the socket `fd`, as `/proc/<pid>/fd` names it.
+fn inode(fd: &OwnedFd) -> std::io::Result<u64> {
+    use std::os::unix::fs::MetadataExt;
+    let dup = fd.try_clone()?;
+    Ok(std::fs::File::from(dup).metadata()?.ino())
 }
 
 /// Why a jail that ended before its agent was ready did not start.

@@ -19,7 +19,7 @@ mod spec;
 pub use cgroup_parents::{manager, resolve as resolve_parents, Parents};
 pub use error::RunError;
 pub use jailer::{Cancel, RunResult, Stream};
-pub use python_pid::{python_pidfd, send_sigint, PythonPidError};
+pub use python_pid::{python_pidfd, python_process, send_sigint, PythonPidError, PythonProcess};
 pub use spawned::{JailKiller, Spawned};
 pub(crate) use spec::{ro_binds, PythonJob};
 

@@ -34,6 +34,19 @@ pub enum PythonPidError {
 /// A pidfd of the python of the jail whose jailer is `jailer`, a child of
 /// this process that is not reaped yet.
 pub fn python_pidfd(jailer: libc::pid_t) -> Result<OwnedFd, PythonPidError> {
+    python_process(jailer).map(|p| p.pidfd)
+}
+
+/// The jail's python, held: a pidfd to signal it by, and its `/proc`
+/// directory, which stays python's (and fails with ESRCH once it is gone).
+#[derive(Debug)]
+pub struct PythonProcess {
+    pub pidfd: OwnedFd,
+    pub proc_dir: OwnedFd,
+}
+
+/// [`python_pidfd`], and python's `/proc` directory with it.
+pub fn python_process(jailer: libc::pid_t) -> Result<PythonProcess, PythonPidError> {
     let python = find(jailer)?;
     // SAFETY: pidfd_open takes a pid and flags and returns a new fd.
     let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, python, 0) };
@@ -45,12 +58,17 @@ pub fn python_pidfd(jailer: libc::pid_t) -> Result<OwnedFd, PythonPidError> {
     }
     // SAFETY: the kernel returned a new pidfd (close-on-exec) nothing else owns.
     let pidfd = unsafe { OwnedFd::from_raw_fd(fd as libc::c_int) };
+    let path = format!("/proc/{python}");
+    let proc_dir = std::fs::File::open(&path)
+        .map(OwnedFd::from)
+        .map_err(|source| PythonPidError::Proc { path, source })?;
+    // Both were opened while `python` was still the jail's python.
     if find(jailer)? != python {
         return Err(PythonPidError::NotRunning(
             "python ended while it was being opened",
         ));
     }
-    Ok(pidfd)
+    Ok(PythonProcess { pidfd, proc_dir })
 }
 
 /// SIGINT to the process behind `pidfd`: python raises KeyboardInterrupt.
