@@ -5,14 +5,16 @@
 //!
 //! Entries: an exact host name (`pypi.org`), a wildcard (`*.example.com`,
 //! which does not match `example.com` itself), either with `:port`, an IP
-//! address (`10.1.2.3`, `::1`, `[::1]:8443` with a port, `10.1.2.3:8080`)
+//! address (`10.1.2.3`, `fd00::5`, `[fd00::5]:8443` with a port, `10.1.2.3:8080`)
 //! or a CIDR (`10.20.0.0/16`). An entry without a port allows the list's
-//! default ports (`network.ports`).
+//! default ports (`network.ports`). Entries that name or include this
+//! host itself (`localhost`, loopback, 0.0.0.0) are refused where lists
+//! are written, see [`this_host_problem`].
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 use std::fmt;
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 /// The most entries one list may hold.
 pub const MAX_ENTRIES: usize = 256;
@@ -226,6 +228,84 @@ pub fn parse_allow_entry(text: &str) -> Result<AllowEntry, String> {
         host: pattern,
         port,
     })
+}
+
+/// This host's own addresses. In a run's jail `localhost`, 127.0.0.1 and
+/// ::1 are the jail's own loopback, which clients reach directly (the
+/// jail's `NO_PROXY` names them) and never through the proxy, and 0.0.0.0
+/// or :: would reach this host through the proxy: so no entry may name or
+/// include them, and no run reaches the host's loopback services (the
+/// front-end among them).
+const THIS_HOST: &[(IpAddr, u8, &str)] = &[
+    (
+        IpAddr::V4(Ipv4Addr::new(127, 0, 0, 0)),
+        8,
+        "127.0.0.0/8, its loopback",
+    ),
+    (
+        IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+        32,
+        "0.0.0.0, which connects to this host",
+    ),
+    (IpAddr::V6(Ipv6Addr::LOCALHOST), 128, "::1, its loopback"),
+    (
+        IpAddr::V6(Ipv6Addr::UNSPECIFIED),
+        128,
+        "::, which connects to this host",
+    ),
+    (
+        IpAddr::V6(Ipv6Addr::new(0, 0, 0, 0, 0, 0xffff, 0x7f00, 0)),
+        104,
+        "::ffff:127.0.0.0/104, its loopback as IPv4-mapped addresses",
+    ),
+    (
+        IpAddr::V6(Ipv6Addr::new(0, 0, 0, 0, 0, 0xffff, 0, 0)),
+        128,
+        "::ffff:0.0.0.0, which connects to this host",
+    ),
+];
+
+/// Who wrote an entry: what a refusal advises differs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Author {
+    /// The admin, in `network.allow` or `network.tenants`.
+    Policy,
+    /// A call's `network` argument.
+    Call,
+}
+
+/// Why the entry `text` (parsed as `entry`) is refused if it names this
+/// host or an address block that includes it: one sentence, with advice
+/// for `author`.
+pub fn this_host_problem(text: &str, entry: &AllowEntry, author: Author) -> Option<String> {
+    let (what, wider) = match &entry.host {
+        HostPattern::Name(n) if n == "localhost" || n.ends_with(".localhost") => {
+            ("the localhost names, its loopback", false)
+        }
+        HostPattern::Below(s) if s == "localhost" || s.ends_with(".localhost") => {
+            ("the localhost names, its loopback", false)
+        }
+        HostPattern::Net { addr, prefix } => THIS_HOST.iter().find_map(|(net, p, what)| {
+            if prefix >= p && net_contains(*net, *p, *addr) {
+                Some((*what, false))
+            } else if prefix < p && net_contains(*addr, *prefix, *net) {
+                Some((*what, true))
+            } else {
+                None
+            }
+        })?,
+        _ => return None,
+    };
+    let advice = match (author, wider) {
+        (Author::Policy, false) => "to let runs reach a service of this host, serve it on another of the host's addresses (a private one) and allow that address",
+        (Author::Policy, true) => "allow ranges that leave it out",
+        (Author::Call, false) => "leave the entry out: code reaches its own loopback without one",
+        (Author::Call, true) => "ask for ranges that leave it out",
+    };
+    Some(format!(
+        "{text:?} {} this host ({what}), which no run can reach: in a run's jail localhost, 127.0.0.1 and ::1 are the jail's own loopback, reached without the proxy; {advice}",
+        if wider { "includes" } else { "names" }
+    ))
 }
 
 fn looks_like_cidr(text: &str) -> bool {

@@ -600,6 +600,50 @@ fn network_entries_are_checked_with_their_position() {
     );
 }
 
+/// In a run's jail localhost, 127.0.0.1 and ::1 are the jail's own loopback
+/// (`NO_PROXY` names them), so an entry naming this host's could never be
+/// reached: it is an error, where it was written.
+#[test]
+fn network_entries_naming_this_host_are_errors_with_their_position() {
+    let text = "[network]\nmode = \"allowlist\"\n\
+                allow = [\"pypi.org\", \"127.0.0.1:8080\", \"10.0.0.0/8\",\n\
+                \x20        \"[::1]:8443\", \"127.0.0.0/8\", \"localhost\", \"0.0.0.0/0\"]\n\
+                [network.tenants]\nacme = [\"pypi.org\", \"api.localhost:8080\"]\n";
+    let why = "which no run can reach: in a run's jail localhost, 127.0.0.1 and ::1 are the jail's own loopback, reached without the proxy";
+    let serve = "to let runs reach a service of this host, serve it on another of the host's addresses (a private one) and allow that address";
+    let got: Vec<String> = issues(text).iter().map(Issue::to_string).collect();
+    assert_eq!(
+        got,
+        [
+            format!("network.allow[1]: \"127.0.0.1:8080\" names this host (127.0.0.0/8, its loopback), {why}; {serve} at line 3, column 22"),
+            format!("network.allow[3]: \"[::1]:8443\" names this host (::1, its loopback), {why}; {serve} at line 4, column 10"),
+            format!("network.allow[4]: \"127.0.0.0/8\" names this host (127.0.0.0/8, its loopback), {why}; {serve} at line 4, column 24"),
+            format!("network.allow[5]: \"localhost\" names this host (the localhost names, its loopback), {why}; {serve} at line 4, column 39"),
+            format!("network.allow[6]: \"0.0.0.0/0\" includes this host (127.0.0.0/8, its loopback), {why}; allow ranges that leave it out at line 4, column 52"),
+            format!("network.tenants.acme[1]: \"api.localhost:8080\" names this host (the localhost names, its loopback), {why}; {serve} at line 6, column 21"),
+        ]
+    );
+    // Addresses and names of other hosts stay allowed, private ones too.
+    let fine = "[network]\nmode = \"allowlist\"\nallow = [\"10.0.0.0/8\", \"128.0.0.0/1\", \"::ffff:10.0.0.1\", \"fd00::/8\", \"localhost.example.com\", \"2001:db8::/32\"]\n";
+    if let Err(e) = Policy::from_toml_str(fine) {
+        panic!("{e}");
+    }
+    for entry in [
+        "::",
+        "0.0.0.0",
+        "0.0.0.0/8",
+        "::/0",
+        "::ffff:127.0.0.1",
+        "::ffff:0:0/96",
+        "126.0.0.0/7",
+        "*.a.localhost",
+    ] {
+        let i = only_issue(&format!("[network]\nallow = [\"{entry}\"]\n"));
+        assert!(i.message.contains("this host ("), "{entry}: {i}");
+        assert_eq!(i.location, at(2, 10), "{entry}");
+    }
+}
+
 #[test]
 fn network_budgets_have_ranges() {
     let got: Vec<String> = issues("[network]\nmax_bytes = \"10B\"\nmax_connections = 0\n")

@@ -2,7 +2,9 @@
 //! an allowed host through the egress proxy with plain urllib (the proxy
 //! variables are set), everything else is refused fast, and the result
 //! says what was reached and what was refused. Test names resolve through
-//! the supervisor's `--egress-resolve`, which no policy key reaches.
+//! the supervisor's `--egress-resolve`, which no policy key reaches. The
+//! servers live in network namespaces of the tests' own, at private
+//! addresses: no run reaches the host's loopback, whatever the list says.
 
 use prims_protocol::jail::Status;
 use prims_protocol::wire::RunRequest;
@@ -11,76 +13,110 @@ use prims_tests::live::{send, stderr, stdout};
 use prims_tests::netns::NetnsHost;
 use prims_tests::web;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
 /// The size of `/big`.
 const BIG: usize = 8 << 20;
 
-/// An HTTP server on the host's loopback: `/ok` answers "hello", `/big`
-/// sends 8 MiB, `/redirect` sends the client to a host outside the list.
-async fn upstream() -> SocketAddr {
-    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = l.local_addr().unwrap();
-    tokio::spawn(async move {
-        while let Ok((mut c, _)) = l.accept().await {
-            tokio::spawn(async move {
-                let mut buf = [0u8; 4096];
-                let mut seen = Vec::new();
-                while !seen.windows(4).any(|w| w == b"\r\n\r\n") {
-                    match c.read(&mut buf).await {
-                        Ok(0) | Err(_) => return,
-                        Ok(n) => seen.extend_from_slice(&buf[..n]),
+/// A server of the test's, in a network namespace of its own at a private
+/// address (gone with the value).
+struct Server {
+    addr: SocketAddr,
+    _ns: NetnsHost,
+}
+
+impl Server {
+    /// A listener in a new namespace, served by `handle` for each
+    /// connection's request head (the bytes up to its blank line).
+    fn start<F, Fut>(handle: F) -> Server
+    where
+        F: Fn(String, tokio::net::TcpStream) -> Fut + Send + Sync + 'static,
+        Fut: std::future::Future<Output = ()> + Send + 'static,
+    {
+        let ns = NetnsHost::new();
+        let l = ns.listen(0);
+        l.set_nonblocking(true).unwrap();
+        let l = TcpListener::from_std(l).unwrap();
+        let addr = l.local_addr().unwrap();
+        let handle = Arc::new(handle);
+        tokio::spawn(async move {
+            while let Ok((mut c, _)) = l.accept().await {
+                let handle = handle.clone();
+                tokio::spawn(async move {
+                    let mut buf = [0u8; 4096];
+                    let mut got = Vec::new();
+                    while !got.windows(4).any(|w| w == b"\r\n\r\n") {
+                        match c.read(&mut buf).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => got.extend_from_slice(&buf[..n]),
+                        }
                     }
-                }
-                let head = String::from_utf8_lossy(&seen).into_owned();
-                if head.starts_with("GET /big") {
-                    let body = vec![b'x'; BIG];
-                    let head = format!(
-                        "HTTP/1.1 200 OK\r\nContent-Length: {BIG}\r\nConnection: close\r\n\r\n"
-                    );
-                    let _ = c.write_all(head.as_bytes()).await;
-                    let _ = c.write_all(&body).await;
-                    return;
-                }
-                let reply = if head.starts_with("GET /redirect") {
-                    "HTTP/1.1 302 Found\r\nLocation: http://evil.test.example/\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".to_string()
-                } else {
-                    "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello"
-                        .to_string()
-                };
-                let _ = c.write_all(reply.as_bytes()).await;
-            });
+                    let head = String::from_utf8_lossy(&got).into_owned();
+                    handle(head, c).await;
+                });
+            }
+        });
+        Server { addr, _ns: ns }
+    }
+
+    fn port(&self) -> u16 {
+        self.addr.port()
+    }
+}
+
+/// An HTTP server: `/ok` answers "hello", `/big` sends 8 MiB, `/redirect`
+/// sends the client to a host outside the list.
+async fn upstream() -> Server {
+    Server::start(|head, mut c| async move {
+        if head.starts_with("GET /big") {
+            let body = vec![b'x'; BIG];
+            let head =
+                format!("HTTP/1.1 200 OK\r\nContent-Length: {BIG}\r\nConnection: close\r\n\r\n");
+            let _ = c.write_all(head.as_bytes()).await;
+            let _ = c.write_all(&body).await;
+            return;
         }
-    });
-    addr
+        let reply = if head.starts_with("GET /redirect") {
+            "HTTP/1.1 302 Found\r\nLocation: http://evil.test.example/\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".to_string()
+        } else {
+            "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello".to_string()
+        };
+        let _ = c.write_all(reply.as_bytes()).await;
+    })
 }
 
-fn daemon(port: u16) -> Daemon {
-    daemon_with(port, "")
+fn daemon(up: SocketAddr) -> Daemon {
+    daemon_with(up, "")
 }
 
+/// A daemon whose test names resolve to `up`'s address, which an entry
+/// names on `up`'s port (a private address is refused by name otherwise);
 /// `network` keys beyond mode and allow in `extra`.
-fn daemon_with(port: u16, extra: &str) -> Daemon {
+fn daemon_with(up: SocketAddr, extra: &str) -> Daemon {
+    let (ip, port) = (up.ip(), up.port());
     let policy = format!(
         "[network]\nmode = \"allowlist\"\n\
-         allow = [\"files.test.example:{port}\", \"127.0.0.1:{port}\", \"*.other.example\", \
+         allow = [\"files.test.example:{port}\", \"{ip}:{port}\", \"*.other.example\", \
          \"*.other.example:{port}\"]\n\
          {extra}\n[interpreters]\npool_size = 0\n"
     );
     let mut args = vec![
         "--egress-resolve".to_string(),
-        "files.test.example=127.0.0.1".into(),
+        format!("files.test.example={ip}"),
         "--egress-resolve".into(),
         "meta.other.example=169.254.169.254".into(),
         "--egress-resolve".into(),
-        "evil.test.example=127.0.0.1".into(),
+        "loop.other.example=127.0.0.1".into(),
         "--egress-resolve".into(),
-        "other.example=127.0.0.1".into(),
+        format!("evil.test.example={ip}"),
+        "--egress-resolve".into(),
+        format!("other.example={ip}"),
     ];
     for i in 0..8 {
         args.push("--egress-resolve".into());
-        args.push(format!("h{i}.other.example=127.0.0.1"));
+        args.push(format!("h{i}.other.example={ip}"));
     }
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     Daemon::start_with_args(&policy, &args)
@@ -109,7 +145,7 @@ fn lines(r: &prims_protocol::wire::RunReply) -> Vec<Vec<String>> {
 #[tokio::test(flavor = "multi_thread")]
 async fn an_allowed_host_is_reached_and_the_rest_refused_fast() {
     let up = upstream().await;
-    let d = daemon(up.port());
+    let d = daemon(up.addr);
     let c = d.client().await;
     let s = c.open_session(None).await.unwrap().session_id;
     let port = up.port();
@@ -185,16 +221,16 @@ async fn an_allowed_host_is_reached_and_the_rest_refused_fast() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_bare_suffix_a_loopback_name_and_a_foreign_port_are_refused() {
     let up = upstream().await;
-    let d = daemon(up.port());
+    let d = daemon(up.addr);
     let c = d.client().await;
     let s = c.open_session(None).await.unwrap().session_id;
     let port = up.port();
-    // `*.other.example` does not cover other.example; h0.other.example is
-    // listed (ports 80, 443) but resolves to loopback, whose port 80 no
-    // entry names; files.test.example is listed on its own port only.
+    // `*.other.example` does not cover other.example; loop.other.example
+    // is listed (ports 80, 443) but resolves to loopback, which no entry
+    // can name; files.test.example is listed on its own port only.
     let code = format!(
         "{FETCH}\nfetch('http://other.example:{port}/ok')\n\
-         fetch('http://h0.other.example/ok')\n\
+         fetch('http://loop.other.example/ok')\n\
          fetch('https://files.test.example:8443/ok')\n"
     );
     let r = send(&c, run_req(&s, &code)).await;
@@ -204,7 +240,7 @@ async fn a_bare_suffix_a_loopback_name_and_a_foreign_port_are_refused() {
         got[0][..3],
         ["HTTP", &format!("http://other.example:{port}/ok"), "403"]
     );
-    assert_eq!(got[1][..3], ["HTTP", "http://h0.other.example/ok", "403"]);
+    assert_eq!(got[1][..3], ["HTTP", "http://loop.other.example/ok", "403"]);
     // urllib turns a refused CONNECT into an error of its own.
     assert_eq!(
         got[2][..2],
@@ -231,7 +267,7 @@ async fn a_bare_suffix_a_loopback_name_and_a_foreign_port_are_refused() {
             "other.example is not in the allow-list"
         )
     );
-    assert_eq!(denied[1].0, "h0.other.example");
+    assert_eq!(denied[1].0, "loop.other.example");
     assert!(
         denied[1].2.contains("127.0.0.1 (loopback address)"),
         "{denied:?}"
@@ -251,7 +287,7 @@ async fn requests_and_pip_download_reach_an_allowed_index() {
     let wheel = tiny_wheel();
     let idx = index(wheel.clone()).await;
     let port = idx.port();
-    let d = daemon(port);
+    let d = daemon(idx.addr);
     let c = d.client().await;
     let s = c.open_session(None).await.unwrap().session_id;
     // Neither is told of the proxy: both read the jail's HTTP(S)_PROXY.
@@ -373,7 +409,7 @@ async fn servers_behind_a_real_route_are_reached_only_as_named() {
 #[tokio::test(flavor = "multi_thread")]
 async fn code_that_ignores_the_proxy_fails_fast() {
     let up = upstream().await;
-    let d = daemon(up.port());
+    let d = daemon(up.addr);
     let c = d.client().await;
     let s = c.open_session(None).await.unwrap().session_id;
     let code = r#"
@@ -410,7 +446,7 @@ except OSError as e:
 #[tokio::test(flavor = "multi_thread")]
 async fn a_call_narrows_the_list_and_hears_what_it_asked_for_in_vain() {
     let up = upstream().await;
-    let d = daemon(up.port());
+    let d = daemon(up.addr);
     let c = d.client().await;
     let s = c.open_session(None).await.unwrap().session_id;
     let port = up.port();
@@ -452,7 +488,7 @@ async fn a_call_narrows_the_list_and_hears_what_it_asked_for_in_vain() {
 #[tokio::test(flavor = "multi_thread")]
 async fn max_bytes_cuts_a_download_in_the_jail() {
     let up = upstream().await;
-    let d = daemon_with(up.port(), "max_bytes = \"1MiB\"");
+    let d = daemon_with(up.addr, "max_bytes = \"1MiB\"");
     let c = d.client().await;
     let s = c.open_session(None).await.unwrap().session_id;
     let port = up.port();
@@ -492,7 +528,7 @@ async fn max_bytes_cuts_a_download_in_the_jail() {
 async fn eight_concurrent_runs_never_see_each_others_lists() {
     let up = upstream().await;
     let port = up.port();
-    let d = daemon(port);
+    let d = daemon(up.addr);
     let c = d.client().await;
     let mut sessions = Vec::new();
     for _ in 0..8 {
@@ -506,7 +542,7 @@ async fn eight_concurrent_runs_never_see_each_others_lists() {
         let req = RunRequest {
             network: Some(vec![
                 format!("h{i}.other.example:{port}"),
-                format!("127.0.0.1:{port}"),
+                format!("{}:{port}", up.addr.ip()),
             ]),
             ..run_req(s, &format!("{FETCH}\n{fetch_all}"))
         };
@@ -537,7 +573,7 @@ async fn eight_concurrent_runs_never_see_each_others_lists() {
 async fn a_flood_of_connections_from_one_run_leaves_another_served() {
     let up = upstream().await;
     let port = up.port();
-    let d = daemon(port);
+    let d = daemon(up.addr);
     let c = d.client().await;
     let a = c.open_session(None).await.unwrap().session_id;
     let b = c.open_session(None).await.unwrap().session_id;
@@ -593,15 +629,17 @@ print("held", len(held))
 async fn https_goes_end_to_end_through_a_connect_tunnel() {
     let dir = tempfile::tempdir().unwrap();
     let (cert, key) = web::certificate(dir.path(), "files.test.example");
-    let (port, mut server) = web::on_loopback("secret", Some((&cert, &key)));
+    let mut host = NetnsHost::new();
+    let ns = host.addr;
+    let port = web::in_netns(&mut host, 0, "secret", Some((&cert, &key)));
     let cert = std::fs::read(&cert).unwrap();
     let policy = format!(
-        "[network]\nmode = \"allowlist\"\nallow = [\"files.test.example:{port}\", \"127.0.0.1:{port}\"]\n\
+        "[network]\nmode = \"allowlist\"\nallow = [\"files.test.example:{port}\", \"{ns}:{port}\"]\n\
          [interpreters]\npool_size = 0\n"
     );
     let d = Daemon::start_with_args(
         &policy,
-        &["--egress-resolve", "files.test.example=127.0.0.1"],
+        &["--egress-resolve", &format!("files.test.example={ns}")],
     );
     let c = d.client().await;
     let s = c.open_session(None).await.unwrap().session_id;
@@ -614,7 +652,6 @@ async fn https_goes_end_to_end_through_a_connect_tunnel() {
          print(urllib.request.urlopen('https://files.test.example:{port}/x', context=ctx, timeout=20).read().decode())\n"
     );
     let r = send(&c, run_req(&s, &code)).await;
-    let _ = server.kill();
     assert_eq!(stdout(&r), "secret\n", "{}", stderr(&r));
     let net = r.network.expect("a network report");
     assert_eq!(net.allowed.len(), 1, "{net:?}");
@@ -659,52 +696,40 @@ sys.stdout.buffer.write(out.getvalue())
     out.stdout
 }
 
-/// A package index on the host's loopback serving only `tinypkg`.
-async fn index(wheel: Vec<u8>) -> SocketAddr {
-    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = l.local_addr().unwrap();
-    tokio::spawn(async move {
-        while let Ok((mut c, _)) = l.accept().await {
-            let wheel = wheel.clone();
-            tokio::spawn(async move {
-                let mut buf = [0u8; 4096];
-                let mut seen = Vec::new();
-                while !seen.windows(4).any(|w| w == b"\r\n\r\n") {
-                    match c.read(&mut buf).await {
-                        Ok(0) | Err(_) => return,
-                        Ok(n) => seen.extend_from_slice(&buf[..n]),
-                    }
-                }
-                let head = String::from_utf8_lossy(&seen).into_owned();
-                let path = head.split(' ').nth(1).unwrap_or("");
-                let (kind, body): (&str, Vec<u8>) = if path.starts_with("/simple/tinypkg") {
-                    let html = "<html><body><a href=\"/files/tinypkg-1.0-py3-none-any.whl\">tinypkg-1.0-py3-none-any.whl</a></body></html>";
-                    ("text/html", html.as_bytes().to_vec())
-                } else if path.starts_with("/files/tinypkg-1.0-py3-none-any.whl") {
-                    ("application/octet-stream", wheel)
-                } else {
-                    let _ = c
-                        .write_all(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
-                        .await;
-                    return;
-                };
-                let head = format!(
-                    "HTTP/1.1 200 OK\r\nContent-Type: {kind}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-                    body.len()
-                );
-                let _ = c.write_all(head.as_bytes()).await;
-                let _ = c.write_all(&body).await;
-            });
+/// A package index serving only `tinypkg`.
+async fn index(wheel: Vec<u8>) -> Server {
+    Server::start(move |head, mut c| {
+        let wheel = wheel.clone();
+        async move {
+            let path = head.split(' ').nth(1).unwrap_or("");
+            let (kind, body): (&str, Vec<u8>) = if path.starts_with("/simple/tinypkg") {
+                let html = "<html><body><a href=\"/files/tinypkg-1.0-py3-none-any.whl\">tinypkg-1.0-py3-none-any.whl</a></body></html>";
+                ("text/html", html.as_bytes().to_vec())
+            } else if path.starts_with("/files/tinypkg-1.0-py3-none-any.whl") {
+                ("application/octet-stream", wheel)
+            } else {
+                let _ = c
+                    .write_all(
+                        b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+                    )
+                    .await;
+                return;
+            };
+            let head = format!(
+                "HTTP/1.1 200 OK\r\nContent-Type: {kind}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                body.len()
+            );
+            let _ = c.write_all(head.as_bytes()).await;
+            let _ = c.write_all(&body).await;
         }
-    });
-    addr
+    })
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn pip_install_in_a_running_session_is_importable_in_the_next_cell() {
     let idx = index(tiny_wheel()).await;
     let port = idx.port();
-    let d = daemon(port);
+    let d = daemon(idx.addr);
     let c = d.client().await;
     let s = c.open_session(None).await.unwrap().session_id;
     // pip itself comes from the environment (a requirement like any other).

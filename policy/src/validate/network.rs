@@ -1,8 +1,9 @@
 //! `[network]`: the allow-list entries, the tenants' narrower lists, and
-//! the proxy's per-run budgets.
+//! the proxy's per-run budgets. An entry naming this host itself is an
+//! error: no run could ever reach it.
 
 use super::findings::Findings;
-use crate::network::{parse_allow_entry, AllowList, MAX_ENTRIES};
+use crate::network::{parse_allow_entry, this_host_problem, AllowList, Author, MAX_ENTRIES};
 use crate::schema::Policy;
 use crate::spans::KeyPath;
 use crate::units::ByteSize;
@@ -93,7 +94,10 @@ fn entries(
     }
     for (i, text) in list.iter().enumerate() {
         match parse_allow_entry(text) {
-            Ok(e) => out.push(e),
+            Ok(e) => match this_host_problem(text, &e, Author::Policy) {
+                Some(problem) => f.add(key.clone().index(i), problem),
+                None => out.push(e),
+            },
             Err(problem) => f.add(key.clone().index(i), problem),
         }
     }

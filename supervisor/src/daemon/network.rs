@@ -5,7 +5,7 @@
 use super::bad_request;
 use prims_egress::decide::Rules;
 use prims_egress::run::Budget;
-use prims_policy::network::{parse_allow_entry, AllowList, MAX_ENTRIES};
+use prims_policy::network::{parse_allow_entry, this_host_problem, AllowList, Author, MAX_ENTRIES};
 use prims_policy::{NetworkPolicy, Policy};
 use prims_protocol::wire::ErrorReply;
 
@@ -60,6 +60,14 @@ pub(super) fn call_rules(
         }
         let entries =
             parse(asked).map_err(|(e, why)| bad_request(format!("network entry {e:?}: {why}")))?;
+        // Refused like a malformed entry, not merely ignored: no list could
+        // make it work, and the caller learns that its own loopback needs
+        // no entry.
+        for (text, entry) in asked.iter().zip(&entries) {
+            if let Some(why) = this_host_problem(text, entry, Author::Call) {
+                return Err(bad_request(format!("network entry {text:?}: {why}")));
+            }
+        }
         let (narrowed, dropped) = list.narrow(&entries, &n.ports);
         list = narrowed;
         ignored = dropped.iter().map(ToString::to_string).collect();
@@ -141,5 +149,35 @@ mod tests {
             err.message
         );
         assert!(call_rules(&none, None, None).unwrap().is_none());
+    }
+
+    #[test]
+    fn a_call_asking_for_this_host_is_refused_with_why() {
+        let p = policy("[network]\nmode = \"allowlist\"\nallow = [\"pypi.org\", \"10.0.0.0/8\"]\n");
+        let err = call_rules(
+            &p,
+            None,
+            Some(&["pypi.org".into(), "127.0.0.1:8080".into()]),
+        )
+        .unwrap_err();
+        assert_eq!(
+            err.message,
+            "network entry \"127.0.0.1:8080\": \"127.0.0.1:8080\" names this host (127.0.0.0/8, its loopback), which no run can reach: in a run's jail localhost, 127.0.0.1 and ::1 are the jail's own loopback, reached without the proxy; leave the entry out: code reaches its own loopback without one"
+        );
+        for asked in ["localhost", "[::1]:8443", "0.0.0.0/0"] {
+            let err = call_rules(&p, None, Some(&[asked.to_string()])).unwrap_err();
+            assert!(
+                err.message
+                    .starts_with(&format!("network entry {asked:?}: {asked:?} ")),
+                "{}",
+                err.message
+            );
+        }
+        let wide = call_rules(&p, None, Some(&["0.0.0.0/0".into()])).unwrap_err();
+        assert!(
+            wide.message.ends_with("\"0.0.0.0/0\" includes this host (127.0.0.0/8, its loopback), which no run can reach: in a run's jail localhost, 127.0.0.1 and ::1 are the jail's own loopback, reached without the proxy; ask for ranges that leave it out"),
+            "{}",
+            wide.message
+        );
     }
 }
