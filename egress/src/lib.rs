@@ -3,9 +3,11 @@
 //! - [`guard`]: the addresses and names that are never the public internet,
 //!   shared by the front-end's transfers and the egress proxy;
 //! - the egress proxy of jailed code: [`http`] reads a client's request
-//!   head, [`decide`] judges its target against the run's allow-list and
-//!   the guard (names resolved by [`resolve`]), [`serve`] applies the
-//!   budgets of the [`run`] while [`relay`] splices the bytes, and [`log`] records every decision for the run's result;
+//!   head (its lines checked by [`headers`]), [`decide`] judges its target
+//!   against the run's allow-list and the guard (names resolved by
+//!   [`resolve`]), [`serve`] applies the budgets of the [`run`] while
+//!   [`relay`] splices the bytes, and [`log`] records every decision for
+//!   the run's result;
 //! - the proxy process: [`confine`] drops what it does not need, then
 //!   [`process`] serves what the supervisor sends over [`control`].
 
@@ -13,6 +15,7 @@ pub mod confine;
 pub mod control;
 pub mod decide;
 pub mod guard;
+pub mod headers;
 pub mod http;
 pub mod log;
 pub mod process;

@@ -4,7 +4,7 @@
 //! and time, and a connection that breaks a budget is cut.
 
 use crate::decide::decide;
-use crate::http::{read_head, reply, Request};
+use crate::http::{read_head, reply, Refused, Request};
 use crate::relay::{pump, Stop};
 use crate::resolve::Resolver;
 use crate::run::{Current, Run};
@@ -66,7 +66,19 @@ async fn handle(mut conn: TcpStream, run: &Run, resolver: &Resolver) {
     };
     let req = match Request::parse(&head.bytes) {
         Ok(r) => r,
-        Err(why) => return reply(&mut conn, 400, "Bad Request", why).await,
+        Err(Refused::Malformed(why)) => return reply(&mut conn, 400, "Bad Request", why).await,
+        // It names a target: the run's record says what was tried, and why not.
+        Err(Refused::Inconsistent { host, port, reason }) => {
+            run.log.denied(&host, port, &reason);
+            tracing::info!(
+                host,
+                port,
+                reason,
+                "egress: refused an inconsistent request"
+            );
+            let body = format!("prims egress: {reason}");
+            return reply(&mut conn, 400, "Bad Request", &body).await;
+        }
     };
     let (host, port) = (req.host.as_str(), req.port);
     let refused = match decide(&run.rules, resolver, host, port).await {

@@ -286,3 +286,63 @@ async fn plain_http_is_one_request_per_connection() {
         "the upstream got a second request"
     );
 }
+
+/// A request whose Host names another virtual host than its target is
+/// answered 400 with why, recorded against the target, and the upstream
+/// never hears of it; the same request with a matching Host goes through.
+#[tokio::test]
+async fn a_host_header_for_another_target_is_refused_and_recorded() {
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let up = l.local_addr().unwrap();
+    let accepted = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let count = accepted.clone();
+    tokio::spawn(async move {
+        while let Ok((mut c, _)) = l.accept().await {
+            count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let mut buf = vec![0u8; 4096];
+            let _ = c.read(&mut buf).await;
+            let _ = c
+                .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok")
+                .await;
+        }
+    });
+    let p = proxy(&[format!("127.0.0.1:{}", up.port())], ROOMY, &[]).await;
+    let got = ask(
+        p.addr,
+        &format!("GET http://{up}/ HTTP/1.1\r\nHost: internal.example\r\n\r\n"),
+    )
+    .await;
+    let why = format!(
+        "the Host header names \"internal.example\", not the target {up} (a proxied request's Host must name its target)"
+    );
+    assert!(got.starts_with("HTTP/1.1 400 Bad Request\r\n"), "{got}");
+    assert!(
+        got.ends_with(&format!("\r\n\r\nprims egress: {why}")),
+        "{got}"
+    );
+    let r = p.current.get().log.snapshot();
+    assert_eq!(r.denied.len(), 1, "{r:?}");
+    assert_eq!(
+        (
+            r.denied[0].host.as_str(),
+            r.denied[0].port,
+            r.denied[0].reason.as_str()
+        ),
+        ("127.0.0.1", up.port(), why.as_str())
+    );
+    assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 0);
+    // A malformed head names no target: answered, not recorded.
+    let junk = ask(p.addr, "GET /relative HTTP/1.1\r\n\r\n").await;
+    assert!(junk.starts_with("HTTP/1.1 400"), "{junk}");
+    assert_eq!(p.current.get().log.snapshot().denied.len(), 1);
+    let ok = ask(
+        p.addr,
+        &format!("GET http://{up}/ HTTP/1.1\r\nHost: {up}\r\n\r\n"),
+    )
+    .await;
+    assert!(
+        ok.starts_with("HTTP/1.1 200 OK") && ok.ends_with("ok"),
+        "{ok}"
+    );
+    assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 1);
+}

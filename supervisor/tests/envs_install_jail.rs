@@ -321,7 +321,7 @@ def _probe():
     # Through the build's proxy: CONNECT to a host that is not the index.
     try:
         s = socket.create_connection(("127.0.0.1", 3128), timeout=3)
-        s.sendall(b"CONNECT 127.0.0.1:%d HTTP/1.1\r\nHost: x\r\n\r\n" % EAR)
+        s.sendall(b"CONNECT 127.0.0.1:%d HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n" % (EAR, EAR))
         found.append("proxy said: " + s.recv(200).decode(errors="replace").splitlines()[0])
     except Exception as e:
         found.append("proxy: %r" % (e,))

@@ -13,7 +13,7 @@ use prims_tests::live::{send, stderr, stdout};
 use prims_tests::netns::NetnsHost;
 use prims_tests::web;
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
@@ -21,10 +21,19 @@ use tokio::net::TcpListener;
 const BIG: usize = 8 << 20;
 
 /// A server of the test's, in a network namespace of its own at a private
-/// address (gone with the value).
+/// address (gone with the value), and what it was sent.
 struct Server {
     addr: SocketAddr,
+    seen: Arc<Mutex<Seen>>,
     _ns: NetnsHost,
+}
+
+/// What a [`Server`] was sent: connections accepted, and the bytes read
+/// up to each request head's end, in order.
+#[derive(Debug, Default)]
+struct Seen {
+    connections: usize,
+    heads: Vec<String>,
 }
 
 impl Server {
@@ -40,10 +49,12 @@ impl Server {
         l.set_nonblocking(true).unwrap();
         let l = TcpListener::from_std(l).unwrap();
         let addr = l.local_addr().unwrap();
-        let handle = Arc::new(handle);
+        let seen = Arc::new(Mutex::new(Seen::default()));
+        let (record, handle) = (seen.clone(), Arc::new(handle));
         tokio::spawn(async move {
             while let Ok((mut c, _)) = l.accept().await {
-                let handle = handle.clone();
+                record.lock().unwrap().connections += 1;
+                let (record, handle) = (record.clone(), handle.clone());
                 tokio::spawn(async move {
                     let mut buf = [0u8; 4096];
                     let mut got = Vec::new();
@@ -54,15 +65,28 @@ impl Server {
                         }
                     }
                     let head = String::from_utf8_lossy(&got).into_owned();
+                    record.lock().unwrap().heads.push(head.clone());
                     handle(head, c).await;
                 });
             }
         });
-        Server { addr, _ns: ns }
+        Server {
+            addr,
+            seen,
+            _ns: ns,
+        }
     }
 
     fn port(&self) -> u16 {
         self.addr.port()
+    }
+
+    fn heads(&self) -> Vec<String> {
+        self.seen.lock().unwrap().heads.clone()
+    }
+
+    fn connections(&self) -> usize {
+        self.seen.lock().unwrap().connections
     }
 }
 
@@ -403,6 +427,122 @@ async fn servers_behind_a_real_route_are_reached_only_as_named() {
     assert!(
         net.denied[0].reason.contains(&format!("{ns} (private")),
         "{net:?}"
+    );
+}
+
+/// Sends each request of `RAW` to the proxy on a raw socket (urllib would
+/// write a correct Host itself) and prints the status and body it got.
+const RAW: &str = r#"
+import socket
+def raw(label, request):
+    s = socket.create_connection(("127.0.0.1", 3128), timeout=20)
+    s.sendall(request.encode())
+    got = b""
+    while chunk := s.recv(65536):
+        got += chunk
+    s.close()
+    head, _, body = got.partition(b"\r\n\r\n")
+    print(label, head.split(b" ")[1].decode(), body.decode(), sep="|")
+"#;
+
+/// A plain-HTTP request judged for one host must not reach another virtual
+/// host on the same server: a Host header that names another target, a
+/// second Host header, or one hidden behind a bare LF is refused with 400,
+/// recorded against the target, and never reaches the upstream; a Host
+/// that matches still goes through.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_host_header_naming_another_target_never_reaches_the_upstream() {
+    let up = upstream().await;
+    let port = up.port();
+    let d = daemon(up.addr);
+    let c = d.client().await;
+    let s = c.open_session(None).await.unwrap().session_id;
+    let target = format!("files.test.example:{port}");
+    let code = format!(
+        "{RAW}\n\
+         raw('mismatch', 'GET http://{target}/mismatch HTTP/1.1\\r\\nHost: internal.other.example\\r\\n\\r\\n')\n\
+         raw('twice', 'GET http://{target}/twice HTTP/1.1\\r\\nHost: {target}\\r\\nHost: internal.other.example\\r\\n\\r\\n')\n\
+         raw('bare-lf', 'GET http://{target}/bare-lf HTTP/1.1\\r\\nHost: {target}\\r\\nX-A: 1\\nHost: internal.other.example\\r\\n\\r\\n')\n\
+         raw('connect', 'CONNECT {target} HTTP/1.1\\r\\nHost: internal.other.example:{port}\\r\\n\\r\\n')\n\
+         raw('match', 'GET http://FILES.test.example:{port}/ok HTTP/1.1\\r\\nHost: files.TEST.example:{port}\\r\\n\\r\\n')\n"
+    );
+    let r = send(&c, run_req(&s, &code)).await;
+    assert_eq!(r.outcome.status, Status::Ok, "{}", stderr(&r));
+    let rule = "(a proxied request's Host must name its target)";
+    let mismatch =
+        format!("the Host header names \"internal.other.example\", not the target {target} {rule}");
+    let twice =
+        "the request has 2 Host headers (a proxied request's Host must name its target, once)";
+    let bare_lf = "a line of the request head ends in a bare CR or LF, which a server may read as a line end the proxy did not see";
+    let connect = format!(
+        "the Host header names \"internal.other.example:{port}\", not the target {target} {rule}"
+    );
+    let got: Vec<String> = stdout(&r).lines().map(str::to_string).collect();
+    assert_eq!(
+        got,
+        [
+            format!("mismatch|400|prims egress: {mismatch}"),
+            format!("twice|400|prims egress: {twice}"),
+            format!("bare-lf|400|prims egress: {bare_lf}"),
+            format!("connect|400|prims egress: {connect}"),
+            "match|200|hello".to_string(),
+        ],
+        "{}",
+        stderr(&r)
+    );
+    // The upstream saw one connection: the matching request, with the Host
+    // the proxy wrote from its target.
+    assert_eq!(up.connections(), 1, "{:?}", up.heads());
+    assert_eq!(
+        up.heads(),
+        [format!(
+            "GET /ok HTTP/1.1\r\nHost: {target}\r\nConnection: close\r\n\r\n"
+        )]
+    );
+    let net = r.network.expect("a network report");
+    let allowed: Vec<(&str, u16, u64)> = net
+        .allowed
+        .iter()
+        .map(|a| (a.host.as_str(), a.port, a.connections))
+        .collect();
+    assert_eq!(allowed, [("files.test.example", port, 1)]);
+    let denied: Vec<(&str, u16, &str)> = net
+        .denied
+        .iter()
+        .map(|d| (d.host.as_str(), d.port, d.reason.as_str()))
+        .collect();
+    assert_eq!(
+        denied,
+        [
+            ("files.test.example", port, mismatch.as_str()),
+            ("files.test.example", port, twice),
+            ("files.test.example", port, bare_lf),
+            ("files.test.example", port, connect.as_str()),
+        ]
+    );
+    // And the admin's audit log has each, with its reason.
+    let log = std::fs::read_to_string(d.state.join("audit.log")).unwrap();
+    let reasons: Vec<String> = log
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|v| v["event"] == "egress" && v["decision"] == "denied")
+        .map(|v| {
+            format!(
+                "{}:{} {}",
+                v["host"].as_str().unwrap(),
+                v["port"],
+                v["reason"].as_str().unwrap()
+            )
+        })
+        .collect();
+    assert_eq!(
+        reasons,
+        [
+            format!("{target} {mismatch}"),
+            format!("{target} {twice}"),
+            format!("{target} {bare_lf}"),
+            format!("{target} {connect}"),
+        ]
     );
 }
 
