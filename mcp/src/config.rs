@@ -17,8 +17,8 @@ use std::path::Path;
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct FrontendConfig {
-    /// Bearer tokens; when any is configured, every `/mcp` and `/artifacts`
-    /// request must carry one.
+    /// Bearer tokens; when any is configured, every `/mcp`, `/artifacts`
+    /// and `/metrics` request must carry one.
     pub tokens: Vec<TokenEntry>,
     /// Browser origins allowed besides `http://localhost:*`,
     /// `http://127.0.0.1:*` and `http://[::1]:*`.

@@ -396,3 +396,66 @@ async fn health_and_metrics() {
         );
     }
 }
+
+/// With tokens configured, `/metrics` takes the same bearer token as
+/// `/mcp` (any configured one), with the same 401 and `WWW-Authenticate`;
+/// the health checks stay open for probes and routers that carry none.
+#[tokio::test(flavor = "multi_thread")]
+async fn metrics_need_a_token_when_tokens_are_configured() {
+    let stack = Stack::start("", Some(TOKENS));
+    let http = reqwest::Client::new();
+    let get = |path: &str, token: Option<&str>| {
+        let mut r = http.get(format!("{}{path}", stack.base()));
+        if let Some(t) = token {
+            r = r.bearer_auth(t);
+        }
+        r.send()
+    };
+    let mcp = |token: Option<&str>| {
+        let mut r = http
+            .post(stack.url())
+            .header("accept", "application/json, text/event-stream")
+            .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}));
+        if let Some(t) = token {
+            r = r.bearer_auth(t);
+        }
+        r.send()
+    };
+    for token in [None, Some("wrong-token-000000000")] {
+        let m = get("/metrics", token).await.unwrap();
+        let want = mcp(token).await.unwrap();
+        assert_eq!(want.status(), StatusCode::UNAUTHORIZED);
+        assert_eq!(
+            m.status(),
+            StatusCode::UNAUTHORIZED,
+            "/metrics with {token:?}"
+        );
+        assert_eq!(
+            m.headers().get("www-authenticate"),
+            want.headers().get("www-authenticate"),
+            "/metrics with {token:?}"
+        );
+        let body = m.text().await.unwrap();
+        assert!(!body.contains("prims_"), "{body}");
+    }
+    for token in ["token-of-tenant-a-0123", "token-of-tenant-b-4567"] {
+        let m = get("/metrics", Some(token)).await.unwrap();
+        assert_eq!(m.status(), StatusCode::OK);
+        assert!(
+            m.headers()["content-type"]
+                .to_str()
+                .unwrap()
+                .starts_with("text/plain"),
+            "{:?}",
+            m.headers()
+        );
+        let body = m.text().await.unwrap();
+        assert!(body.contains("# TYPE prims_supervisor_up gauge"), "{body}");
+    }
+    for path in ["/health", "/health/live"] {
+        let h = get(path, None).await.unwrap();
+        assert_eq!(h.status(), StatusCode::OK, "{path}");
+        let v: Value = h.json().await.unwrap();
+        assert_eq!(v["supervisor"], true, "{path}: {v}");
+    }
+}

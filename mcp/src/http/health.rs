@@ -76,6 +76,8 @@ pub async fn live(State(app): State<Arc<AppState>>) -> Response {
     }
 }
 
+/// Prometheus text. Routed behind the bearer-token check (any configured
+/// token), unlike the two health checks above.
 pub async fn metrics(State(app): State<Arc<AppState>>) -> Response {
     let s = stats(&app).await;
     (

@@ -1,6 +1,7 @@
 //! The HTTP server: `/mcp` (rmcp streamable HTTP, both protocol eras),
-//! `/artifacts/<path>`, `/health` and `/metrics`, behind the Host/Origin
-//! check; `/mcp` and `/artifacts` also behind the bearer-token check.
+//! `/artifacts/<path>`, `/metrics` and `/health`, behind the Host/Origin
+//! check; all but `/health` and `/health/live` also behind the bearer-token
+//! check (probes and routers that carry no token need those two).
 
 pub mod artifacts;
 pub mod drain;
@@ -100,13 +101,16 @@ pub fn router(opts: &FrontendOptions, app: Arc<AppState>, shutdown: &Cancellatio
         .merge(
             Router::new()
                 .route("/artifacts/{*path}", get(artifacts::get))
+                // Any configured token reads the metrics: they are counts
+                // for the whole node, with no tenant, session or code in
+                // them, and a scraper gets a token of its own.
+                .route("/metrics", get(health::metrics))
                 .with_state(app.clone()),
         )
         .layer(from_fn_with_state(auth, auth::authenticate));
     let public = Router::new()
         .route("/health", get(health::health))
         .route("/health/live", get(health::live))
-        .route("/metrics", get(health::metrics))
         .with_state(app);
     let allowed = Arc::new(origin::HostOriginCheck::new(hosts, origins));
     authed

@@ -1,6 +1,6 @@
 //! Host and Origin allow-lists for every route (rmcp checks `/mcp` the same
-//! way; doing it here first also covers `/artifacts`, `/health` and
-//! `/metrics`, and answers a bad Origin with 403 before authentication).
+//! way; doing it here first also covers `/artifacts`, `/metrics` and
+//! `/health`, and answers a bad Origin with 403 before authentication).
 
 use axum::extract::{Request, State};
 use axum::middleware::Next;
