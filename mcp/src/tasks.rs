@@ -24,9 +24,14 @@ use tokio_util::sync::CancellationToken;
 /// What `tasks/get` suggests between polls.
 const POLL_INTERVAL_MS: u64 = 500;
 
-const EVICTED: &str = "The result of this run was dropped to keep the server's task results \
-within their memory cap. The session is as the run left it: list_dir and preview_file show \
-its files; run the code again to see its output.";
+/// Task results are kept within a budget per tenant: a result goes when
+/// newer ones of the same tenant need its room, or is not kept at all when
+/// it is larger than the budget. Another tenant's tasks never push it out.
+const EVICTED: &str = "The result of this run was dropped: the server keeps task results \
+within a memory budget for each client, and this result was larger than that budget, or \
+the oldest of yours when newer results of yours needed the room. The session is as the run \
+left it: list_dir and preview_file show its files; run the code again to see its output \
+(poll tasks/get sooner, or keep fewer results waiting, to keep a result).";
 
 /// Start `run_code` as a task. What fails before the run exists (bad
 /// arguments, an unknown session, a failed download) is answered directly,

@@ -5,60 +5,12 @@
 
 mod support;
 
-use rmcp::model::{
-    CallToolResponse, CancelTaskParams, DetailedTask, GetTaskParams, TaskPayload, TaskStatus,
-};
+use rmcp::model::{CallToolResponse, CancelTaskParams, GetTaskParams, TaskPayload, TaskStatus};
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
-use support::client::{
-    connect, connect_tasks_2025_11_25, connect_tasks_stateless, params, TaskMcp,
-};
+use support::client::{connect, connect_tasks_2025_11_25, connect_tasks_stateless, params};
+use support::tasks::{get, start_task, structured, wait};
 use support::Stack;
-
-async fn start_task(c: &TaskMcp, args: Value) -> String {
-    match c.call_tool_once(params("run_code", args)).await {
-        Ok(CallToolResponse::Task(t)) => {
-            assert_eq!(t.task.status, TaskStatus::Working);
-            assert!(t.task.ttl_ms.unwrap_or(0) >= 60_000, "{:?}", t.task);
-            assert!(t.task.poll_interval_ms.is_some(), "{:?}", t.task);
-            t.task.task_id
-        }
-        other => panic!("run_code did not become a task: {other:?}"),
-    }
-}
-
-async fn get(c: &TaskMcp, id: &str) -> DetailedTask {
-    c.get_task(GetTaskParams::new(id))
-        .await
-        .unwrap_or_else(|e| panic!("tasks/get {id}: {e}"))
-        .task
-}
-
-/// Poll until the task leaves `working`, at most `within`.
-async fn wait(c: &TaskMcp, id: &str, within: Duration) -> DetailedTask {
-    let deadline = Instant::now() + within;
-    loop {
-        let t = get(c, id).await;
-        if t.status() != TaskStatus::Working {
-            return t;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "task {id} still working after {within:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-}
-
-fn structured(t: &DetailedTask) -> Value {
-    let TaskPayload::Completed { result } = &t.payload else {
-        panic!("not completed: {t:?}");
-    };
-    result
-        .get("structuredContent")
-        .cloned()
-        .unwrap_or_else(|| panic!("no structuredContent in {result:?}"))
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sixty_second_task_survives_a_killed_connection_and_front_end() {

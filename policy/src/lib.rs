@@ -18,7 +18,7 @@ pub use merge::{
 };
 pub use schema::{
     Cgroup, Egress, Filesystem, Identity, Landlock, Limits, Network, NetworkPolicy, Policy, Python,
-    Seccomp, SessionQuota, Sessions, SocketFamily,
+    Seccomp, SessionQuota, Sessions, SocketFamily, Tasks,
 };
 pub use spans::Location;
 pub use units::{ByteSize, HumanDuration};
@@ -108,6 +108,16 @@ impl Policy {
                 }
                 Ok(_) => {}
             }
+        }
+        let full_output = self.limits.output_bytes.bytes().saturating_mul(2);
+        let budget = self.tasks.max_result_bytes_per_tenant;
+        if budget.bytes() < full_output {
+            out.push(format!(
+                "tasks.max_result_bytes_per_tenant: {budget} cannot hold the result of a run \
+                 that fills its stdout and stderr (2 x limits.output_bytes = {}); such a \
+                 result is not kept, and its task completes saying so",
+                ByteSize(full_output)
+            ));
         }
         out
     }

@@ -8,6 +8,9 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
+mod tasks;
+pub use tasks::Tasks;
+
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Policy {
@@ -22,6 +25,7 @@ pub struct Policy {
     pub sessions: Sessions,
     pub interpreters: Interpreters,
     pub egress: Egress,
+    pub tasks: Tasks,
 }
 
 /// Per-run ceilings; a request can only lower them.

@@ -11,6 +11,7 @@ mod bounds;
 mod egress;
 mod findings;
 mod network;
+mod tasks;
 use bounds::{MAX_INTERRUPT_GRACE, MAX_POOL_SIZE, MAX_PREWARM_IMPORTS, MAX_SAVE_TIMEOUT};
 pub use bounds::{
     MAX_OPEN_FILES, MAX_RUN_TIME, MAX_UID_END, MIN_BUILD_DISK, MIN_BUILD_MEMORY, MIN_CPUS,
@@ -33,6 +34,7 @@ pub fn check(p: &Policy) -> Vec<Finding> {
     interpreters(p, &mut f);
     egress::check(p, &mut f);
     network::check(p, &mut f);
+    tasks::check(p, &mut f);
     f.0
 }
 

@@ -386,6 +386,70 @@ const RULES: &[(&str, &str, &str, &str, &str)] = &[
         "sessions.max_sessions",
         "at least 1",
     ),
+    (
+        "tasks",
+        "max_ttl",
+        "\"169h\"",
+        "tasks.max_ttl",
+        "at most 168h",
+    ),
+    (
+        "tasks",
+        "default_ttl",
+        "\"500ms\"",
+        "tasks.default_ttl",
+        "at least 1s",
+    ),
+    (
+        "tasks",
+        "default_ttl",
+        "\"25h\"",
+        "tasks.default_ttl",
+        "longer than max_ttl (24h)",
+    ),
+    ("tasks", "max_tasks", "0", "tasks.max_tasks", "at least 1"),
+    (
+        "tasks",
+        "max_tasks",
+        "100001",
+        "tasks.max_tasks",
+        "at most 100000",
+    ),
+    (
+        "tasks",
+        "max_tasks_per_tenant",
+        "0",
+        "tasks.max_tasks_per_tenant",
+        "would refuse every task",
+    ),
+    (
+        "tasks",
+        "max_tasks_per_tenant",
+        "1025",
+        "tasks.max_tasks_per_tenant",
+        "more than max_tasks (1024)",
+    ),
+    (
+        "tasks",
+        "max_result_bytes",
+        "\"5GiB\"",
+        "tasks.max_result_bytes",
+        "at most 4GiB",
+    ),
+    (
+        "tasks",
+        "max_result_bytes_per_tenant",
+        "\"1KiB\"",
+        "tasks.max_result_bytes_per_tenant",
+        "at least 64KiB",
+    ),
+    (
+        "tasks",
+        "max_result_bytes_per_tenant",
+        "\"65MiB\"",
+        "tasks.max_result_bytes_per_tenant",
+        "more than max_result_bytes (64MiB)",
+    ),
 ];
 
 #[test]
@@ -413,6 +477,10 @@ fn valid_edges_pass() {
         "[seccomp]\nextra_deny = [\"ptrace\", \"clone3\", \"io_uring_setup\"]\nsocket_families = [\"AF_INET6\", \"AF_INET\"]\n",
         "[sessions]\nidle_ttl = \"1s\"\nmax_sessions = 1\n",
         "[python]\ndefault_packages = []\nindex_url = \"https://pypi.example/simple\"\n",
+        "[tasks]\ndefault_ttl = \"1s\"\nmax_ttl = \"1s\"\nmax_tasks = 1\nmax_tasks_per_tenant = 1\n",
+        "[tasks]\nmax_ttl = \"168h\"\nmax_tasks = 100000\nmax_tasks_per_tenant = 100000\n",
+        "[tasks]\nmax_result_bytes = \"64KiB\"\nmax_result_bytes_per_tenant = \"64KiB\"\n",
+        "[tasks]\nmax_result_bytes = \"4GiB\"\nmax_result_bytes_per_tenant = \"4GiB\"\n",
     ] {
         if let Err(e) = Policy::from_toml_str(text) {
             panic!("{text}\n=> {e}");
@@ -657,4 +725,33 @@ fn network_budgets_have_ranges() {
             "network.max_connections: 0 is out of range (1 to 4096) at line 3, column 19",
         ]
     );
+}
+
+#[test]
+fn a_tenants_task_budget_above_the_servers_is_located_at_either_key() {
+    // Only the server's ceiling is written: the finding points at it.
+    let i = only_issue("[tasks]\nmax_tasks = 10\n");
+    assert_eq!(i.key, "tasks.max_tasks_per_tenant");
+    assert!(i.message.contains("256 is more than max_tasks (10)"), "{i}");
+    assert_eq!(i.location, at(2, 13));
+}
+
+#[test]
+fn a_result_budget_that_cannot_hold_one_full_run_is_a_warning() {
+    let p = Policy::from_toml_str(
+        "[limits]\noutput_bytes = \"16MiB\"\n[tasks]\nmax_result_bytes_per_tenant = \"16MiB\"\n",
+    )
+    .unwrap();
+    let w = p.warnings();
+    assert!(
+        w.iter().any(
+            |m| m.starts_with("tasks.max_result_bytes_per_tenant: 16MiB cannot hold")
+                && m.contains("32MiB")
+        ),
+        "{w:?}"
+    );
+    assert!(!Policy::default()
+        .warnings()
+        .iter()
+        .any(|m| m.starts_with("tasks.")));
 }

@@ -469,7 +469,8 @@ pub enum TaskStatus {
     Completed,
     /// Cancelled by `CancelTask` (or by a supervisor shutdown).
     Cancelled,
-    /// The result was dropped to keep task results within their memory cap.
+    /// The result was dropped to keep its tenant's task results within their
+    /// memory budget.
     Evicted,
 }
 

@@ -8,6 +8,7 @@
 pub mod client;
 pub mod http_server;
 pub mod stream_server;
+pub mod tasks;
 
 use std::io::Read;
 use std::path::{Path, PathBuf};

@@ -85,8 +85,8 @@ impl Daemon {
         .await
     }
 
-    /// Put a new policy in force for runs that start from now on; runs
-    /// already going keep the spec they were built with. The identity range,
+    /// Put a new policy in force for runs and tasks that start from now on;
+    /// runs already going keep the spec they were built with. The identity range,
     /// cgroup parent and interpreter are fixed at start-up.
     pub fn reload(&self, policy: Policy) {
         let old = self.policy();
@@ -96,6 +96,8 @@ impl Daemon {
         self.sessions
             .update_policy(&crate::sessions::SessionPolicy::from(&policy));
         self.envs.update_policy(&policy);
+        self.tasks
+            .set_limits(crate::tasks::TaskLimits::from(&policy.tasks));
         *self.policy.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(policy);
         tracing::info!("policy reloaded");
     }

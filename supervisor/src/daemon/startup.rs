@@ -125,6 +125,7 @@ pub async fn start(cfg: DaemonConfig, shutdown: CancellationToken) -> Result<(),
     envs.spawn_base_build();
     let concurrency = policy.max_concurrent_runs();
     let interpreters = Arc::new(Interpreters::new(jails, cfg.egress.clone(), interpreter));
+    let task_limits = crate::tasks::TaskLimits::from(&policy.tasks);
     let daemon = Arc::new(Daemon {
         scheduler: Scheduler::new(concurrency, policy.limits.max_queued_runs),
         policy: RwLock::new(Arc::new(policy)),
@@ -132,7 +133,7 @@ pub async fn start(cfg: DaemonConfig, shutdown: CancellationToken) -> Result<(),
         envs,
         interpreters: interpreters.clone(),
         audit,
-        tasks: crate::tasks::Tasks::new(Default::default(), shutdown.child_token()),
+        tasks: crate::tasks::Tasks::new(task_limits, shutdown.child_token()),
         egress_allowed: Default::default(),
         egress_denied: Default::default(),
         draining: Default::default(),
