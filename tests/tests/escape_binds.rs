@@ -56,6 +56,93 @@ fn escape_interpreter_pid1_exe_environ_unreadable() {
         .finish();
 }
 
+/// What python can learn of the jail's init (pid 1, the jailer after its
+/// clone): its command line is the bare program name and fd numbers, never
+/// the jailer's host path; the files that say where it lives or what it
+/// maps are ptrace-protected (the init's real and saved uids are not
+/// python's); and the rest names no host path: not the jailer's, not the
+/// repository's, not the state directory's, not the workspace's.
+#[test]
+fn escape_interpreter_pid1_names_no_host_path() {
+    let run = Job::probe(
+        "kv('cmdline', *open('/proc/1/cmdline', 'rb').read().rstrip(b'\\0').decode().split('\\0'))\n\
+         kv('comm', open('/proc/1/comm').read().strip())\n\
+         err('pid1_exe', os.readlink, '/proc/1/exe')\n\
+         err('pid1_cwd', os.readlink, '/proc/1/cwd')\n\
+         err('pid1_root', os.readlink, '/proc/1/root')\n\
+         err('pid1_environ', lambda: open('/proc/1/environ', 'rb').read())\n\
+         err('pid1_maps', lambda: open('/proc/1/maps').read())\n\
+         err('pid1_smaps', lambda: open('/proc/1/smaps').read())\n\
+         err('pid1_map_files', os.listdir, '/proc/1/map_files')\n\
+         err('pid1_auxv', lambda: open('/proc/1/auxv', 'rb').read())\n\
+         kv('mountinfo_is_own', open('/proc/1/mountinfo').read() == open('/proc/self/mountinfo').read())\n\
+         for _f in ['cmdline', 'comm', 'status', 'stat', 'sched', 'cgroup', 'mountinfo']:\n\
+         \x20   print('DUMP', _f, repr(open('/proc/1/' + _f, 'rb').read()), flush=True)\n",
+    )
+    .run();
+    run.assert_ok();
+    let jailer = jailer_bin();
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("the repository root");
+    let workspace = run.json["workspace"].as_str().unwrap_or("<missing>");
+    // `prims run` keeps its empty venv in the default state directory.
+    let host_paths: Vec<String> = [
+        jailer.display().to_string(),
+        repo.display().to_string(),
+        "/var/lib/prims".to_string(),
+        workspace.to_string(),
+    ]
+    .into();
+    let mut c = run.checks();
+    let mut argv = vec!["prims-jailer", "--spec-fd", "3", "--outcome-fd", "4"];
+    if prims_tests::harness::live_mode() {
+        argv.extend(["--channel-fd", "6"]);
+    }
+    c.kv_eq("cmdline", &argv.join(" "))
+        .kv_eq("comm", "prims-jailer")
+        .os_errno("pid1_exe", libc::EACCES)
+        .os_errno("pid1_cwd", libc::EACCES)
+        .os_errno("pid1_root", libc::EACCES)
+        .os_errno("pid1_environ", libc::EACCES)
+        .os_errno("pid1_maps", libc::EACCES)
+        .os_errno("pid1_smaps", libc::EACCES)
+        .os_errno("pid1_map_files", libc::EACCES)
+        .os_errno("pid1_auxv", libc::EACCES)
+        // The init shares python's mount namespace: its table tells python
+        // nothing its own does not. (Under `prims run` that table's bind
+        // roots name the temporary workspace and venv; the daemon's sessions
+        // and environments are images whose roots are `/`, see
+        // supervisor_ids.rs.)
+        .kv_eq("mountinfo_is_own", "True");
+    let mut dumped = 0;
+    for line in run.lines() {
+        let Some((file, text)) = line
+            .strip_prefix("DUMP ")
+            .and_then(|rest| rest.split_once(' '))
+        else {
+            continue;
+        };
+        dumped += 1;
+        let searched = if file == "mountinfo" {
+            &host_paths[..2]
+        } else {
+            &host_paths[..]
+        };
+        for p in searched {
+            c.check(
+                !text.contains(p.as_str()),
+                format!("/proc/1/{file} does not name the host path {p}: {text}"),
+            );
+        }
+    }
+    c.check(
+        dumped == 7,
+        format!("seven /proc/1 files read, got {dumped}"),
+    )
+    .finish();
+}
+
 /// Not a catalogue row, but the mechanism behind "interpreter": a path in
 /// `filesystem.ro_binds` that the jail user owns on the host (so only the
 /// read-only mount stops a write) must answer EROFS.

@@ -153,20 +153,38 @@ async fn jailed_code_sees_no_host_path_of_the_state_directory() {
     let d = Daemon::start("");
     let c = d.client().await;
     let s = c.open_session(None).await.unwrap();
+    // python's mount table, then what the jail's init (pid 1, the jailer)
+    // shows of itself: its mount table and its command line.
     let reply: RunReply = c
         .run(
-            run_req(&s.session_id, "print(open('/proc/self/mountinfo').read())"),
+            run_req(
+                &s.session_id,
+                "print(open('/proc/self/mountinfo').read())\n\
+                 print(open('/proc/1/mountinfo').read())\n\
+                 print(open('/proc/1/cmdline', 'rb').read())",
+            ),
             |_| {},
         )
         .await
         .unwrap();
-    let table = String::from_utf8_lossy(&reply.stdout).into_owned();
-    assert!(table.contains(" /venv "), "{table}");
-    assert!(table.contains(" /workspace "), "{table}");
+    let seen = String::from_utf8_lossy(&reply.stdout).into_owned();
+    assert!(seen.contains(" /venv "), "{seen}");
+    assert!(seen.contains(" /workspace "), "{seen}");
     let state = d.state.display().to_string();
     assert!(
-        !table.contains(&state),
-        "the jail's mount table shows the state directory {state}:\n{table}"
+        !seen.contains(&state),
+        "the jail's mount tables show the state directory {state}:\n{seen}"
     );
-    assert!(!table.contains(&s.session_id), "{table}");
+    assert!(!seen.contains(&s.session_id), "{seen}");
+    let jailer = prims_tests::jailer_bin();
+    let jailer_dir = jailer.parent().expect("the jailer's directory");
+    assert!(
+        !seen.contains(&jailer_dir.display().to_string()),
+        "the init shows the jailer's host directory {}:\n{seen}",
+        jailer_dir.display()
+    );
+    assert!(
+        seen.ends_with("b'prims-jailer\\x00--spec-fd\\x003\\x00--outcome-fd\\x004\\x00--channel-fd\\x006\\x00'\n"),
+        "the init's command line is the bare program name and its fds:\n{seen}"
+    );
 }

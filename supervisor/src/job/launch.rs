@@ -1,7 +1,8 @@
 //! Starting one prims-jailer process with its fds in place: the spec on
 //! fd 3, the outcome memfd on fd 4, in proxy mode the proxy socket on fd 5,
 //! and a live interpreter's channel on fd 6. python's stdout and stderr are
-//! the jailer's, piped to us.
+//! the jailer's, piped to us. Its argv[0] is the bare program name: the
+//! jail sees the init's command line.
 
 use super::error::RunError;
 use prims_protocol::jail::JobSpec;
@@ -20,6 +21,8 @@ const PROXY_FD: RawFd = 5;
 const CHANNEL_FD: RawFd = 6;
 /// Where the sources of the child's dup2s wait, clear of every target.
 const HIGH_FDS: RawFd = 10;
+/// The jailer's argv[0], in place of its host path.
+const JAILER_ARG0: &str = "prims-jailer";
 
 /// A started jailer and the memfd it writes its outcome record to.
 #[derive(Debug)]
@@ -78,7 +81,11 @@ pub(super) fn launch(
         (channel.as_ref().map(AsRawFd::as_raw_fd), CHANNEL_FD),
     ];
     let mut cmd = Command::new(jailer);
-    cmd.args(["--spec-fd", "3", "--outcome-fd", "4"]);
+    // The jail's init is this process after its clone, and its command line
+    // is /proc/1/cmdline to the jailed code: the bare name and fd numbers
+    // say nothing of the host (the spec travels on SPEC_FD).
+    cmd.arg0(JAILER_ARG0)
+        .args(["--spec-fd", "3", "--outcome-fd", "4"]);
     if proxy.is_some() {
         cmd.args(["--proxy-fd", "5"]);
     }
