@@ -9,7 +9,7 @@ mod live;
 pub use live::LiveError;
 
 use crate::envs::bare_venv::{self, VenvError};
-use crate::job::{resolve_parents, Cancel, Jails, PythonJob, RunError, RunResult, Sink};
+use crate::job::{resolve_parents, Cancel, Jails, JobNames, PythonJob, RunError, RunResult, Sink};
 use crate::workspace::{self, WorkspaceError};
 use prims_cgroup::CgroupError;
 use prims_policy::Policy;
@@ -81,9 +81,11 @@ pub fn run_script(
         }
     };
     workspace::prepare(&ws, host_uid, host_uid)?;
+    // No supervisor instance: names no supervisor's start-up sweep touches.
     let jails = Jails {
         jailer: script.jailer,
         parents: resolve_parents(policy).map_err(ScriptError::Cgroup)?,
+        names: JobNames::of_process(),
     };
     let job = PythonJob {
         code: script.code,
@@ -93,7 +95,7 @@ pub fn run_script(
         workspace: ws.clone(),
         host_uid,
     };
-    let name = format!("run-{}", std::process::id());
+    let name = jails.names.script();
     let result = if script.live {
         live::run(policy, &jails, name, job, sink)?
     } else {

@@ -5,7 +5,9 @@
 
 use prims_policy::Policy;
 use prims_protocol::jail::Status;
-use prims_supervisor::job::{resolve_parents, send_sigint, Jails, PythonPidError, Spawned};
+use prims_supervisor::job::{
+    resolve_parents, send_sigint, Jails, JobNames, PythonPidError, Spawned,
+};
 use prims_tests::jail_spec::{JailFiles, Lines};
 use prims_tests::{jailer_bin, require_root, unique};
 use std::fs::File;
@@ -71,6 +73,7 @@ impl Setup {
             jails: Jails {
                 jailer: jailer_bin(),
                 parents,
+                names: JobNames::of_process(),
             },
             parent,
             files: JailFiles::new(HOST_UID),

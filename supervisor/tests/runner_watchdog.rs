@@ -3,7 +3,7 @@
 //! `setup_error` instead of holding its caller forever.
 
 use prims_protocol::jail::{CgroupBackend, CgroupSpec, JobLimits, JobSpec, NetworkMode, Status};
-use prims_supervisor::job::{Cancel, Jails, Parents};
+use prims_supervisor::job::{Cancel, Jails, JobNames, Parents};
 use std::os::unix::fs::PermissionsExt;
 use std::time::{Duration, Instant};
 
@@ -56,6 +56,7 @@ fn a_hung_jailer_is_killed_and_reported() {
     let jails = Jails {
         jailer: hung,
         parents: Parents::none(),
+        names: JobNames::of_process(),
     };
     let r = jails
         .run(&spec(1), &|_, _| {}, &Cancel::default(), None)

@@ -1,11 +1,13 @@
 //! A real `prims supervisor` process for socket tests: its own state dir,
-//! socket, cgroup parent and uid range, killed and cleaned up on drop
-//! (including the loop-mounted session images under its state dir).
+//! socket, cgroup parent (or another daemon's, see [`Daemon::start_beside`])
+//! and uid range, killed and cleaned up on drop (including the loop-mounted
+//! session images under its state dir).
 
 use crate::harness::{prims_bin, require_root};
 use crate::host::unique;
 use crate::policy::{with_defaults, TEST_DEFAULTS};
 use prims_protocol::client::Client;
+use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -53,21 +55,28 @@ impl Daemon {
     /// [`Daemon::start`] with extra `prims supervisor` arguments, e.g.
     /// `--allow-uid`.
     pub fn start_with_args(extra: &str, args: &[&str]) -> Daemon {
-        Daemon::start_full(extra, "", args)
+        Daemon::start_full(extra, "", args, None)
     }
 
     /// [`Daemon::start`] with extra keys of the `[python]` section (whose
     /// `default_packages` stays empty), e.g. `prewarm_imports`.
     pub fn start_with_python(extra: &str, python: &str) -> Daemon {
-        Daemon::start_full(extra, python, &[])
+        Daemon::start_full(extra, python, &[], None)
     }
 
-    fn start_full(extra: &str, python: &str, args: &[&str]) -> Daemon {
+    /// [`Daemon::start`] on the cgroup parent of `other`, as a second
+    /// supervisor of the host would run beside it (with its own state
+    /// directory, socket and uid range).
+    pub fn start_beside(extra: &str, other: &Daemon) -> Daemon {
+        Daemon::start_full(extra, "", &[], Some(&other.cgroup_parent))
+    }
+
+    fn start_full(extra: &str, python: &str, args: &[&str], parent: Option<&str>) -> Daemon {
         require_root();
         let tag = unique("sup");
         let dir = PathBuf::from("/var/tmp").join(&tag);
         std::fs::create_dir_all(&dir).expect("test dir");
-        let cgroup_parent = format!("prims-test-{tag}");
+        let cgroup_parent = parent.map_or_else(|| format!("prims-test-{tag}"), str::to_string);
         let policy = dir.join("policy.toml");
         let uid_base = next_uid_base();
         std::fs::write(
@@ -145,6 +154,22 @@ impl Daemon {
     fn hangup(&self) {
         // SAFETY: kill has no memory-safety preconditions.
         unsafe { libc::kill(self.pid() as libc::pid_t, libc::SIGHUP) };
+    }
+
+    /// This daemon's cgroup parent, in every hierarchy that has it.
+    pub fn cgroup_parent_dirs(&self) -> Vec<PathBuf> {
+        crate::teardown::cgroup_dirs_named(&self.cgroup_parent)
+    }
+
+    /// The names of the job cgroups under this daemon's cgroup parent (in
+    /// any hierarchy): its own, and those of any daemon started beside it.
+    pub fn job_cgroups(&self) -> BTreeSet<String> {
+        self.cgroup_parent_dirs()
+            .iter()
+            .flat_map(|p| std::fs::read_dir(p).into_iter().flatten().flatten())
+            .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+            .filter_map(|e| e.file_name().to_str().map(str::to_string))
+            .collect()
     }
 
     pub fn log(&self) -> String {

@@ -2,7 +2,7 @@
 //! benchmarks do after a supervisor they started has been killed. Never
 //! part of the product: the supervisor cleans up after itself.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Detach every mount at or below `dir` (a state directory's session
 /// images), deepest first.
@@ -27,16 +27,31 @@ pub fn unmount_below(dir: &Path) {
 /// rmdir every cgroup directory called `name` (and its empty job
 /// directories) in every hierarchy under /sys/fs/cgroup.
 pub fn remove_cgroup_parent(name: &str) {
+    for p in cgroup_dirs_named(name) {
+        for job in std::fs::read_dir(&p).into_iter().flatten().flatten() {
+            if job.file_type().is_ok_and(|t| t.is_dir()) {
+                let _ = std::fs::remove_dir(job.path());
+            }
+        }
+        let _ = std::fs::remove_dir(&p);
+    }
+}
+
+/// Every cgroup directory called `name` in every hierarchy under
+/// /sys/fs/cgroup (a test supervisor's cgroup parent, in each controller).
+pub fn cgroup_dirs_named(name: &str) -> Vec<PathBuf> {
+    let mut found = Vec::new();
     for root in std::fs::read_dir("/sys/fs/cgroup")
         .into_iter()
         .flatten()
         .flatten()
     {
-        remove_named(&root.path(), name, 0);
+        find_named(&root.path(), name, 0, &mut found);
     }
+    found
 }
 
-fn remove_named(dir: &Path, name: &str, depth: usize) {
+fn find_named(dir: &Path, name: &str, depth: usize, found: &mut Vec<PathBuf>) {
     if depth > 6 {
         return;
     }
@@ -46,14 +61,9 @@ fn remove_named(dir: &Path, name: &str, depth: usize) {
         }
         let p = e.path();
         if e.file_name().to_str() == Some(name) {
-            for job in std::fs::read_dir(&p).into_iter().flatten().flatten() {
-                if job.file_type().is_ok_and(|t| t.is_dir()) {
-                    let _ = std::fs::remove_dir(job.path());
-                }
-            }
-            let _ = std::fs::remove_dir(&p);
+            found.push(p);
         } else {
-            remove_named(&p, name, depth + 1);
+            find_named(&p, name, depth + 1, found);
         }
     }
 }

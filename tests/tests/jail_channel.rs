@@ -7,7 +7,7 @@
 //! inherited.
 
 use prims_protocol::jail::{CgroupBackend, CgroupSpec, JobSpec, NetworkMode, Outcome, Status};
-use prims_supervisor::job::{Cancel, Jails, Parents};
+use prims_supervisor::job::{Cancel, Jails, JobNames, Parents};
 use prims_tests::jail_spec::{JailFiles, Lines};
 use prims_tests::*;
 use std::io::{Read, Seek, Write};
@@ -38,6 +38,7 @@ fn jails() -> Jails {
     Jails {
         jailer: jailer_bin(),
         parents: Parents::none(),
+        names: JobNames::of_process(),
     }
 }
 

@@ -9,7 +9,6 @@ mod scheduler;
 mod startup;
 mod task;
 
-pub(crate) use startup::JOB_PREFIX;
 pub use startup::{start, DaemonConfig, SUPERVISOR_LEAF};
 
 use crate::audit::Audit;

@@ -6,7 +6,7 @@ use super::Daemon;
 use crate::audit::Audit;
 use crate::envs::{EnvConfig, Envs};
 use crate::interpreters::Interpreters;
-use crate::job::{self, Jails, Parents};
+use crate::job::{self, InstanceId, Jails, JobNames, Parents};
 use crate::server::{self, ConnectionLimits, ServerConfig};
 use crate::sessions::{SessionPolicy, SessionStore};
 use prims_policy::Policy;
@@ -19,9 +19,6 @@ use tokio_util::sync::CancellationToken;
 /// On cgroup v2 the daemon moves itself into this leaf of its delegated
 /// cgroup, whose other children are the job cgroups.
 pub const SUPERVISOR_LEAF: &str = "supervisor";
-
-/// Names of the daemon's job cgroups start with this.
-pub(crate) const JOB_PREFIX: &str = "job-";
 
 pub struct DaemonConfig {
     pub policy: Policy,
@@ -51,6 +48,8 @@ pub enum StartError {
     NoInterpreter(String),
     #[error("cgroups: {0}")]
     Cgroup(#[from] prims_cgroup::CgroupError),
+    #[error("the instance id of the state directory: {0}")]
+    Instance(#[from] job::InstanceError),
     #[error("sessions: {0}")]
     Sessions(String),
     #[error("environments: {0}")]
@@ -65,7 +64,9 @@ pub(super) fn build_uid(policy: &Policy) -> u32 {
     policy.identity.uid_base + policy.identity.uid_count - 1
 }
 
-fn prepare_cgroups(policy: &Policy) -> Result<Parents, StartError> {
+/// Resolves the cgroup parents and removes what an earlier start of this
+/// instance left there; other supervisors sharing the parent keep theirs.
+fn prepare_cgroups(policy: &Policy, instance: &InstanceId) -> Result<Parents, StartError> {
     if policy.cgroup.backend != prims_protocol::jail::CgroupBackend::None
         && matches!(prims_cgroup::detect(), Ok(prims_cgroup::Version::V2))
     {
@@ -73,16 +74,7 @@ fn prepare_cgroups(policy: &Policy) -> Result<Parents, StartError> {
         prims_cgroup::v2_move_self_to_leaf(SUPERVISOR_LEAF)?;
     }
     let parents = job::resolve_parents(policy)?;
-    if let Ok(manager) = job::manager(&parents) {
-        // Only our own jobs: `prims run` shares the parent with its `run-*` jobs.
-        let ours = manager.list_jobs().unwrap_or_default();
-        for job in ours.into_iter().filter(|j| j.starts_with(JOB_PREFIX)) {
-            tracing::warn!(job, "removing a job cgroup left by an earlier run");
-            if let Err(e) = manager.remove_job(&job) {
-                tracing::error!(job, error = %e, "could not remove a stale job cgroup");
-            }
-        }
-    }
+    job::sweep_leftovers(&parents, instance);
     Ok(parents)
 }
 
@@ -100,9 +92,12 @@ pub async fn start(cfg: DaemonConfig, shutdown: CancellationToken) -> Result<(),
         .default_interpreter()
         .map(|(v, p)| (v.to_string(), p.to_path_buf()))
         .ok_or_else(|| StartError::NoInterpreter(policy.filesystem.default_interpreter.clone()))?;
+    let instance = InstanceId::of_state_dir(&cfg.state_dir)?;
+    tracing::info!(%instance, "job cgroups of this supervisor are named job-{instance}-…");
     let jails = Jails {
         jailer: cfg.jailer,
-        parents: prepare_cgroups(&policy)?,
+        parents: prepare_cgroups(&policy, &instance)?,
+        names: JobNames::of_instance(&instance),
     };
     let sessions = SessionStore::open(&cfg.state_dir, &SessionPolicy::from(&policy))
         .map_err(|e| StartError::Sessions(e.to_string()))?

@@ -193,8 +193,7 @@ fn run_step(
     proxied: bool,
     ok_exits: &[i32],
 ) -> Result<(), EnvError> {
-    let short = job.key.get(..16).unwrap_or(&job.key);
-    let cgroup_job = format!("envbuild-{short}-{step}-{}", rand_hex());
+    let cgroup_job = job.jails.names.build(&job.key, step);
     let spec = spec(&cgroup_job);
     let collector = Collector::new(progress);
     let sink = |s, b: &[u8]| collector.feed(s, b);

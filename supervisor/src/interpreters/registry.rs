@@ -21,7 +21,6 @@ use prims_protocol::wire::{
 };
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
@@ -36,7 +35,6 @@ pub struct Interpreters {
     interpreter: PathBuf,
     slots: Mutex<HashMap<String, Arc<Slot>>>,
     pool: Pool,
-    jobs: AtomicU64,
 }
 
 /// One call: the request, the environment it runs in, and what it may
@@ -77,21 +75,11 @@ impl Interpreters {
             interpreter,
             slots: Mutex::default(),
             pool: Pool::default(),
-            jobs: AtomicU64::new(0),
         }
     }
 
     fn slots(&self) -> MutexGuard<'_, HashMap<String, Arc<Slot>>> {
         self.slots.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    fn job_name(&self, session: &str) -> String {
-        format!(
-            "{}{}-i{}",
-            crate::daemon::JOB_PREFIX,
-            &session[..8.min(session.len())],
-            self.jobs.fetch_add(1, Ordering::Relaxed)
-        )
     }
 
     /// Runs `call` in the session's interpreter, starting one when it has
@@ -140,7 +128,7 @@ impl Interpreters {
             self.make_room(policy, session.tenant.as_deref(), &slot);
             let limits = req.limits;
             let spec = StartSpec {
-                name: self.job_name(&session.name),
+                name: self.jails.names.interpreter(&session.name),
                 interpreter: self.interpreter.clone(),
                 workspace: session.workspace.clone(),
                 host_uid: session.host_uid,
@@ -435,7 +423,7 @@ impl Interpreters {
             .map_err(|e| e.to_string())?
             .map_err(|e| format!("a spare session: {e}"))?;
         let spec = StartSpec {
-            name: self.job_name(spare.name()),
+            name: self.jails.names.interpreter(spare.name()),
             interpreter: self.interpreter.clone(),
             workspace: spare.workspace().to_path_buf(),
             host_uid: spare.host_uid(),

@@ -3,22 +3,30 @@
 //! compile steps of environment builds, `prims run` ([`crate::script`]),
 //! and live interpreters, whose jails outlive the call that starts them
 //! ([`Jails::spawn`]).
-//! It places the job in a cgroup under the resolved parents, hands the spec
+//! It places the job in a cgroup under the resolved parents, named by
+//! [`JobNames`] after the supervisor instance that owns it, hands the spec
 //! to a prims-jailer process, and removes the job cgroup that a jailer
-//! killed mid-setup or by a cancel leaves behind.
+//! killed mid-setup or by a cancel leaves behind; [`sweep_leftovers`]
+//! removes those an earlier start of the same instance left.
 
 mod cgroup_parents;
 mod error;
+mod instance;
 mod jailer;
 mod jailer_end;
 mod launch;
+mod leftovers;
+mod names;
 mod python_pid;
 mod spawned;
 mod spec;
 
 pub use cgroup_parents::{manager, resolve as resolve_parents, Parents};
 pub use error::RunError;
+pub use instance::{InstanceError, InstanceId};
 pub use jailer::{Cancel, RunResult, Stream};
+pub(crate) use leftovers::sweep as sweep_leftovers;
+pub use names::JobNames;
 pub use python_pid::{python_pidfd, python_process, send_sigint, PythonPidError, PythonProcess};
 pub use spawned::{JailKiller, Spawned};
 pub(crate) use spec::{ro_binds, PythonJob};
@@ -31,16 +39,18 @@ use std::path::PathBuf;
 /// What output a run streams as it arrives.
 pub type Sink<'a> = &'a (dyn Fn(Stream, &[u8]) + Sync);
 
-/// The jailer binary and the cgroup parents every job of this process runs
-/// under; fixed at start-up.
+/// The jailer binary, the cgroup parents every job of this process runs
+/// under, and the names its jobs get there; fixed at start-up.
 #[derive(Debug, Clone)]
 pub struct Jails {
     pub jailer: PathBuf,
     pub parents: Parents,
+    pub names: JobNames,
 }
 
 impl Jails {
-    /// The cgroup of job `name`.
+    /// The cgroup of job `name`, a name made by [`Jails::names`] (so that
+    /// the start-up sweep knows whose it is).
     pub fn cgroup(&self, name: &str) -> CgroupSpec {
         self.parents.spec_for(name)
     }

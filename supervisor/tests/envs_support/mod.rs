@@ -5,7 +5,7 @@
 use prims_policy::Policy;
 use prims_supervisor::egress::EgressProxy;
 use prims_supervisor::envs::{EnvConfig, Envs};
-use prims_supervisor::job::{Jails, Parents, RunResult};
+use prims_supervisor::job::{Jails, JobNames, Parents, RunResult};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
@@ -115,6 +115,7 @@ pub fn jails() -> Jails {
     Jails {
         jailer: jailer(),
         parents: Parents::none(),
+        names: JobNames::of_process(),
     }
 }
 
