@@ -125,7 +125,7 @@ async fn measure(runs: usize, size: usize, prims: PathBuf) -> Result<()> {
     let host = NetnsHost::new();
     host.limit_rate("1gbit");
     let lan = server(host.listen(8080), size)?;
-    let proxy = EgressProxy::new(prims, vec![]);
+    let proxy = EgressProxy::new(prims, vec![], prims_tests::egress_account());
     let l = std::net::TcpListener::bind("127.0.0.1:0")?;
     let via = l.local_addr()?;
     let jail = proxy

@@ -2,7 +2,7 @@
 //! alone, since the supervisor trusts its uid.
 
 use anyhow::{anyhow, bail, Context, Result};
-use prims_supervisor::frontend_user::{self, Account};
+use prims_supervisor::accounts::{self, Account};
 
 pub fn user_name(uid: u32) -> String {
     match nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid)) {
@@ -13,8 +13,8 @@ pub fn user_name(uid: u32) -> String {
 
 /// `name`'s account, which must exist and be the front-end's alone.
 pub fn frontend_account(name: &str) -> Result<Account> {
-    let ids = frontend_user::lookup(name)?.ok_or_else(|| anyhow!("no user named {name}"))?;
-    frontend_user::refuse_shared(name, ids.uid)?;
+    let ids = accounts::lookup(name)?.ok_or_else(|| anyhow!("no user named {name}"))?;
+    accounts::refuse_shared(name, ids.uid)?;
     Ok(ids)
 }
 

@@ -4,6 +4,7 @@
 
 use anyhow::{Context, Result};
 use clap::Args;
+use prims_egress::identity::{become_account, Account};
 use prims_egress::resolve::Resolver;
 use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 
@@ -12,6 +13,12 @@ pub struct EgressArgs {
     /// The inherited fd of the supervisor's control channel.
     #[arg(long)]
     control_fd: RawFd,
+    /// The uid of the proxy's own account (`prims-egress`).
+    #[arg(long)]
+    uid: u32,
+    /// That account's primary group.
+    #[arg(long)]
+    gid: u32,
     /// Resolve NAME to these addresses instead of asking DNS (other names
     /// still go to DNS). For tests: no policy key reaches this.
     #[arg(long = "resolve", value_name = "NAME=IP[,IP...]", hide = true)]
@@ -32,6 +39,13 @@ fn run(args: EgressArgs) -> Result<()> {
     if args.control_fd < 3 {
         anyhow::bail!("--control-fd {} is a standard stream", args.control_fd);
     }
+    let account = Account {
+        uid: args.uid,
+        gid: args.gid,
+    };
+    // From here on this is the proxy, in a user namespace of its own, and
+    // its parent (root) waits outside it.
+    become_account(account, args.control_fd).context("becoming the proxy's account")?;
     // SAFETY: the supervisor passed this fd to us alone; nothing else owns it.
     let control = unsafe { OwnedFd::from_raw_fd(args.control_fd) };
     let resolver = if args.resolve.is_empty() {
@@ -44,11 +58,7 @@ fn run(args: EgressArgs) -> Result<()> {
         Err(e) => tracing::warn!(error = %e, "egress proxy: the file limit stays as it was"),
     }
     let landlock = prims_egress::confine::confine().context("confining the egress proxy")?;
-    tracing::info!(
-        ?landlock,
-        uid = prims_egress::confine::NOBODY,
-        "egress proxy confined"
-    );
+    tracing::info!(?landlock, uid = account.uid, "egress proxy confined");
     // All its work is waiting on sockets and splicing in the kernel: one
     // thread does it without handing each connection to another.
     let rt = tokio::runtime::Builder::new_current_thread()

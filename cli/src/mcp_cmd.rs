@@ -7,7 +7,7 @@ use crate::signals::run_until_stopped;
 use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
 use prims_mcp::{FrontendConfig, FrontendOptions};
-use prims_supervisor::frontend_user::{self, FRONTEND_USER};
+use prims_supervisor::accounts::{self, FRONTEND_USER};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
@@ -64,7 +64,7 @@ fn run(args: McpArgs) -> Result<()> {
             }
         }
         // Started as its user already (the packaged unit's `User=`).
-        (None, me) => frontend_user::refuse_shared(&user_name(me), me)?,
+        (None, me) => accounts::refuse_shared(&user_name(me), me)?,
     }
     if !listen.ip().is_loopback() && config.tokens.is_empty() {
         tracing::warn!(%listen, "listening beyond loopback with no bearer tokens configured");

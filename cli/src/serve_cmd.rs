@@ -8,7 +8,7 @@ use crate::args::{NodeArg, PolicyArg, StateDirArg};
 use crate::signals::run_until_stopped_twice;
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use prims_supervisor::frontend_user::{self, Account, FRONTEND_USER};
+use prims_supervisor::accounts::{self, Account, FRONTEND_USER};
 use std::net::SocketAddr;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -146,13 +146,14 @@ async fn serve(args: ServeArgs, stop: CancellationToken, now: CancellationToken)
             (u, ids)
         }
         None => {
-            let ids = frontend_user::ensure_system_user(FRONTEND_USER).with_context(|| {
-                format!(
-                    "the front-end needs a user of its own (create `{FRONTEND_USER}`, \
+            let ids = accounts::ensure_system_user(FRONTEND_USER, "PRIMS MCP front-end")
+                .with_context(|| {
+                    format!(
+                        "the front-end needs a user of its own (create `{FRONTEND_USER}`, \
                      or pass --user NAME)"
-                )
-            })?;
-            frontend_user::refuse_shared(FRONTEND_USER, ids.uid)?;
+                    )
+                })?;
+            accounts::refuse_shared(FRONTEND_USER, ids.uid)?;
             (FRONTEND_USER.to_owned(), ids)
         }
     };

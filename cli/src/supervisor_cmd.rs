@@ -3,6 +3,7 @@
 use crate::args::{HostArgs, JailerArg, NodeArg};
 use anyhow::{anyhow, Context, Result};
 use clap::Args;
+use prims_supervisor::accounts::{egress_account, EGRESS_USER};
 use prims_supervisor::daemon::{self, DaemonConfig};
 use prims_supervisor::egress::EgressProxy;
 use prims_supervisor::server::NOBODY_UID;
@@ -28,6 +29,12 @@ pub struct SupervisorArgs {
     /// this.
     #[arg(long = "egress-resolve", value_name = "NAME=IP[,IP...]", hide = true)]
     egress_resolve: Vec<String>,
+    /// The account the egress proxy runs as (its effective uid; its real
+    /// and saved uids stay root's, in a user namespace where root has no
+    /// name). Created as a system user if missing. Never root, nobody or an
+    /// --allow-uid.
+    #[arg(long, value_name = "NAME", default_value = EGRESS_USER)]
+    egress_user: String,
 }
 
 pub fn main(args: SupervisorArgs) -> i32 {
@@ -50,6 +57,16 @@ fn run(args: SupervisorArgs) -> Result<()> {
         .collect::<Result<Vec<_>>>()?;
     let socket_group = args.socket_group.as_deref().map(resolve_gid).transpose()?;
     let prims_exe = std::env::current_exe().context("finding the prims binary")?;
+    let egress_ids = egress_account(&args.egress_user, &allowed_uids).with_context(|| {
+        format!(
+            "the egress proxy needs a user of its own (create `{}`, or pass --egress-user NAME)",
+            args.egress_user
+        )
+    })?;
+    let egress_account = prims_supervisor::egress::Account {
+        uid: egress_ids.uid,
+        gid: egress_ids.gid,
+    };
     crate::signals::run_until_stopped(|shutdown| async move {
         daemon::start(
             DaemonConfig {
@@ -60,7 +77,7 @@ fn run(args: SupervisorArgs) -> Result<()> {
                 jailer,
                 allowed_uids,
                 socket_group,
-                egress: EgressProxy::new(prims_exe, args.egress_resolve),
+                egress: EgressProxy::new(prims_exe, args.egress_resolve, egress_account),
                 node: args.node.id,
             },
             shutdown,

@@ -1,10 +1,8 @@
-//! What the proxy process gives up before it reads a byte from a jail. It
-//! starts as root (the supervisor's child) and keeps nothing of it: it
-//! becomes `nobody`, whom the supervisor's socket refuses (the front-end's
-//! account would open that socket to it); it cannot be traced or dumped by
-//! other `nobody` processes; it gains no privilege by exec; and Landlock
-//! leaves it reading files, never writing or executing one, nor binding a
-//! TCP port, signalling or reaching abstract sockets outside itself.
+//! What the proxy process gives up before it reads a byte from a jail,
+//! once it runs as its own account ([`crate::identity`]): it cannot be
+//! dumped; it gains no privilege by exec; and Landlock leaves it reading
+//! files, never writing or executing one, nor binding a TCP port,
+//! signalling or reaching abstract sockets outside itself.
 
 use landlock::{
     path_beneath_rules, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, Ruleset,
@@ -12,20 +10,14 @@ use landlock::{
 };
 use nix::errno::Errno;
 
-/// The user it runs as.
+/// The user it must never run as: other daemons do.
 pub const NOBODY: u32 = 65534;
 const WANT: ABI = ABI::V6;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfineError {
-    #[error("setgroups: {0}")]
-    Setgroups(Errno),
-    #[error("setresgid to {NOBODY}: {0}")]
-    Setresgid(Errno),
-    #[error("setresuid to {NOBODY}: {0}")]
-    Setresuid(Errno),
-    #[error("root came back after setresuid")]
-    RootRegained,
+    #[error("still root: confine only after becoming the proxy's account")]
+    Root,
     #[error("prctl(PR_SET_DUMPABLE): {0}")]
     Dumpable(Errno),
     #[error("prctl(PR_SET_NO_NEW_PRIVS): {0}")]
@@ -43,23 +35,12 @@ pub enum Landlocked {
 }
 
 /// Gives everything up; single-threaded callers only (before the runtime
-/// starts), since credentials change per thread.
+/// starts), since Landlock applies per thread.
 pub fn confine() -> Result<Landlocked, ConfineError> {
     // SAFETY: plain syscalls on values.
     unsafe {
         if libc::geteuid() == 0 {
-            if libc::setgroups(0, std::ptr::null()) != 0 {
-                return Err(ConfineError::Setgroups(Errno::last()));
-            }
-            if libc::setresgid(NOBODY, NOBODY, NOBODY) != 0 {
-                return Err(ConfineError::Setresgid(Errno::last()));
-            }
-            if libc::setresuid(NOBODY, NOBODY, NOBODY) != 0 {
-                return Err(ConfineError::Setresuid(Errno::last()));
-            }
-            if libc::setuid(0) == 0 || libc::geteuid() == 0 {
-                return Err(ConfineError::RootRegained);
-            }
+            return Err(ConfineError::Root);
         }
         if libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) != 0 {
             return Err(ConfineError::Dumpable(Errno::last()));

@@ -36,6 +36,8 @@ pub enum ToProxy {
     End { jail: u64, run: u64 },
     /// The jail is gone: stop serving it and drop its connections.
     Detach { jail: u64 },
+    /// Answer with [`FromProxy::Pong`]: the supervisor's watchdog.
+    Ping { seq: u64 },
 }
 
 /// What the proxy tells the supervisor.
@@ -43,14 +45,23 @@ pub enum ToProxy {
 #[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
 pub enum FromProxy {
     /// The run is in force: connections from now on are its.
-    Begun { jail: u64, run: u64 },
+    Begun {
+        jail: u64,
+        run: u64,
+    },
     Report {
         jail: u64,
         run: u64,
         report: NetworkReport,
     },
     /// An `Attach` the proxy could not serve.
-    Refused { jail: u64, why: String },
+    Refused {
+        jail: u64,
+        why: String,
+    },
+    Pong {
+        seq: u64,
+    },
 }
 
 /// One end of the channel.

@@ -8,8 +8,10 @@
 //!   [`resolve`]), [`serve`] applies the budgets of the [`run`] while
 //!   [`relay`] splices the bytes, and [`log`] records every decision for
 //!   the run's result;
-//! - the proxy process: [`confine`] drops what it does not need, then
-//!   [`process`] serves what the supervisor sends over [`control`].
+//! - the proxy process: [`identity`] makes it its own account's, out of
+//!   reach of every other process but root's, [`confine`] drops what it
+//!   does not need, then [`process`] serves what the supervisor sends over
+//!   [`control`].
 
 pub mod confine;
 pub mod control;
@@ -17,6 +19,7 @@ pub mod decide;
 pub mod guard;
 pub mod headers;
 pub mod http;
+pub mod identity;
 pub mod log;
 pub mod process;
 pub mod relay;

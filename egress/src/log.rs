@@ -49,27 +49,47 @@ impl Log {
 
     /// A connection to `host:port` was refused or cut, for `reason`.
     pub fn denied(&self, host: &str, port: u16, reason: &str) {
+        self.denied_times(host, port, reason, 1);
+    }
+
+    fn denied_times(&self, host: &str, port: u16, reason: &str, n: u64) {
         let mut r = self.report();
         if let Some(d) = r
             .denied
             .iter_mut()
             .find(|d| d.host == host && d.port == port && d.reason == reason)
         {
-            d.attempts += 1;
+            d.attempts = d.attempts.saturating_add(n);
         } else if r.denied.len() < MAX_REPORTED {
             r.denied.push(DeniedHost {
                 host: host.to_string(),
                 port,
                 reason: reason.to_string(),
-                attempts: 1,
+                attempts: n,
             });
         } else {
-            r.denied_omitted += 1;
+            r.denied_omitted = r.denied_omitted.saturating_add(n);
         }
     }
 
     pub fn snapshot(&self) -> NetworkReport {
         self.report().clone()
+    }
+
+    /// Takes over `other`'s refusals (a jail's attempts while no call ran).
+    pub fn absorb(&self, other: &Log) {
+        let (denied, omitted) = {
+            let mut o = other.report();
+            (
+                std::mem::take(&mut o.denied),
+                std::mem::take(&mut o.denied_omitted),
+            )
+        };
+        for d in denied {
+            self.denied_times(&d.host, d.port, &d.reason, d.attempts);
+        }
+        let mut r = self.report();
+        r.denied_omitted = r.denied_omitted.saturating_add(omitted);
     }
 }
 

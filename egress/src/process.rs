@@ -12,7 +12,11 @@ use std::collections::HashMap;
 use std::io;
 use std::os::fd::OwnedFd;
 use std::sync::Arc;
+use std::time::Duration;
 use tokio_util::sync::CancellationToken;
+
+/// How long the end of a run waits for its connections to close.
+const CLOSE_WAIT: Duration = Duration::from_secs(1);
 
 struct Jail {
     current: Current,
@@ -50,6 +54,7 @@ pub fn raise_fd_limit() -> nix::Result<u64> {
 
 /// Serves until the supervisor goes away.
 pub async fn run(control: Channel, resolver: Resolver) -> io::Result<()> {
+    let control = Arc::new(control);
     let mut jails: HashMap<u64, Jail> = HashMap::new();
     let stop_all = CancellationToken::new();
     let _stop_on_exit = stop_all.clone().drop_guard();
@@ -107,20 +112,31 @@ pub async fn run(control: Channel, resolver: Resolver) -> io::Result<()> {
                 control.send(&FromProxy::Begun { jail, run }, None).await?;
             }
             ToProxy::End { jail, run } => {
-                let report = match jails.get_mut(&jail).and_then(|j| {
+                let ended = jails.get_mut(&jail).and_then(|j| {
                     let r = j.runs.remove(&run)?;
                     if Arc::ptr_eq(&j.current.get(), &r) {
                         j.current.replace(idle());
                     }
                     Some(r)
-                }) {
-                    Some(r) => r.log.snapshot(),
-                    None => Default::default(),
-                };
-                control
-                    .send(&FromProxy::Report { jail, run, report }, None)
-                    .await?;
+                });
+                // Its connections close first, so its record is final and
+                // nothing moves once the call is over.
+                let control = control.clone();
+                tokio::spawn(async move {
+                    let report = match ended {
+                        Some(r) => {
+                            r.end(CLOSE_WAIT).await;
+                            r.log.snapshot()
+                        }
+                        None => Default::default(),
+                    };
+                    let msg = FromProxy::Report { jail, run, report };
+                    if let Err(e) = control.send(&msg, None).await {
+                        tracing::warn!(error = %e, "egress: could not report a run");
+                    }
+                });
             }
+            ToProxy::Ping { seq } => control.send(&FromProxy::Pong { seq }, None).await?,
             ToProxy::Detach { jail } => {
                 if let Some(j) = jails.remove(&jail) {
                     j.stop.cancel();

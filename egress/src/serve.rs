@@ -22,7 +22,7 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
 const MAX_CONCURRENT: usize = 64;
 
 /// Serves `listener` until `stop`, each connection under the run current
-/// when it arrived.
+/// when it arrived, and for no longer than that run lasts.
 pub async fn serve(
     listener: TcpListener,
     current: Current,
@@ -30,7 +30,6 @@ pub async fn serve(
     stop: CancellationToken,
 ) {
     let slots = Arc::new(Semaphore::new(MAX_CONCURRENT));
-    let tasks = tokio_util::task::TaskTracker::new();
     loop {
         let (conn, permit) = tokio::select! {
             _ = stop.cancelled() => break,
@@ -45,20 +44,24 @@ pub async fn serve(
                 }
             }
         };
-        let (run, resolver, stop) = (current.get(), resolver.clone(), stop.clone());
-        tasks.spawn(async move {
-            tokio::select! {
-                _ = handle(conn, &run, &resolver) => {}
-                _ = stop.cancelled() => {}
+        let run = current.get();
+        let (resolver, stop, current) = (resolver.clone(), stop.clone(), current.clone());
+        let work = {
+            let run = run.clone();
+            async move {
+                tokio::select! {
+                    _ = handle(conn, &run, &current, &resolver) => {}
+                    _ = stop.cancelled() => {}
+                }
+                drop(permit);
             }
-            drop(permit);
-        });
+        };
+        run.serve(work);
     }
-    tasks.close();
 }
 
 /// One client connection: read its head, then relay or refuse.
-async fn handle(mut conn: TcpStream, run: &Run, resolver: &Resolver) {
+async fn handle(mut conn: TcpStream, run: &Run, current: &Current, resolver: &Resolver) {
     let head = match tokio::time::timeout(HEAD_TIMEOUT, read_head(&mut conn)).await {
         Ok(Ok(h)) => h,
         Ok(Err(why)) => return reply(&mut conn, 400, "Bad Request", why).await,
@@ -96,7 +99,11 @@ async fn handle(mut conn: TcpStream, run: &Run, resolver: &Resolver) {
     let addrs = match refused {
         Ok(addrs) => addrs,
         Err(reason) => {
-            run.log.denied(host, port, &reason);
+            if run.is_idle() {
+                current.refused_while_idle(host, port, &reason);
+            } else {
+                run.log.denied(host, port, &reason);
+            }
             tracing::info!(host, port, reason, "egress: refused");
             let body = format!("prims egress: {reason}");
             return reply(&mut conn, 403, "Forbidden", &body).await;

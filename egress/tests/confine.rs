@@ -1,11 +1,14 @@
 //! The proxy process's confinement, for real: this test binary runs itself
-//! again as a child that confines itself (as root, like the supervisor's
-//! child) and then tries what a hijacked proxy would: write or create a
-//! file, run a program, bind a port, signal another process, regain root.
+//! again as a child that leaves root for an account (as the proxy does, see
+//! `identity`, which the supervisor's tests cover), confines itself and
+//! then tries what a hijacked proxy would: write or create a file, run a
+//! program, bind a port, signal another process, regain root.
 
 use std::process::Command;
 
 const CHILD: &str = "PRIMS_EGRESS_CONFINE_CHILD";
+/// The uid and gid the child runs as, for the proxy's account.
+const ACCOUNT: u32 = 4242;
 
 fn errno_of<T>(r: std::io::Result<T>) -> String {
     match r {
@@ -21,6 +24,19 @@ fn errno_of<T>(r: std::io::Result<T>) -> String {
 fn confined_child() {
     if std::env::var_os(CHILD).is_none() {
         return;
+    }
+    assert!(
+        matches!(
+            prims_egress::confine::confine(),
+            Err(prims_egress::confine::ConfineError::Root)
+        ),
+        "confine refuses to run as root"
+    );
+    // SAFETY: plain syscalls on integers.
+    unsafe {
+        assert_eq!(libc::setgroups(0, std::ptr::null()), 0);
+        assert_eq!(libc::setresgid(ACCOUNT, ACCOUNT, ACCOUNT), 0);
+        assert_eq!(libc::setresuid(ACCOUNT, ACCOUNT, ACCOUNT), 0);
     }
     let landlock = prims_egress::confine::confine().expect("confine");
     println!("PROBE landlock {landlock:?}");
@@ -102,7 +118,7 @@ fn a_confined_proxy_reads_and_does_nothing_else() {
     };
     let eacces = libc::EACCES.to_string();
     assert_eq!(got("landlock"), "Fully", "this kernel has Landlock ABI 7");
-    assert_eq!(got("ids"), "65534 65534");
+    assert_eq!(got("ids"), "4242 4242");
     assert_eq!(got("create"), eacces);
     assert_eq!(got("write_existing"), eacces);
     assert_eq!(got("read"), "ok");

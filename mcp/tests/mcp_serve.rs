@@ -4,7 +4,7 @@
 
 mod support;
 
-use prims_supervisor::frontend_user::{lookup, FRONTEND_USER};
+use prims_supervisor::accounts::{lookup, FRONTEND_USER};
 use std::io::Read;
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};

@@ -5,11 +5,11 @@
 //! The public surface is what the `prims` binary, the tests and the
 //! benchmarks use; everything else is `pub(crate)`.
 
+pub mod accounts;
 pub mod audit;
 pub mod daemon;
 pub mod egress;
 pub mod envs;
-pub mod frontend_user;
 pub mod fsops;
 pub(crate) mod interpreters;
 pub mod job;

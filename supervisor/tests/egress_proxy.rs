@@ -1,6 +1,8 @@
 //! The egress proxy process as the supervisor runs it: a real
 //! `prims egress-proxy`, real listeners and a real upstream server on
-//! loopback, its confinement read from /proc, and a restart after a kill.
+//! loopback, its identity and confinement read from /proc and attacked by
+//! other uids, a run's connections closed at its end, and a restart after
+//! a kill or a hang.
 
 use prims_egress::decide::Rules;
 use prims_egress::run::Budget;
@@ -68,9 +70,10 @@ fn rules(entries: &[String]) -> Rules {
     }
 }
 
-/// The proxy processes that are children of this test process.
+/// The egress processes this test process started (launchers), and theirs
+/// (the proxies).
 fn proxy_pids() -> Vec<i32> {
-    let me = std::process::id().to_string();
+    let me = std::process::id() as i32;
     let mut out = Vec::new();
     for e in std::fs::read_dir("/proc").unwrap().flatten() {
         let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
@@ -82,15 +85,28 @@ fn proxy_pids() -> Vec<i32> {
         ) else {
             continue;
         };
-        let ppid = stat
+        let ppid: Option<i32> = stat
             .rsplit(')')
             .next()
-            .and_then(|s| s.split_whitespace().nth(1));
-        if ppid == Some(me.as_str()) && cmd.windows(12).any(|w| w == b"egress-proxy") {
+            .and_then(|s| s.split_whitespace().nth(1))
+            .and_then(|p| p.parse().ok());
+        if cmd.windows(12).any(|w| w == b"egress-proxy")
+            && (ppid == Some(me) || ppid.is_some_and(|p| parent_of(p) == Some(me)))
+        {
             out.push(pid);
         }
     }
     out
+}
+
+fn parent_of(pid: i32) -> Option<i32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit(')')
+        .next()?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
 }
 
 fn status(pid: i32, key: &str) -> String {
@@ -107,7 +123,7 @@ fn status(pid: i32, key: &str) -> String {
 async fn runs_are_served_recorded_and_closed_between() {
     require_root();
     let up = upstream().await;
-    let proxy = EgressProxy::new(prims_bin(), vec![]);
+    let proxy = EgressProxy::new(prims_bin(), vec![], prims_tests::egress_account());
     let (addr, fd) = listener();
     let jail = proxy.attach(fd).await.unwrap();
     let before = ask(addr, &format!("GET http://{up}/ HTTP/1.1\r\n\r\n")).await;
@@ -128,11 +144,22 @@ async fn runs_are_served_recorded_and_closed_between() {
     assert_eq!(report.allowed.len(), 1, "{report:?}");
     assert_eq!(report.allowed[0].port, up.port());
     assert!(report.allowed[0].bytes > 5);
-    assert_eq!(report.denied.len(), 1);
-    assert_eq!(report.denied[0].host, "evil.test");
+    // What the jail tried while no run was in force is in the next run's
+    // record, with why it was refused.
+    let denied: Vec<(&str, &str)> = report
+        .denied
+        .iter()
+        .map(|d| (d.host.as_str(), d.reason.as_str()))
+        .collect();
     assert_eq!(
-        report.denied[0].reason,
-        "evil.test is not in the allow-list"
+        denied,
+        [
+            (
+                "127.0.0.1",
+                "no call is running in this session; connections are allowed only while one runs"
+            ),
+            ("evil.test", "evil.test is not in the allow-list"),
+        ]
     );
 
     let after = ask(addr, &format!("GET http://{up}/ HTTP/1.1\r\n\r\n")).await;
@@ -140,7 +167,7 @@ async fn runs_are_served_recorded_and_closed_between() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_process_is_nobody_undumpable_and_comes_back_after_a_kill() {
+async fn the_process_is_its_accounts_undumpable_and_comes_back_after_a_kill() {
     require_root();
     // The proxy inherits a soft limit of 256 open files, below the hard one.
     let mut nofile = libc::rlimit {
@@ -154,7 +181,8 @@ async fn the_process_is_nobody_undumpable_and_comes_back_after_a_kill() {
         assert_eq!(libc::setrlimit(libc::RLIMIT_NOFILE, &nofile), 0);
     }
     let up = upstream().await;
-    let proxy = EgressProxy::new(prims_bin(), vec![]);
+    let account = prims_tests::egress_account();
+    let proxy = EgressProxy::new(prims_bin(), vec![], account);
     let (addr, fd) = listener();
     let jail = proxy.attach(fd).await.unwrap();
     // An answered run means the process reached its control loop, confined.
@@ -162,13 +190,24 @@ async fn the_process_is_nobody_undumpable_and_comes_back_after_a_kill() {
     jail.end(first).await;
     let pid = proxy.pid().await.expect("started") as i32;
     assert!(proxy_pids().contains(&pid));
-    assert_eq!(status(pid, "Uid"), "65534 65534 65534 65534");
-    assert_eq!(status(pid, "Gid"), "65534 65534 65534 65534");
+    // Effective: its account; real and saved: root, which it cannot name
+    // in its own user namespace.
+    let (u, g) = (account.uid, account.gid);
+    assert_eq!(status(pid, "Uid"), format!("0 {u} 0 {u}"));
+    assert_eq!(status(pid, "Gid"), format!("{g} {g} {g} {g}"));
     assert_eq!(status(pid, "Groups"), "");
     assert_eq!(status(pid, "NoNewPrivs"), "1");
-    assert_eq!(status(pid, "CapEff"), "0000000000000000");
-    // Not dumpable: its /proc files belong to root, out of reach of other
-    // processes running as nobody.
+    for caps in ["CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"] {
+        assert_eq!(status(pid, caps), "0000000000000000", "{caps}");
+    }
+    // A user namespace of its own, where only its account is mapped (the
+    // host's maps everything: 0 0 4294967295).
+    let map = std::fs::read_to_string(format!("/proc/{pid}/uid_map")).unwrap();
+    assert_eq!(
+        map.split_whitespace().collect::<Vec<_>>(),
+        [u.to_string(), u.to_string(), "1".into()],
+    );
+    // Not dumpable: its /proc files belong to root.
     let environ = std::fs::metadata(format!("/proc/{pid}/environ")).unwrap();
     assert_eq!(environ.uid(), 0);
     // Room for two sockets and two pipes per relayed connection: the soft
@@ -182,15 +221,10 @@ async fn the_process_is_nobody_undumpable_and_comes_back_after_a_kill() {
         .collect();
     assert_eq!(files[3], nofile.rlim_max.to_string(), "{limits}");
 
-    // SAFETY: signalling a child process this test started.
+    // SAFETY: signalling a process this test started.
     assert_eq!(unsafe { libc::kill(pid, libc::SIGKILL) }, 0);
-    for _ in 0..200 {
-        if !proxy_pids().contains(&pid) {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
-    // The next run starts a new process and attaches the jail to it again.
+    wait_gone(pid).await;
+    // The next run is served by a new process, with the jail attached.
     let run = jail
         .begin(&rules(&[format!("127.0.0.1:{}", up.port())]), BUDGET)
         .await
@@ -201,4 +235,135 @@ async fn the_process_is_nobody_undumpable_and_comes_back_after_a_kill() {
     let again = proxy.pid().await.expect("started again") as i32;
     assert_ne!(again, pid);
     assert!(proxy_pids().contains(&again));
+}
+
+async fn wait_gone(pid: i32) {
+    for _ in 0..500 {
+        if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    panic!("{pid} never went");
+}
+
+/// What `uid` gets trying to stop, limit and trace `pid`: the errno of
+/// kill(SIGSTOP), prlimit(RLIMIT_NOFILE) and ptrace(PTRACE_SEIZE), from a
+/// process of its own running as `uid` through and through.
+fn attacks_as(uid: u32, pid: i32) -> [i32; 3] {
+    let mut fds = [0; 2];
+    // SAFETY: pipe with a valid array; fork in a test whose child only makes
+    // syscalls and exits.
+    unsafe {
+        assert_eq!(libc::pipe(fds.as_mut_ptr()), 0);
+        let child = libc::fork();
+        assert!(child >= 0);
+        if child == 0 {
+            let errno = || *libc::__errno_location();
+            let mut out = [0i32; 3];
+            if libc::setgroups(0, std::ptr::null()) != 0
+                || libc::setresgid(uid, uid, uid) != 0
+                || libc::setresuid(uid, uid, uid) != 0
+            {
+                libc::_exit(2);
+            }
+            out[0] = if libc::kill(pid, libc::SIGSTOP) == 0 {
+                0
+            } else {
+                errno()
+            };
+            let lim = libc::rlimit {
+                rlim_cur: 0,
+                rlim_max: 0,
+            };
+            out[1] = if libc::prlimit(pid, libc::RLIMIT_NOFILE, &lim, std::ptr::null_mut()) == 0 {
+                0
+            } else {
+                errno()
+            };
+            out[2] = if libc::ptrace(libc::PTRACE_SEIZE, pid, 0, 0) == 0 {
+                0
+            } else {
+                errno()
+            };
+            libc::write(fds[1], out.as_ptr().cast(), std::mem::size_of_val(&out));
+            libc::_exit(0);
+        }
+        libc::close(fds[1]);
+        let mut out = [0i32; 3];
+        let n = libc::read(fds[0], out.as_mut_ptr().cast(), std::mem::size_of_val(&out));
+        libc::close(fds[0]);
+        let mut st = 0;
+        libc::waitpid(child, &mut st, 0);
+        assert_eq!(
+            n as usize,
+            std::mem::size_of_val(&out),
+            "the attacker as {uid} did not report"
+        );
+        out
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_uid_but_roots_can_stop_limit_or_trace_the_proxy() {
+    require_root();
+    let account = prims_tests::egress_account();
+    let proxy = EgressProxy::new(prims_bin(), vec![], account);
+    let (_addr, fd) = listener();
+    let jail = proxy.attach(fd).await.unwrap();
+    let run = jail.begin(&rules(&[]), BUDGET).await.unwrap();
+    let pid = proxy.pid().await.expect("started") as i32;
+    // nobody (whom the proxy once was), its own account, and another uid.
+    for uid in [65534, account.uid, 4242] {
+        assert_eq!(
+            attacks_as(uid, pid),
+            [libc::EPERM, libc::EPERM, libc::EPERM],
+            "as uid {uid}: kill(SIGSTOP), prlimit, ptrace"
+        );
+    }
+    assert!(status(pid, "State").starts_with('S'), "it runs on");
+    assert!(jail.end(run).await.allowed.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hung_proxy_is_replaced_within_seconds_and_the_run_goes_on() {
+    require_root();
+    let up = upstream().await;
+    let proxy = EgressProxy::new(prims_bin(), vec![], prims_tests::egress_account());
+    let (addr, fd) = listener();
+    let jail = proxy.attach(fd).await.unwrap();
+    let run = jail
+        .begin(&rules(&[format!("127.0.0.1:{}", up.port())]), BUDGET)
+        .await
+        .unwrap();
+    let pid = proxy.pid().await.expect("started") as i32;
+    // Root stops it, as a wedged process would be.
+    // SAFETY: signalling a process this test started.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGSTOP) }, 0);
+    let stopped = std::time::Instant::now();
+    wait_gone(pid).await;
+    let replaced = loop {
+        if let Some(p) = proxy.pid().await.filter(|p| *p as i32 != pid) {
+            break p as i32;
+        }
+        assert!(stopped.elapsed().as_secs() < 10, "never replaced");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    };
+    let took = stopped.elapsed();
+    assert!(
+        took < std::time::Duration::from_secs(4),
+        "replaced after {took:?}"
+    );
+    // The run under way is served by the new process, under its rules.
+    let ok = ask(addr, &format!("GET http://{up}/ HTTP/1.1\r\n\r\n")).await;
+    assert!(ok.ends_with("hello"), "{ok}");
+    let no = ask(
+        addr,
+        "CONNECT evil.test:443 HTTP/1.1\r\nHost: evil.test:443\r\n\r\n",
+    )
+    .await;
+    assert!(no.starts_with("HTTP/1.1 403"), "{no}");
+    let report = jail.end(run).await;
+    assert_eq!(report.allowed.len(), 1, "{report:?}");
+    assert!(proxy_pids().contains(&replaced));
 }

@@ -232,3 +232,15 @@ impl Job {
         Run { raw, json }
     }
 }
+
+/// The egress proxy's account (`prims-egress`), created if missing, for
+/// tests and benchmarks that start a proxy without a supervisor.
+pub fn egress_account() -> prims_supervisor::egress::Account {
+    use prims_supervisor::accounts::{egress_account, EGRESS_USER};
+    require_root();
+    let ids = egress_account(EGRESS_USER, &[]).expect("the egress proxy's account");
+    prims_supervisor::egress::Account {
+        uid: ids.uid,
+        gid: ids.gid,
+    }
+}

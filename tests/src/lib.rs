@@ -63,7 +63,8 @@ pub mod web;
 pub use checks::{errno_name, Checks};
 pub use child::{run_with_timeout, RawOutput};
 pub use harness::{
-    jailer_bin, policy_with, prims_bin, require_root, target_dir, Job, DEFAULT_POLICY, HARD_TIMEOUT,
+    egress_account, jailer_bin, policy_with, prims_bin, require_root, target_dir, Job,
+    DEFAULT_POLICY, HARD_TIMEOUT,
 };
 pub use held::{Held, HOLD_PY};
 pub use host::{

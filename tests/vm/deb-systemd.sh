@@ -28,6 +28,7 @@ wait_health() {
 echo "== dpkg -i $(cd "$here" && ls prims_*.deb)"
 expect deb_installs dpkg -i "$here"/prims_*.deb
 expect deb_created_user_and_group getent passwd prims
+expect deb_created_the_egress_user getent passwd prims-egress
 expect deb_enables_nothing bash -c '! systemctl is-enabled -q prims-supervisor.service && ! systemctl is-enabled -q prims-mcp.service && ! systemctl is-active -q prims-supervisor.service'
 expect deb_run_dir_for_group bash -c '[ "$(stat -c %U:%G:%a /run/prims)" = root:prims:750 ]'
 expect deb_policy_is_a_conffile grep -qx /etc/prims/policy.toml /var/lib/dpkg/info/prims.conffiles
@@ -71,6 +72,22 @@ expect upgrade_keeps_the_edited_policy grep -qx 'default_packages = \[\]' /etc/p
 expect upgrade_restarted_the_supervisor bash -c "[ \"\$(systemctl show -p MainPID --value prims-supervisor.service)\" != '$before' ] && systemctl is-active -q prims-supervisor.service prims-mcp.service"
 expect mcp_health_after_upgrade wait_health
 smoke after "$state" || fails=$((fails+1))
+
+echo "== allowlist mode: a listed server on this host's private address, through the egress proxy"
+ip link add prims-d0 type dummy && ip addr add 10.99.0.1/24 dev prims-d0 && ip link set prims-d0 up
+mkdir -p /tmp/www && echo hello-egress > /tmp/www/hello.txt
+(cd /tmp/www && exec python3 -m http.server 8765 --bind 10.99.0.1 >/dev/null 2>&1) &
+www=$!
+sed -i -e 's/^mode = "none"/mode = "allowlist"/' -e 's/^allow = \[\]/allow = ["10.99.0.1:8765"]/' /etc/prims/policy.toml
+expect egress_policy_check prims policy check /etc/prims/policy.toml
+expect egress_policy_reload systemctl reload prims-supervisor.service
+sleep 1
+smoke egress "http://10.99.0.1:8765/hello.txt" || fails=$((fails+1))
+# The proxy runs as prims-egress with root's real uid (unnamable in its user
+# namespace); its launcher, outside, is root.
+expect egress_proxy_ids bash -c 'pgrep -f "prims egress-proxy" | while read -r p; do ps -o ruser=,euser= -p "$p"; done | sort | tr -s " " | grep -qx " *root prims-egress"'
+expect egress_proxy_out_of_reach_of_its_own_account bash -c '! setpriv --reuid=prims-egress --regid=prims-egress --clear-groups kill -STOP "$(pgrep -u prims-egress -f "prims egress-proxy")"'
+kill "$www"
 
 echo "== systemctl status"
 systemctl --no-pager status prims-supervisor.service prims-mcp.service | sed 's/^/   /' | head -40

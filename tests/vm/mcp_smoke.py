@@ -3,6 +3,8 @@
   mcp_smoke.py URL before STATE_FILE   run_code, OOM, fork bomb, write a file;
                                        saves the session id to STATE_FILE
   mcp_smoke.py URL after STATE_FILE    the file written before is still there
+  mcp_smoke.py URL egress TARGET_URL    allowlist mode: the code fetches TARGET_URL
+                                       through the egress proxy, and nothing else
 
 Prints one PASS/FAIL line per check; exits 1 if any failed.
 """
@@ -79,9 +81,30 @@ async def after(url, state):
               and r.get("session_id") == sid, r)
 
 
+FETCH = """import urllib.request
+for url in ({target!r}, "http://10.99.0.2:8765/"):
+    try:
+        print(urllib.request.urlopen(url, timeout=20).read().decode().strip())
+    except Exception as e:
+        print(type(e).__name__, getattr(e, "code", ""))
+"""
+
+
+async def egress(url, target):
+    async with Client(url, mode="auto", read_timeout_seconds=300) as c:
+        r = await call(c, "run_code", code=FETCH.format(target=target))
+        net = r.get("network") or {}
+        check("mcp_egress_reaches_the_listed_server", r.get("stdout", "").splitlines()
+              == ["hello-egress", "HTTPError 403"], r)
+        check("mcp_egress_result_names_both", [a.get("host") for a in net.get("allowed", [])]
+              == ["10.99.0.1"] and [d.get("host") for d in net.get("denied", [])]
+              == ["10.99.0.2"], r)
+
+
 def main():
-    url, phase, state = sys.argv[1:4]
-    asyncio.run(before(url, state) if phase == "before" else after(url, state))
+    url, phase, arg = sys.argv[1:4]
+    phases = {"before": before, "after": after, "egress": egress}
+    asyncio.run(phases[phase](url, arg))
     sys.exit(1 if FAILS else 0)
 
 

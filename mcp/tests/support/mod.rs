@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 static NEXT: AtomicU32 = AtomicU32::new(0);
 
-use prims_supervisor::frontend_user::{ensure_system_user, FRONTEND_USER};
+use prims_supervisor::accounts::{ensure_system_user, FRONTEND_USER};
 use prims_tests::policy::{with_defaults, TEST_DEFAULTS};
 
 pub fn require_root() {
@@ -71,7 +71,8 @@ impl Stack {
     fn start_as(policy_extra: &str, config: Option<&str>, node: Option<u16>) -> Stack {
         require_root();
         // The account `prims serve` creates on a first start, made the same way.
-        ensure_system_user(FRONTEND_USER).expect("the front-end's system user");
+        ensure_system_user(FRONTEND_USER, "PRIMS MCP front-end")
+            .expect("the front-end's system user");
         let n = NEXT.fetch_add(1, Ordering::Relaxed);
         let tag = format!("prims-mcpt-{}-{n}", std::process::id());
         let dir = PathBuf::from("/var/tmp").join(&tag);

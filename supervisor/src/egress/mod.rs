@@ -1,23 +1,28 @@
 //! The supervisor's side of the egress proxy process (`prims egress-proxy`,
-//! see `prims-egress`): it starts the process, again after it dies, hands
-//! it each proxied jail's listener, and begins and ends runs there. The
-//! process runs as nobody; only this side decides what a run may reach.
+//! see `prims-egress`): it starts the process, again after it dies or
+//! hangs, hands it each proxied jail's listener, and begins and ends runs
+//! there. The process runs as an account of its own (`prims-egress`), out
+//! of every other process's reach but root's; only this side decides what
+//! a run may reach.
 
 mod link;
 mod listener;
 
 pub(crate) use listener::receive_listener;
 
+pub use prims_egress::identity::Account;
+
 use link::{Awaited, Link};
 use prims_egress::control::ToProxy;
 use prims_egress::decide::Rules;
 use prims_egress::run::Budget;
 use prims_protocol::egress::NetworkReport;
+use std::collections::HashMap;
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::time::{Duration, Instant};
 
 /// The port of the listener in a proxied jail's own loopback.
 pub(crate) const JAIL_PORT: u16 = 3128;
@@ -58,8 +63,11 @@ pub(crate) fn run_env() -> Vec<String> {
     env
 }
 
-/// How long the proxy may take to answer the start or end of a run.
+/// How long the proxy may take to answer the start or end of a run (a
+/// process that hangs is replaced sooner, by its link's watchdog).
 const ANSWER_TIMEOUT: Duration = Duration::from_secs(5);
+/// The least time between two starts of the process.
+const RESTART_EVERY: Duration = Duration::from_secs(1);
 
 #[derive(Debug, thiserror::Error)]
 pub enum EgressError {
@@ -73,16 +81,30 @@ pub enum EgressError {
     Channel(#[source] std::io::Error),
     #[error("the egress proxy did not start the run within {ANSWER_TIMEOUT:?}")]
     NoAnswer,
+    #[error("the egress proxy ended while it started the run")]
+    Ended,
 }
 
-/// The proxy process, started on first use.
+/// The proxy process, started on first use, and again when it dies or
+/// hangs, with every attached jail and its run in progress handed over.
 #[derive(Debug)]
 pub struct EgressProxy {
     exe: PathBuf,
     resolve: Vec<String>,
+    account: Account,
     link: tokio::sync::Mutex<Option<Arc<Link>>>,
+    /// Every attached jail: our copy of its listener, and its run in
+    /// progress, to hand to a process started after the last one ended.
+    jails: Mutex<HashMap<u64, JailEntry>>,
     next_jail: AtomicU64,
     next_run: AtomicU64,
+    last_start: Mutex<Option<Instant>>,
+}
+
+#[derive(Debug)]
+struct JailEntry {
+    listener: Arc<OwnedFd>,
+    run: Option<ToProxy>,
 }
 
 /// A jail whose listener the proxy serves; dropping it detaches the jail.
@@ -90,79 +112,121 @@ pub struct EgressProxy {
 pub struct Attached {
     proxy: Arc<EgressProxy>,
     jail: u64,
-    /// Our copy, to attach the jail again to a proxy that was restarted.
-    listener: OwnedFd,
-    on: tokio::sync::Mutex<Option<Arc<Link>>>,
 }
 
 /// One run in an attached jail.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RunId(u64);
 
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 impl EgressProxy {
-    /// `exe` is the `prims` binary; `resolve` the test-only fixed names.
-    pub fn new(exe: PathBuf, resolve: Vec<String>) -> Arc<EgressProxy> {
+    /// `exe` is the `prims` binary; `account` the proxy's own (never
+    /// root, nobody or the front-end's); `resolve` the test-only fixed
+    /// names.
+    pub fn new(exe: PathBuf, resolve: Vec<String>, account: Account) -> Arc<EgressProxy> {
         Arc::new(EgressProxy {
             exe,
             resolve,
+            account,
             link: tokio::sync::Mutex::new(None),
+            jails: Mutex::default(),
             next_jail: AtomicU64::new(1),
             next_run: AtomicU64::new(1),
+            last_start: Mutex::default(),
         })
     }
 
-    /// The live process, started if there is none.
-    async fn link(&self) -> Result<Arc<Link>, EgressError> {
+    /// The live process, started if there is none, with every attached
+    /// jail handed to it.
+    async fn link(self: &Arc<Self>) -> Result<Arc<Link>, EgressError> {
         let mut guard = self.link.lock().await;
         if let Some(l) = guard.as_ref().filter(|l| l.is_alive()) {
             return Ok(l.clone());
         }
-        if guard.is_some() {
-            tracing::error!("the egress proxy process ended; starting it again");
+        if guard.take().is_some() {
+            tracing::error!("the egress proxy process ended or hung; starting it again");
         }
-        let l = Arc::new(Link::start(&self.exe, &self.resolve)?);
+        let wait = lock(&self.last_start)
+            .map(|t| RESTART_EVERY.saturating_sub(t.elapsed()))
+            .unwrap_or_default();
+        tokio::time::sleep(wait).await;
+        *lock(&self.last_start) = Some(Instant::now());
+        let me = Arc::downgrade(self);
+        let l = Arc::new(Link::start(
+            &self.exe,
+            &self.resolve,
+            self.account,
+            move || restart(me),
+        )?);
+        let jails: Vec<(u64, Arc<OwnedFd>, Option<ToProxy>)> = lock(&self.jails)
+            .iter()
+            .map(|(j, e)| (*j, e.listener.clone(), e.run.clone()))
+            .collect();
+        for (jail, listener, run) in jails {
+            l.attach(jail, listener.as_fd()).await?;
+            if let Some(begin) = run {
+                l.send(&begin, None).await?;
+            }
+        }
         *guard = Some(l.clone());
         Ok(l)
     }
 
-    /// The process's pid, once started.
+    /// The proxy's pid (not its launcher's), once started.
     pub async fn pid(&self) -> Option<u32> {
         self.link.lock().await.as_ref().and_then(|l| l.pid())
     }
 
     /// Hands `listener` (a jail's, listening) to the proxy.
     pub async fn attach(self: &Arc<Self>, listener: OwnedFd) -> Result<Attached, EgressError> {
-        let a = Attached {
+        let jail = self.next_jail.fetch_add(1, Ordering::Relaxed);
+        let listener = Arc::new(listener);
+        lock(&self.jails).insert(
+            jail,
+            JailEntry {
+                listener: listener.clone(),
+                run: None,
+            },
+        );
+        let attached = Attached {
             proxy: self.clone(),
-            jail: self.next_jail.fetch_add(1, Ordering::Relaxed),
-            listener,
-            on: tokio::sync::Mutex::new(None),
+            jail,
         };
-        a.ensure_attached().await?;
-        Ok(a)
+        // A new process was handed every jail; a running one gets this one.
+        self.link().await?.attach(jail, listener.as_fd()).await?;
+        Ok(attached)
+    }
+}
+
+/// Starts a process again at once when one dies or hangs while jails are
+/// attached: a call under way is served again within a second or two.
+fn restart(proxy: Weak<EgressProxy>) {
+    let Some(proxy) = proxy.upgrade() else {
+        return;
+    };
+    if lock(&proxy.jails).is_empty() {
+        return;
+    }
+    if let Ok(rt) = tokio::runtime::Handle::try_current() {
+        rt.spawn(async move {
+            if let Err(e) = proxy.link().await {
+                tracing::error!(error = %e, "egress: could not start the proxy again");
+            }
+        });
     }
 }
 
 impl Attached {
-    /// Attaches the jail to the live proxy if it is not attached there yet.
-    async fn ensure_attached(&self) -> Result<Arc<Link>, EgressError> {
-        let link = self.proxy.link().await?;
-        let mut on = self.on.lock().await;
-        if !on.as_ref().is_some_and(|l| Arc::ptr_eq(l, &link)) {
-            let msg = ToProxy::Attach { jail: self.jail };
-            link.send(&msg, Some(self.listener.as_fd())).await?;
-            *on = Some(link.clone());
-        }
-        Ok(link)
-    }
-
     /// Run starts: new connections get `rules` and `budget`.
     pub async fn begin(&self, rules: &Rules, budget: Budget) -> Result<RunId, EgressError> {
         match self.try_begin(rules, budget).await {
-            // The process died before its reader saw EOF: the write found it
-            // (and marked the link dead), so the second try starts a new one.
-            Err(EgressError::Channel(e)) => {
-                tracing::warn!(error = %e, "egress: the proxy's channel broke; starting it again");
+            // The process died or hung meanwhile: the second try is served
+            // by the one started in its place.
+            Err(EgressError::Channel(_) | EgressError::Ended) => {
+                tracing::warn!("egress: the proxy ended as a run began; trying again");
                 self.try_begin(rules, budget).await
             }
             r => r,
@@ -170,7 +234,7 @@ impl Attached {
     }
 
     async fn try_begin(&self, rules: &Rules, budget: Budget) -> Result<RunId, EgressError> {
-        let link = self.ensure_attached().await?;
+        let link = self.proxy.link().await?;
         let run = self.proxy.next_run.fetch_add(1, Ordering::Relaxed);
         let msg = ToProxy::Begin {
             jail: self.jail,
@@ -183,15 +247,27 @@ impl Attached {
         let begun = link.expect(Awaited::Begun, self.jail, run);
         link.send(&msg, None).await?;
         match tokio::time::timeout(ANSWER_TIMEOUT, begun).await {
-            Ok(Ok(_)) => Ok(RunId(run)),
-            _ => Err(EgressError::NoAnswer),
+            Ok(Ok(_)) => {
+                if let Some(e) = lock(&self.proxy.jails).get_mut(&self.jail) {
+                    e.run = Some(msg);
+                }
+                Ok(RunId(run))
+            }
+            Ok(Err(_)) => Err(EgressError::Ended),
+            Err(_) => Err(EgressError::NoAnswer),
         }
     }
 
-    /// The run is over: its record (empty, with a warning logged, if the
-    /// proxy could not give it).
+    /// The run is over: its connections are closed, and this is its
+    /// record (empty, with a warning logged, if the proxy could not give
+    /// it; a proxy started during the run records only what came after).
     pub async fn end(&self, run: RunId) -> NetworkReport {
-        let Some(link) = self.on.lock().await.clone() else {
+        if let Some(e) = lock(&self.proxy.jails).get_mut(&self.jail) {
+            e.run = None;
+        }
+        let link = self.proxy.link.lock().await.clone();
+        let Some(link) = link.filter(|l| l.is_alive()) else {
+            tracing::warn!(jail = self.jail, "egress: no proxy to end a run with");
             return NetworkReport::default();
         };
         let wait = link.expect(Awaited::Report, self.jail, run.0);
@@ -218,11 +294,15 @@ impl Attached {
 
 impl Drop for Attached {
     fn drop(&mut self) {
-        let link = self.on.get_mut().take();
-        let jail = self.jail;
-        if let (Some(link), Ok(rt)) = (link, tokio::runtime::Handle::try_current()) {
+        lock(&self.proxy.jails).remove(&self.jail);
+        let (proxy, jail) = (self.proxy.clone(), self.jail);
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
             rt.spawn(async move {
-                let _ = link.send(&ToProxy::Detach { jail }, None).await;
+                let link = proxy.link.lock().await.clone();
+                if let Some(link) = link.filter(|l| l.is_alive()) {
+                    link.detached(jail);
+                    let _ = link.send(&ToProxy::Detach { jail }, None).await;
+                }
             });
         }
     }

@@ -201,7 +201,7 @@ async fn follow(
         let kill_at = interrupted.map(|(_, at)| at);
         let step = tokio::select! {
             m = live.rx.recv() => match m {
-                Some(Ok(FromAgent::Done(d))) if d.id == id => confirm.done(live, d).await,
+                Some(Ok(FromAgent::Done(d))) if d.id == id => confirm.done(&live.main, d).await,
                 Some(Ok(FromAgent::Synced { nonce })) => match confirm.synced(&nonce) {
                     Some(step) => step,
                     None => return Ending::Broken(ChannelError::Malformed(
@@ -215,7 +215,7 @@ async fn follow(
                 Some(Err(e)) => return Ending::Broken(e),
             },
             _ = tokio::time::sleep_until(confirm.recheck.unwrap_or(wall)), if confirm.recheck.is_some() => {
-                confirm.again(live)
+                confirm.again(&live.main)
             }
             _ = tokio::time::sleep_until(wall), if interrupted.is_none() => {
                 interrupted = Some(("wall", interrupt(live, grace)));

@@ -14,7 +14,6 @@
 //! before it blocked arrives before the answer, and the latest `done` wins.
 
 use super::channel::{CellDone, ToAgent};
-use super::live::Live;
 use super::output::new_marker;
 use std::ffi::CStr;
 use std::io;
@@ -61,7 +60,7 @@ pub(crate) enum Step {
 
 impl Confirm {
     /// A `done` for the running cell arrived.
-    pub(crate) async fn done(&mut self, live: &Live, d: CellDone) -> Step {
+    pub(crate) async fn done(&mut self, main: &MainThread, d: CellDone) -> Step {
         self.latest = Some(d);
         self.dones += 1;
         if self.dones > MAX_DONES {
@@ -80,7 +79,7 @@ impl Confirm {
                 Duration::ZERO
             };
         loop {
-            match self.look(live) {
+            match self.look(main) {
                 Some(step) => return step,
                 None if Instant::now() < until => tokio::task::yield_now().await,
                 None => return self.doubt(),
@@ -88,8 +87,8 @@ impl Confirm {
         }
     }
     /// The time to look again came.
-    pub(crate) fn again(&mut self, live: &Live) -> Step {
-        self.look(live).unwrap_or_else(|| self.doubt())
+    pub(crate) fn again(&mut self, main: &MainThread) -> Step {
+        self.look(main).unwrap_or_else(|| self.doubt())
     }
 
     /// The agent answered a `sync` with `nonce`: `None` when it is not the
@@ -101,13 +100,13 @@ impl Confirm {
         Some(self.latest.take().map_or(Step::Wait, Step::Ended))
     }
 
-    fn look(&mut self, live: &Live) -> Option<Step> {
-        let settled = match live.main.awaits_cell() {
+    fn look(&mut self, main: &MainThread) -> Option<Step> {
+        let settled = match main.awaits_cell() {
             Ok(b) => b,
             // python is gone; the end of its channel follows.
             Err(e) if e.raw_os_error() == Some(libc::ESRCH) => true,
             Err(e) => {
-                tracing::warn!(job = %live.job, error = %e, "cannot see python's main thread in /proc; taking the agent's done as the end of the cell");
+                tracing::warn!(error = %e, "cannot see python's main thread in /proc; taking the agent's done as the end of the cell");
                 true
             }
         };

@@ -127,7 +127,11 @@ pub fn config(state: &Path) -> EnvConfig {
         version: "3.11".into(),
         build_uid: BUILD_UID,
         audit: None,
-        egress: EgressProxy::new(prims_tests::prims_bin(), vec![]),
+        egress: EgressProxy::new(
+            prims_tests::prims_bin(),
+            vec![],
+            prims_tests::egress_account(),
+        ),
     }
 }
 

@@ -1,9 +1,11 @@
-//! The MCP front-end's own system account. The front-end faces the network,
-//! and the supervisor trusts its uid: that uid must belong to nothing else.
-//! `nobody` is the opposite (other daemons run as it, and anyone running as
-//! it could signal the front-end or use the supervisor's socket), so it is
-//! never used; `prims serve` creates a dedicated `prims` user instead, as
-//! the .deb does through sysusers.d.
+//! The system accounts of PRIMS's unprivileged processes, each theirs
+//! alone. The front-end faces the network, and the supervisor trusts its
+//! uid; the egress proxy relays jailed code's traffic. `nobody` is the
+//! opposite of an account of one's own (other daemons run as it, and anyone
+//! running as it could signal the process or use the supervisor's socket),
+//! so it is never used: `prims serve` and the supervisor create dedicated
+//! `prims` and `prims-egress` users instead, as the .deb does through
+//! sysusers.d.
 
 use crate::server::NOBODY_UID;
 use nix::fcntl::{Flock, FlockArg};
@@ -15,6 +17,9 @@ use std::sync::{Mutex, MutexGuard};
 
 /// The account `prims serve` and the packaged units run the front-end as.
 pub const FRONTEND_USER: &str = "prims";
+
+/// The account the egress proxy runs as (its effective uid).
+pub const EGRESS_USER: &str = "prims-egress";
 
 /// Exit status of `useradd`/`groupadd` when the name is already taken: a
 /// concurrent creation of the same account won the race.
@@ -38,7 +43,7 @@ pub enum AccountError {
         name: String,
         source: nix::Error,
     },
-    #[error("the front-end cannot run as {name} (uid {uid}): {why}")]
+    #[error("cannot run as {name} (uid {uid}): {why}")]
     Shared {
         name: String,
         uid: u32,
@@ -104,11 +109,30 @@ pub fn refuse_shared(name: &str, uid: u32) -> Result<(), AccountError> {
     })
 }
 
+/// The egress proxy's account, created if missing: never root, nobody or
+/// a uid allowed on the supervisor's socket (`front_end`).
+pub fn egress_account(name: &str, front_end: &[u32]) -> Result<Account, AccountError> {
+    let account = ensure_system_user(name, "PRIMS egress proxy")?;
+    let why = match account.uid {
+        0 => "it is root; the proxy relays jailed code's traffic",
+        NOBODY_UID => "nobody is shared by unrelated daemons, which could then signal the proxy",
+        uid if front_end.contains(&uid) => {
+            "it may use the supervisor's socket (it is the front-end's); the proxy must not"
+        }
+        _ => return Ok(account),
+    };
+    Err(AccountError::Shared {
+        name: name.to_owned(),
+        uid: account.uid,
+        why,
+    })
+}
+
 /// The system user `name` and its group of the same name, created if
 /// missing: no home directory, a shell that refuses logins. An existing
 /// group of that name becomes the user's primary group. Safe to call
 /// concurrently for the same name.
-pub fn ensure_system_user(name: &str) -> Result<Account, AccountError> {
+pub fn ensure_system_user(name: &str, comment: &str) -> Result<Account, AccountError> {
     if let Some(account) = lookup(name)? {
         return Ok(account);
     }
@@ -142,7 +166,7 @@ pub fn ensure_system_user(name: &str) -> Result<Account, AccountError> {
             "--shell",
             nologin(),
             "--comment",
-            "PRIMS MCP front-end",
+            comment,
             name,
         ],
     )?;
@@ -211,7 +235,7 @@ fn run_tool(what: &'static str, name: &str, tool: &str, args: &[&str]) -> Result
             source,
         })?;
     if out.status.success() {
-        tracing::info!(what, name, "created a system {what} for the front-end");
+        tracing::info!(what, name, "created a system {what}");
         return Ok(());
     }
     if out.status.code() == Some(NAME_IN_USE) {

@@ -3,7 +3,7 @@
 //! host's `prims` user is left alone. Needs root.
 
 use nix::unistd::{Group, User};
-use prims_supervisor::frontend_user::{ensure_system_user, lookup};
+use prims_supervisor::accounts::{ensure_system_user, lookup};
 use prims_supervisor::server::NOBODY_UID;
 use std::path::Path;
 use std::process::Command;
@@ -55,7 +55,7 @@ fn sys_uid_max() -> u32 {
 fn a_missing_user_is_created_as_a_system_account_of_its_own() {
     require_root();
     let name = ThrowAway::new();
-    let account = ensure_system_user(&name.0).unwrap();
+    let account = ensure_system_user(&name.0, "PRIMS test account").unwrap();
     assert!(account.uid != 0 && account.uid != NOBODY_UID, "{account:?}");
     assert!(
         account.uid <= sys_uid_max(),
@@ -81,7 +81,10 @@ fn a_missing_user_is_created_as_a_system_account_of_its_own() {
     let by_uid = User::from_uid(user.uid).unwrap().expect("uid resolves");
     assert_eq!(by_uid.name, name.0);
     // A second start finds it and changes nothing.
-    assert_eq!(ensure_system_user(&name.0).unwrap(), account);
+    assert_eq!(
+        ensure_system_user(&name.0, "PRIMS test account").unwrap(),
+        account
+    );
 }
 
 #[test]
@@ -94,7 +97,7 @@ fn an_existing_group_of_that_name_becomes_its_primary_group() {
         .unwrap();
     assert!(out.status.success(), "{out:?}");
     let gid = Group::from_name(&name.0).unwrap().unwrap().gid.as_raw();
-    let account = ensure_system_user(&name.0).unwrap();
+    let account = ensure_system_user(&name.0, "PRIMS test account").unwrap();
     assert_eq!(account.gid, gid);
 }
 
@@ -104,7 +107,7 @@ fn concurrent_starts_agree_on_one_account() {
     let name = ThrowAway::new();
     let results: Vec<_> = std::thread::scope(|s| {
         let workers: Vec<_> = (0..4)
-            .map(|_| s.spawn(|| ensure_system_user(&name.0)))
+            .map(|_| s.spawn(|| ensure_system_user(&name.0, "PRIMS test account")))
             .collect();
         workers.into_iter().map(|w| w.join().unwrap()).collect()
     });
