@@ -78,7 +78,15 @@ ip link add prims-d0 type dummy && ip addr add 10.99.0.1/24 dev prims-d0 && ip l
 mkdir -p /tmp/www && echo hello-egress > /tmp/www/hello.txt
 (cd /tmp/www && exec python3 -m http.server 8765 --bind 10.99.0.1 >/dev/null 2>&1) &
 www=$!
-sed -i -e 's/^mode = "none"/mode = "allowlist"/' -e 's/^allow = \[\]/allow = ["10.99.0.1:8765"]/' /etc/prims/policy.toml
+# Only the [network] section's keys: [egress] has an `allow = []` too.
+python3 - <<'PY'
+p = "/etc/prims/policy.toml"
+head, sep, rest = open(p).read().partition("\n[network]\n")
+body, nxt, tail = rest.partition("\n[")
+body = body.replace('mode = "none"', 'mode = "allowlist"', 1)
+body = body.replace("allow = []", 'allow = ["10.99.0.1:8765"]', 1)
+open(p, "w").write(head + sep + body + nxt + tail)
+PY
 expect egress_policy_check prims policy check /etc/prims/policy.toml
 expect egress_policy_reload systemctl reload prims-supervisor.service
 sleep 1
