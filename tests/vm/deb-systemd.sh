@@ -32,6 +32,8 @@ expect deb_created_the_egress_user getent passwd prims-egress
 expect deb_enables_nothing bash -c '! systemctl is-enabled -q prims-supervisor.service && ! systemctl is-enabled -q prims-mcp.service && ! systemctl is-active -q prims-supervisor.service'
 expect deb_run_dir_for_group bash -c '[ "$(stat -c %U:%G:%a /run/prims)" = root:prims:750 ]'
 expect deb_policy_is_a_conffile grep -qx /etc/prims/policy.toml /var/lib/dpkg/info/prims.conffiles
+# The units' Documentation= names these files.
+expect deb_ships_the_docs test -f /usr/share/doc/prims/README.md -a -f /usr/share/doc/prims/docs/operations.md
 expect units_verify systemd-analyze verify prims-supervisor.service prims-mcp.service prims.slice
 
 echo "== the admin edits /etc/prims/policy.toml (no PyPI here: no default packages)"

@@ -100,7 +100,8 @@ pub struct ConnectionLimits {
 }
 
 impl Default for ConnectionLimits {
-    /// The daemon's limits, as the README states them.
+    /// The daemon's limits, as docs/architecture.md (The supervisor socket)
+    /// states them.
     fn default() -> Self {
         ConnectionLimits {
             max_connections: 256,

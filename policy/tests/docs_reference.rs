@@ -1,12 +1,12 @@
-//! The README's policy reference is generated from
+//! The policy reference in `docs/policy.md` is generated from
 //! `packaging/policy.example.toml`, which `example.rs` holds to the schema
-//! (every key, every default). This test fails when the README drifts;
-//! `PRIMS_BLESS=1 cargo test -p prims-policy --test readme_reference`
+//! (every key, every default). This test fails when the guide drifts;
+//! `PRIMS_BLESS=1 cargo test -p prims-policy --test docs_reference`
 //! rewrites the block.
 
 const EXAMPLE: &str = include_str!("../../packaging/policy.example.toml");
-const README: &str = "../README.md";
-const START: &str = "<!-- policy-reference: generated from packaging/policy.example.toml; PRIMS_BLESS=1 cargo test -p prims-policy --test readme_reference rewrites it -->";
+const GUIDE: &str = "../docs/policy.md";
+const START: &str = "<!-- policy-reference: generated from packaging/policy.example.toml; PRIMS_BLESS=1 cargo test -p prims-policy --test docs_reference rewrites it -->";
 const END: &str = "<!-- /policy-reference -->";
 
 fn is_key(s: &str) -> bool {
@@ -64,23 +64,23 @@ fn reference() -> String {
 }
 
 #[test]
-fn readme_policy_reference_matches_the_example() {
+fn docs_policy_reference_matches_the_example() {
     let want = reference();
-    let readme = std::fs::read_to_string(README).expect("README.md");
-    let block = readme
+    let guide = std::fs::read_to_string(GUIDE).expect("docs/policy.md");
+    let block = guide
         .find(START)
-        .and_then(|a| readme[a..].find(END).map(|b| (a, a + b + END.len())));
+        .and_then(|a| guide[a..].find(END).map(|b| (a, a + b + END.len())));
     if std::env::var_os("PRIMS_BLESS").is_some() {
-        let (a, b) = block.expect("README.md has no policy-reference block to rewrite");
-        let new = format!("{}{}{}", &readme[..a], want, &readme[b..]);
-        std::fs::write(README, new).expect("writing README.md");
+        let (a, b) = block.expect("docs/policy.md has no policy-reference block to rewrite");
+        let new = format!("{}{}{}", &guide[..a], want, &guide[b..]);
+        std::fs::write(GUIDE, new).expect("writing docs/policy.md");
         return;
     }
     let Some((a, b)) = block else {
-        panic!("README.md has no policy-reference block; add one:\n{want}");
+        panic!("docs/policy.md has no policy-reference block; add one:\n{want}");
     };
     assert!(
-        readme[a..b] == want,
-        "README.md's policy reference is stale; run PRIMS_BLESS=1 cargo test -p prims-policy --test readme_reference. Expected:\n{want}"
+        guide[a..b] == want,
+        "docs/policy.md's policy reference is stale; run PRIMS_BLESS=1 cargo test -p prims-policy --test docs_reference. Expected:\n{want}"
     );
 }
