@@ -3,13 +3,20 @@
 
 An edge runs from a file to the file that defines the module a `crate::`,
 `self::` or `super::` path names (`mod` declarations are not edges). Prints
-every circle of files (a strongly connected set of two or more) and every
-up-import (a file importing from the file of one of its ancestor modules).
+every circle of files (a strongly connected set of two or more), every
+up-import (a file importing from the file of one of its ancestor modules,
+a `mod.rs` or the crate root), and, for each crate named with --layers,
+every import that goes against the layer order of its top-level modules.
 
-Exits 1 when there is a circle, or an up-import in a crate named with
---no-up-imports; 0 otherwise.
+That order is read from the crate's `layers.txt`: one top-level module a
+line, lowest first (`#` starts a comment); a module may import only from
+modules listed above it, and every top-level module must be listed once.
+
+Exits 1 when there is a circle, an up-import in a crate named with
+--no-up-imports, or a layer break; 0 otherwise.
 
     scripts/file-graph.py [--root DIR] [--no-up-imports cgroup,cli]
+                          [--layers supervisor]
 """
 import argparse
 import os
@@ -139,20 +146,78 @@ def circles(edges):
     return out
 
 
+def read_layers(root, crate):
+    """The top-level modules of `crate`, lowest first, from its layers.txt."""
+    path = os.path.join(root, crate, "layers.txt")
+    order = []
+    for line in open(path, encoding="utf-8"):
+        name = line.split("#", 1)[0].strip()
+        if name:
+            order.append(name)
+    return order
+
+
+def top_modules(src):
+    """The crate root's modules: `src/x.rs` and `src/x/mod.rs`."""
+    out = set()
+    for name in os.listdir(src):
+        full = os.path.join(src, name)
+        if name.endswith(".rs") and name not in ("lib.rs", "main.rs"):
+            out.add(name[:-3])
+        elif os.path.isfile(os.path.join(full, "mod.rs")):
+            out.add(name)
+    return out
+
+
+def layer_breaks(root, crate, edges):
+    """Problems with `crate`'s layer order: modules missing from or unknown
+    to layers.txt, and imports of a module from one listed below it."""
+    src = os.path.join(root, crate, "src")
+    order = read_layers(root, crate)
+    rank = {m: i for i, m in enumerate(order)}
+    out = []
+    tops = top_modules(src)
+    for m in sorted(set(order) - tops):
+        out.append(f"{crate}/layers.txt lists {m}, which is not a module of {crate}")
+    for m in sorted(tops - set(order)):
+        out.append(f"{crate}/layers.txt does not list the module {m}")
+    for m in sorted({m for m in order if order.count(m) > 1}):
+        out.append(f"{crate}/layers.txt lists {m} more than once")
+    for f, deps in sorted(edges.items()):
+        me = module_of(src, os.path.join(root, f))
+        for d in sorted(deps):
+            dm = module_of(src, os.path.join(root, d))
+            if not me or not dm or me[0] == dm[0]:
+                continue
+            a, b = me[0], dm[0]
+            if a in rank and b in rank and rank[b] > rank[a]:
+                out.append(f"{f} -> {d}  ({a} may not use {b}, a layer above it)")
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--root", default=".")
     ap.add_argument("--no-up-imports", default="", help="comma-separated crate folders")
+    ap.add_argument("--layers", default="",
+                    help="comma-separated crate folders whose layers.txt to enforce")
     args = ap.parse_args()
     root = args.root
     crates = sorted(d for d in os.listdir(root)
                     if os.path.isfile(os.path.join(root, d, "Cargo.toml"))
                     and os.path.isdir(os.path.join(root, d, "src")))
     strict = {c for c in args.no_up_imports.split(",") if c}
-    edges, ups = {}, []
+    layered = [c for c in args.layers.split(",") if c]
+    edges, ups, breaks = {}, [], []
+    for crate in sorted(strict | set(layered)):
+        if crate not in crates:
+            print(f"no crate {crate} under {root}")
+            return 1
     for crate in crates:
         ce = edges_of(root, crate)
         edges.update(ce)
+        if crate in layered:
+            breaks += layer_breaks(root, crate, ce)
         src = os.path.join(root, crate, "src")
         for f, deps in sorted(ce.items()):
             me = module_of(src, os.path.join(root, f))
@@ -170,6 +235,11 @@ def main():
         mark = "  (not allowed here)" if crate in strict else ""
         bad |= crate in strict
         print(f"  {f} -> {d}{mark}")
+    if layered:
+        print(f"layer breaks: {len(breaks)}")
+        for b in breaks:
+            print("  " + b)
+        bad |= bool(breaks)
     return 1 if bad else 0
 
 

@@ -755,3 +755,19 @@ fn a_result_budget_that_cannot_hold_one_full_run_is_a_warning() {
         .iter()
         .any(|m| m.starts_with("tasks.")));
 }
+
+#[test]
+fn egress_errors_name_the_key_path() {
+    let text = "[egress]\nallow = [\"127.0.0.1/32\", \"10.0.0.1/8\"]\nmax_upload = \"0B\"\ntimeout = \"0s\"\n";
+    let err = Policy::from_toml_str(text).unwrap_err().to_string();
+    assert!(err.contains("egress.allow[1]"), "{err}");
+    assert!(err.contains("egress.max_upload"), "{err}");
+    assert!(err.contains("egress.timeout"), "{err}");
+    assert!(!err.contains("egress.allow[0]"), "{err}");
+}
+
+#[test]
+fn unknown_egress_keys_are_errors() {
+    let err = Policy::from_toml_str("[egress]\nallowed = []\n").unwrap_err();
+    assert!(err.to_string().contains("allowed"), "{err}");
+}

@@ -7,13 +7,18 @@
 //! `prims` and `prims-egress` users instead, as the .deb does through
 //! sysusers.d.
 
-use crate::server::NOBODY_UID;
 use nix::fcntl::{Flock, FlockArg};
 use nix::unistd::{Group, User};
 use std::fs::File;
 use std::path::Path;
 use std::process::Command;
 use std::sync::{Mutex, MutexGuard};
+
+/// `nobody`, the kernel's overflow uid: unrelated daemons run as it, and
+/// files and processes of other user namespaces show up as it. A socket
+/// peer with this uid is never trusted, even when it is listed, and no
+/// PRIMS process runs as it.
+pub const NOBODY_UID: u32 = 65534;
 
 /// The account `prims serve` and the packaged units run the front-end as.
 pub const FRONTEND_USER: &str = "prims";

@@ -1,7 +1,8 @@
 //! One `write_mount` request: an upload streamed into a session's
 //! `mounts/`.
 
-use super::{internal, Daemon};
+use super::replies::internal;
+use super::state::Daemon;
 use crate::server::Ctx;
 use prims_protocol::wire::{ErrorCode, ErrorReply, MountSize, Reply};
 use std::sync::Arc;

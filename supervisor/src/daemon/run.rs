@@ -3,9 +3,11 @@
 //! code in the session's live interpreter, then report the files the run
 //! wrote and audit it.
 
+use super::replies::{bad_request, internal};
 use super::scheduler::cancelled;
-use super::{internal, Daemon};
+use super::state::Daemon;
 use crate::audit::{now_secs, sha256_hex, RunRecord};
+use crate::egress::{call_rules, NetCall};
 use crate::envs::EnvLease;
 use crate::fsops::Snapshot;
 use crate::interpreters::{LiveCall, LiveRun};
@@ -21,8 +23,7 @@ const MAX_CODE_BYTES: usize = 1 << 20;
 
 pub(super) async fn run(d: &Arc<Daemon>, req: RunRequest, ctx: Ctx) -> Result<Reply, ErrorReply> {
     let requirements = check(&req)?;
-    let net =
-        super::network::call_rules(&d.policy(), req.tenant.as_deref(), req.network.as_deref())?;
+    let net = call_rules(&d.policy(), req.tenant.as_deref(), req.network.as_deref())?;
     let session = d
         .session(req.session_id.clone(), req.tenant.clone())
         .await?;
@@ -88,7 +89,7 @@ pub(super) async fn run(d: &Arc<Daemon>, req: RunRequest, ctx: Ctx) -> Result<Re
 /// The request's size and requirements, checked before any work.
 fn check(req: &RunRequest) -> Result<Vec<String>, ErrorReply> {
     if req.code.len() > MAX_CODE_BYTES {
-        return Err(super::bad_request(format!(
+        return Err(bad_request(format!(
             "code is {} bytes; the limit is {MAX_CODE_BYTES}",
             req.code.len()
         )));
@@ -121,7 +122,7 @@ async fn execute(
     session: &Session,
     lease: EnvLease,
     req: &RunRequest,
-    net: Option<&super::NetCall>,
+    net: Option<&NetCall>,
     ctx: &Ctx,
 ) -> Result<LiveRun, ErrorReply> {
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(Stream, Vec<u8>)>();

@@ -2,7 +2,7 @@
 //! leftovers), sessions, environments, the sweeper, then the socket.
 
 use super::scheduler::Scheduler;
-use super::Daemon;
+use super::state::Daemon;
 use crate::audit::Audit;
 use crate::envs::{EnvConfig, Envs};
 use crate::interpreters::Interpreters;

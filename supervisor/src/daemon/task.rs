@@ -2,7 +2,9 @@
 //! that asked for it, so that a dropped connection or a restarted
 //! front-end loses nothing. The result waits in [`crate::tasks::Tasks`].
 
-use super::{run, Daemon};
+use super::replies::internal;
+use super::run;
+use super::state::Daemon;
 use crate::server::Ctx;
 use prims_protocol::wire::{ErrorReply, Reply, RunRequest};
 use std::sync::Arc;
@@ -24,7 +26,7 @@ pub(super) async fn start(
     tokio::spawn(async move {
         let result = match run::run(&d, req, detached).await {
             Ok(Reply::Run(r)) => Ok(r),
-            Ok(other) => Err(super::internal(format!("a run replied {other:?}"))),
+            Ok(other) => Err(internal(format!("a run replied {other:?}"))),
             Err(e) => Err(e),
         };
         d.tasks.finish(&id, result);

@@ -2,7 +2,7 @@
 //! that reads its answers and routes each to its waiter, and the watchdog
 //! that pings it and replaces a process that stops answering.
 
-use super::EgressError;
+use super::error::EgressError;
 use prims_egress::control::{pair, Channel, FromProxy, ToProxy};
 use prims_egress::identity::Account;
 use prims_protocol::egress::NetworkReport;

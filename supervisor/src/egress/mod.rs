@@ -3,15 +3,23 @@
 //! hangs, hands it each proxied jail's listener, and begins and ends runs
 //! there. The process runs as an account of its own (`prims-egress`), out
 //! of every other process's reach but root's; only this side decides what
-//! a run may reach.
+//! a run may reach (`call`: the policy's list, narrowed by the tenant's and
+//! the call's).
 
+mod call;
+mod error;
+mod jail;
 mod link;
 mod listener;
 
+pub(crate) use call::{call_rules, NetCall};
+pub use error::EgressError;
+pub(crate) use jail::{proxy_env, run_env, CA_BUNDLE, CA_DIR, JAIL_PORT};
 pub(crate) use listener::receive_listener;
 
 pub use prims_egress::identity::Account;
 
+use error::ANSWER_TIMEOUT;
 use link::{Awaited, Link};
 use prims_egress::control::ToProxy;
 use prims_egress::decide::Rules;
@@ -24,66 +32,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
 
-/// The port of the listener in a proxied jail's own loopback.
-pub(crate) const JAIL_PORT: u16 = 3128;
-
-/// The CA bundle a proxied jail verifies TLS with, bound read-only with
-/// the rest of `/etc/ssl` (the tunnel stays end to end).
-pub(crate) const CA_DIR: &str = "/etc/ssl";
-pub(crate) const CA_BUNDLE: &str = "/etc/ssl/certs/ca-certificates.crt";
-
-/// The environment that points HTTP clients in a proxied jail (requests,
-/// urllib, httpx, pip, uv) at the proxy, for every host: an install jail's
-/// index may well be on the host's loopback, which only the proxy reaches.
-pub(crate) fn proxy_env() -> Vec<String> {
-    let proxy = format!("http://127.0.0.1:{JAIL_PORT}");
-    let mut env: Vec<String> = [
-        "HTTP_PROXY",
-        "HTTPS_PROXY",
-        "ALL_PROXY",
-        "http_proxy",
-        "https_proxy",
-        "all_proxy",
-    ]
-    .iter()
-    .map(|v| format!("{v}={proxy}"))
-    .collect();
-    if std::path::Path::new(CA_BUNDLE).is_file() {
-        env.push(format!("SSL_CERT_FILE={CA_BUNDLE}"));
-    }
-    env
-}
-
-/// [`proxy_env`] for a run's jail, whose own loopback (servers the code
-/// starts itself) is reached directly.
-pub(crate) fn run_env() -> Vec<String> {
-    let mut env = proxy_env();
-    env.push("NO_PROXY=localhost,127.0.0.1,::1".into());
-    env.push("no_proxy=localhost,127.0.0.1,::1".into());
-    env
-}
-
-/// How long the proxy may take to answer the start or end of a run (a
-/// process that hangs is replaced sooner, by its link's watchdog).
-const ANSWER_TIMEOUT: Duration = Duration::from_secs(5);
 /// The least time between two starts of the process.
 const RESTART_EVERY: Duration = Duration::from_secs(1);
-
-#[derive(Debug, thiserror::Error)]
-pub enum EgressError {
-    #[error("starting the egress proxy ({exe}): {source}")]
-    Start {
-        exe: String,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("the egress proxy's control channel: {0}")]
-    Channel(#[source] std::io::Error),
-    #[error("the egress proxy did not start the run within {ANSWER_TIMEOUT:?}")]
-    NoAnswer,
-    #[error("the egress proxy ended while it started the run")]
-    Ended,
-}
 
 /// The proxy process, started on first use, and again when it dies or
 /// hangs, with every attached jail and its run in progress handed over.

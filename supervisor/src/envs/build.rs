@@ -11,11 +11,11 @@
 
 use super::build_job::BuildJob;
 use super::cache::{self, rand_hex, write_meta, Meta, BUILD_PREFIX};
+use super::error::EnvError;
 use super::install::{compile_groups, compile_spec, uv_spec};
 use super::output::Collector;
 use super::proxy;
 use super::staging::{self, BuildVolume};
-use super::EnvError;
 use crate::job::{Cancel, RunResult, Sink};
 use prims_protocol::jail::{JobSpec, Status};
 use std::path::Path;

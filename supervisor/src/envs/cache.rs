@@ -7,8 +7,8 @@
 //! build in progress) and `.trash-*` (an environment being deleted) are
 //! leftovers when the process is not running.
 
+use super::error::EnvError;
 use super::key::is_key;
-use super::EnvError;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};

@@ -6,7 +6,9 @@
 use super::build;
 use super::build_job::BuildJob;
 use super::cache::Entry;
-use super::{Core, EnvError, EnvLease};
+use super::error::EnvError;
+use super::lease::EnvLease;
+use super::state::{Core, Done, Flight};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
@@ -15,14 +17,6 @@ use tokio::sync::{broadcast, watch};
 /// How often `ensure` retries when the environment vanished between its
 /// build and the lease (only possible with a cache cap below its size).
 const MAX_ATTEMPTS: usize = 3;
-
-type Done = Option<Result<(), EnvError>>;
-
-/// A build in progress.
-pub(super) struct Flight {
-    progress: broadcast::Sender<String>,
-    done: watch::Receiver<Done>,
-}
 
 impl Core {
     pub(super) async fn ensure(

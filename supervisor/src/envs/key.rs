@@ -1,8 +1,8 @@
 //! The settings an environment depends on, taken from policy, and the
 //! content address computed from them.
 
+use super::error::EnvError;
 use super::requirements::validate_requirements;
-use super::EnvError;
 use prims_policy::Policy;
 use serde::Serialize;
 use sha2::{Digest, Sha256};

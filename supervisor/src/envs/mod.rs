@@ -13,48 +13,35 @@ pub(crate) mod bare_venv;
 mod build;
 mod build_job;
 mod cache;
+mod config;
 mod error;
 mod flight;
 mod gc;
 mod install;
 mod key;
+mod lease;
 mod output;
 mod pkgcache;
 mod proxy;
 mod requirements;
 mod staging;
+mod state;
 mod uv;
 
+pub use config::EnvConfig;
 pub use error::EnvError;
+pub use lease::EnvLease;
 pub(crate) use requirements::validate_requirements;
 
 use cache::Index;
-use key::{env_key, Settings};
+use key::Settings;
+use state::Core;
 use std::collections::HashMap;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 /// Builds that may run at once; more wait for a slot.
 pub const MAX_CONCURRENT_BUILDS: usize = 2;
-
-#[derive(Debug, Clone)]
-pub struct EnvConfig {
-    /// Holds `envs/`, `uv-cache/` and `tools/`.
-    pub state_dir: PathBuf,
-    /// The jailer and cgroup parents install jails run with.
-    pub jails: crate::job::Jails,
-    /// Absolute path of the interpreter every environment is made for.
-    pub interpreter: PathBuf,
-    /// Its version, `X.Y`.
-    pub version: String,
-    /// Host uid (and gid) install jails run as. Never 0.
-    pub build_uid: u32,
-    /// Where package-cache entries that failed verification are noted.
-    pub audit: Option<Arc<crate::audit::Audit>>,
-    /// The proxy install jails reach the package index through.
-    pub egress: Arc<crate::egress::EgressProxy>,
-}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct EnvStats {
@@ -69,51 +56,6 @@ pub struct EnvStats {
 /// The environment cache. `Send + Sync`; share it through an `Arc`.
 pub struct Envs {
     core: Arc<Core>,
-}
-
-pub(crate) struct Core {
-    cfg: EnvConfig,
-    envs_dir: PathBuf,
-    settings: RwLock<Arc<Settings>>,
-    index: Arc<Mutex<Index>>,
-    inflight: Mutex<HashMap<String, flight::Flight>>,
-    slots: tokio::sync::Semaphore,
-    uv: uv::UvTool,
-    pkgcache: Arc<pkgcache::PkgCache>,
-    builds: AtomicU64,
-    /// `spawn_base_build` was called: rebuild the base after a policy change.
-    base_wanted: AtomicBool,
-}
-
-/// A cached environment in use. While any lease on it lives, it is never
-/// collected. Dropping the lease releases it.
-pub struct EnvLease {
-    /// The venv on the host; run jails mount it read-only at `/venv`.
-    pub dir: PathBuf,
-    pub key: String,
-    /// This call built the environment (it was not cached, and no other
-    /// call was already building it).
-    pub built: bool,
-    index: Arc<Mutex<Index>>,
-}
-
-impl std::fmt::Debug for EnvLease {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("EnvLease")
-            .field("dir", &self.dir)
-            .field("key", &self.key)
-            .field("built", &self.built)
-            .finish()
-    }
-}
-
-impl Drop for EnvLease {
-    fn drop(&mut self) {
-        let mut index = self.index.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(e) = index.entries.get_mut(&self.key) {
-            e.leases = e.leases.saturating_sub(1);
-        }
-    }
 }
 
 impl Envs {
@@ -227,85 +169,5 @@ impl Envs {
         if old_base != self.core.base_key() && self.core.base_wanted.load(Ordering::Relaxed) {
             Core::spawn_base_build(&self.core);
         }
-    }
-}
-
-impl Core {
-    fn lock_index(&self) -> std::sync::MutexGuard<'_, Index> {
-        self.index.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    fn settings(&self) -> Arc<Settings> {
-        self.settings
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
-    }
-
-    fn key_for(&self, settings: &Settings, reqs: &[String]) -> (String, Vec<String>) {
-        let packages = settings.packages(reqs);
-        let key = env_key(
-            &self.cfg.interpreter,
-            &self.cfg.version,
-            &packages,
-            settings,
-        );
-        (key, packages)
-    }
-
-    fn base_key(&self) -> String {
-        self.key_for(&self.settings(), &[]).0
-    }
-
-    /// A lease on `key` if it is cached; records the use.
-    fn try_lease(&self, key: &str, built: bool) -> Option<EnvLease> {
-        let mut index = self.lock_index();
-        let entry = index.entries.get_mut(key)?;
-        entry.leases += 1;
-        index.touch(&self.envs_dir, key);
-        Some(EnvLease {
-            dir: self.envs_dir.join(key),
-            key: key.to_string(),
-            built,
-            index: self.index.clone(),
-        })
-    }
-
-    fn spawn_base_build(core: &Arc<Core>) {
-        let Ok(rt) = tokio::runtime::Handle::try_current() else {
-            tracing::error!(
-                "no tokio runtime: the base environment is not built in the background"
-            );
-            return;
-        };
-        let core = core.clone();
-        rt.spawn(async move {
-            let progress = |m: String| tracing::debug!(message = %m, "base environment");
-            match core.ensure(Vec::new(), &progress).await {
-                Ok(lease) => {
-                    tracing::info!(key = %lease.key, built = lease.built, "base environment ready")
-                }
-                Err(e) => tracing::error!(error = %e, "building the base environment failed"),
-            }
-        });
-    }
-
-    /// Collect above the cap, keeping the base environment and `keep`.
-    fn gc(&self, keep: &[&str]) -> Vec<String> {
-        let base = self.base_key();
-        let mut keep: Vec<&str> = keep.to_vec();
-        keep.push(&base);
-        let cap = self.settings().cache_bytes;
-        let (keys, trash) = {
-            let mut index = self.lock_index();
-            let keys = gc::plan(&index, cap, &keep);
-            let trash = gc::detach(&mut index, &self.envs_dir, &keys);
-            (keys, trash)
-        };
-        gc::delete(&trash);
-        if !keys.is_empty() {
-            tracing::info!(removed = ?keys, cap, "environments collected");
-        }
-        keys
     }
 }

@@ -13,7 +13,7 @@
 //! audit log notes each one). A cache left by an earlier version, which
 //! install jails could write, is discarded whole.
 
-use super::EnvError;
+use super::error::EnvError;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;

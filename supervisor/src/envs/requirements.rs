@@ -9,7 +9,7 @@
 //! interpreter, so a marker could only ever be true or false, and refusing
 //! `;` keeps shell-looking input out entirely.
 
-use super::EnvError;
+use super::error::EnvError;
 
 /// Most requirements one call may ask for.
 pub(crate) const MAX_REQUIREMENTS: usize = 50;

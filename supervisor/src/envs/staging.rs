@@ -5,7 +5,7 @@
 //! gets ENOSPC; the host's disk never fills. The volume goes when the build
 //! is over, and whatever a crash left is removed at the next start.
 
-use super::EnvError;
+use super::error::EnvError;
 use crate::volume;
 use std::fs;
 use std::os::unix::fs::DirBuilderExt;

@@ -1,8 +1,8 @@
 //! Finding uv: the host's (on PATH), or one this server installed into
 //! `state_dir/tools` with pip, once.
 
+use super::error::EnvError;
 use super::key::Settings;
-use super::EnvError;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::time::Duration;

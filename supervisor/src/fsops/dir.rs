@@ -1,8 +1,9 @@
 //! `list_dir`: one directory of the workspace, symlinks shown, not followed.
 
+use super::error::FsError;
 use super::path::RelPath;
+use super::root::open_root;
 use super::sys::{self, BENEATH};
-use super::{open_root, FsError};
 use nix::errno::Errno;
 use nix::fcntl::AtFlags;
 use nix::sys::stat::{fstatat, FileStat, SFlag};

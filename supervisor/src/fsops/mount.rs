@@ -1,8 +1,9 @@
 //! `write_mount`: a file placed read-only under `mounts/`, all or nothing.
 
+use super::error::FsError;
 use super::path::RelPath;
+use super::root::open_root;
 use super::sys::{self, NO_LINKS};
-use super::{open_root, FsError};
 use nix::errno::Errno;
 use nix::fcntl::renameat;
 use nix::sys::stat::{fchmod, mkdirat, Mode};

@@ -1,6 +1,6 @@
 //! Checking a caller's relative path before any syscall sees it.
 
-use super::FsError;
+use super::error::{shorten, FsError};
 use std::ffi::CString;
 
 /// Longest path accepted (PATH_MAX).
@@ -87,18 +87,6 @@ impl RelPath {
             format!("{prefix}/{}", self.as_string())
         }
     }
-}
-
-/// A path as quoted in an error: at most 200 characters.
-pub(super) fn shorten(raw: &str) -> String {
-    if raw.len() <= 200 {
-        return raw.to_string();
-    }
-    let mut end = 200;
-    while !raw.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}...", &raw[..end])
 }
 
 #[cfg(test)]

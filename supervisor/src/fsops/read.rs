@@ -1,8 +1,9 @@
 //! `read_file`: a chunk of one regular file of the workspace.
 
+use super::error::FsError;
 use super::path::RelPath;
+use super::root::open_root;
 use super::sys::{self, BENEATH};
-use super::{open_root, FsError};
 use nix::sys::stat::{fstat, SFlag};
 use prims_protocol::wire::{FileData, MAX_CHUNK_BYTES};
 use std::os::fd::AsFd;

@@ -1,8 +1,9 @@
 //! `snapshot_output` and `diff`: which files under `output/` a run made or
 //! changed.
 
+use super::error::FsError;
+use super::root::open_root;
 use super::sys::{self, NO_LINKS};
-use super::{open_root, FsError};
 use nix::errno::Errno;
 use nix::fcntl::AtFlags;
 use nix::sys::stat::{fstatat, SFlag};

@@ -29,7 +29,7 @@ pub fn disk_used(root: &Path) -> u64 {
             }
         };
     }
-    let root_fd = match super::open_root(root) {
+    let root_fd = match super::root::open_root(root) {
         Ok(fd) => fd,
         Err(e) => {
             tracing::warn!(root = %root.display(), error = %e, "cannot measure a workspace");

@@ -12,10 +12,13 @@
 //!   markers the agent writes, which `pumps` applies to the live pipes;
 //! - `start`, `live`, `cell`: starting one interpreter, and one call in it,
 //!   whose end `settled` confirms from the kernel's view of python;
-//! - `registry`, `slot`, `pool`: who gets which interpreter and when one
-//!   is replaced, the caps, the idle stop and the warm pool.
+//! - `call`: one call in the session's interpreter, in phases, and why
+//!   the interpreter is kept or replaced;
+//! - `registry`, `slot`, `pool`: the interpreters by session, the caps,
+//!   the idle stop and the warm pool.
 
 pub(crate) mod agent;
+mod call;
 pub(crate) mod cell;
 pub(crate) mod channel;
 mod enforced;
@@ -31,4 +34,5 @@ pub(crate) mod start;
 #[cfg(test)]
 mod agent_tests;
 
-pub(crate) use registry::{Interpreters, LiveCall, LiveRun};
+pub(crate) use call::{LiveCall, LiveRun};
+pub(crate) use registry::Interpreters;

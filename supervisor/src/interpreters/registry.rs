@@ -2,23 +2,16 @@
 //! the caps on how many live (least recently used stopped first), the idle
 //! stop, and the warm pool that new sessions take from.
 
-use super::cell::{self, CellEnd};
-use super::channel::Named;
-use super::live::{Carried, HeldLimits, Live};
+use super::live::{Carried, Live};
 use super::pool::{Pool, Warm};
-use super::pumps::OutputTx;
 use super::slot::{Carry, Slot};
-use super::start::{self, StartError, StartSpec};
-use crate::daemon::NetCall;
+use super::start::{self, StartSpec};
 use crate::egress::EgressProxy;
-use crate::envs::{EnvLease, Envs};
+use crate::envs::Envs;
 use crate::job::Jails;
 use crate::sessions::{Session, SessionStore};
 use prims_policy::Policy;
-use prims_protocol::egress::NetworkReport;
-use prims_protocol::wire::{
-    Interpreter, InterpreterState, NotRestored, ResetReason, RunRequest, SessionInfo,
-};
+use prims_protocol::wire::{ResetReason, SessionInfo};
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -28,30 +21,13 @@ use tokio_util::sync::CancellationToken;
 /// Live interpreters and the warm pool.
 #[derive(Debug)]
 pub struct Interpreters {
-    jails: Jails,
+    pub(super) jails: Jails,
     /// Serves the jails of allowlist mode.
-    egress: Arc<EgressProxy>,
+    pub(super) egress: Arc<EgressProxy>,
     /// The host python every environment points at.
-    interpreter: PathBuf,
+    pub(super) interpreter: PathBuf,
     slots: Mutex<HashMap<String, Arc<Slot>>>,
     pool: Pool,
-}
-
-/// One call: the request, the environment it runs in, and what it may
-/// reach through the egress proxy (allowlist mode only).
-pub(crate) struct LiveCall<'a> {
-    pub req: &'a RunRequest,
-    pub lease: EnvLease,
-    pub net: Option<&'a NetCall>,
-}
-
-/// A call's result, with what happened to the interpreter.
-#[derive(Debug)]
-pub(crate) struct LiveRun {
-    pub end: CellEnd,
-    pub interpreter: Interpreter,
-    /// In allowlist mode, what the code reached and what was refused.
-    pub network: Option<NetworkReport>,
 }
 
 /// What `Interpreters::stats` reports.
@@ -82,135 +58,8 @@ impl Interpreters {
         self.slots.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Runs `call` in the session's interpreter, starting one when it has
-    /// none (or must replace it), and reports which.
-    pub(crate) async fn run(
-        &self,
-        policy: &Policy,
-        session: &Session,
-        call: LiveCall<'_>,
-        out: OutputTx,
-        cancel: &CancellationToken,
-    ) -> Result<LiveRun, StartError> {
-        let LiveCall { req, lease, net } = call;
-        let slot = self.slot(session);
-        let mut guard = slot.live.lock().await;
-        let limits = policy.job_limits(&req.limits);
-        let mut reason = guard.as_mut().and_then(|live| {
-            if req.fresh {
-                Some(ResetReason::FreshRequested)
-            } else if live.env_key != lease.key {
-                Some(ResetReason::RequirementsChanged)
-            } else if live.held != HeldLimits::from(&limits) {
-                Some(ResetReason::LimitsChanged)
-            } else if live.egress.is_some() != net.is_some() {
-                Some(ResetReason::NetworkChanged)
-            } else if !live.is_alive() {
-                Some(ResetReason::CodeExited)
-            } else {
-                None
-            }
-        });
-        if reason.is_some() {
-            *guard = None;
-            slot.meta().kill = None;
-        }
-        let mut carried = None;
-        let mut warm = guard.as_ref().is_some_and(|l| l.warm && l.cells == 0);
-        if guard.is_none() {
-            let pending = slot.meta().next_reason.take();
-            // `fresh` means a clean interpreter, whatever a stop saved.
-            reason = if req.fresh {
-                Some(ResetReason::FreshRequested)
-            } else {
-                reason.or(pending)
-            };
-            self.make_room(policy, session.tenant.as_deref(), &slot);
-            let limits = req.limits;
-            let spec = StartSpec {
-                name: self.jails.names.interpreter(&session.name),
-                interpreter: self.interpreter.clone(),
-                workspace: session.workspace.clone(),
-                host_uid: session.host_uid,
-                venv: lease.dir.clone(),
-                env_key: lease.key.clone(),
-                lease: Some(lease),
-                limits,
-                prewarm: Vec::new(),
-                warm: false,
-            };
-            let mut live = start::start(&self.jails, Some(&self.egress), policy, spec).await?;
-            let carry = std::mem::take(&mut slot.meta().carry);
-            carried = carry_over(&mut live, carry, req.fresh).await;
-            slot.meta().kill = Some(live.kill.clone());
-            *guard = Some(live);
-            warm = false;
-        }
-        let first = {
-            let m = slot.meta();
-            m.cells == 0
-        };
-        let (state, reason) = if first && !session.ran_before_restart {
-            (InterpreterState::New, Some(ResetReason::FirstCall))
-        } else if first {
-            (InterpreterState::Reset, Some(ResetReason::ServerRestarted))
-        } else {
-            match reason {
-                Some(r) => (InterpreterState::Reset, Some(r)),
-                None => (InterpreterState::Kept, None),
-            }
-        };
-        let Some(live) = guard.as_mut() else {
-            return Err(StartError::NotReady("no interpreter".into()));
-        };
-        let grace = policy.interpreters.interrupt_grace.0;
-        let proxied = match (&live.egress, net) {
-            (Some(jail), Some(n)) => match jail.begin(&n.rules, n.budget).await {
-                Ok(run) => Some(run),
-                Err(e) => return Err(StartError::NotReady(format!("the egress proxy: {e}"))),
-            },
-            _ => None,
-        };
-        let end = cell::run(live, req.code.clone(), &limits, grace, out, cancel).await;
-        let network = match (proxied, &live.egress) {
-            (Some(run), Some(jail)) => {
-                let mut report = jail.end(run).await;
-                report.ignored = net.map(|n| n.ignored.clone()).unwrap_or_default();
-                Some(report)
-            }
-            _ => None,
-        };
-        {
-            let mut m = slot.meta();
-            m.cells += 1;
-            m.last_used = Instant::now();
-            m.memory = live.memory_bytes().unwrap_or(m.memory);
-            if let Some(gone) = end.gone {
-                m.next_reason = Some(gone);
-                m.kill = None;
-            }
-        }
-        if end.gone.is_some() {
-            *guard = None;
-        }
-        let (restored, not_restored) = carried_report(carried);
-        Ok(LiveRun {
-            interpreter: Interpreter {
-                state,
-                reason,
-                warm,
-                result: end.result.clone(),
-                result_truncated: end.result_truncated,
-                restored,
-                not_restored,
-            },
-            end,
-            network,
-        })
-    }
-
     /// The session's slot, made on its first call.
-    fn slot(&self, session: &Session) -> Arc<Slot> {
+    pub(super) fn slot(&self, session: &Session) -> Arc<Slot> {
         self.slots()
             .entry(session.name.clone())
             .or_insert_with(|| Arc::new(Slot::new(session.tenant.clone(), None)))
@@ -284,7 +133,7 @@ impl Interpreters {
     /// can be passed while every one is running a call. It never waits for
     /// a stop's save, which runs the stopped session's own code: only that
     /// session's next call does.
-    fn make_room(&self, policy: &Policy, tenant: Option<&str>, me: &Arc<Slot>) {
+    pub(super) fn make_room(&self, policy: &Policy, tenant: Option<&str>, me: &Arc<Slot>) {
         let cfg = &policy.interpreters;
         loop {
             let live: Vec<Arc<Slot>> = self
@@ -497,63 +346,8 @@ fn lost_why(e: &super::live::AskError) -> String {
     }
 }
 
-/// What the stop left, carried into `live`, the session's next interpreter:
-/// nothing when the call asked for `fresh` (saved globals are deleted
-/// unread, so none of their code runs again).
-async fn carry_over(live: &mut Live, carry: Carry, fresh: bool) -> Option<Result<Carried, String>> {
-    match carry {
-        Carry::Nothing => None,
-        Carry::Saved { .. } if fresh => {
-            if let Err(e) = live.discard().await {
-                tracing::warn!(job = %live.job, error = %e, "could not delete saved globals");
-            }
-            None
-        }
-        Carry::Lost(_) if fresh => None,
-        Carry::Saved { unsaved } => Some(
-            live.restore()
-                .await
-                .map(|mut c| {
-                    c.missed.splice(0..0, unsaved);
-                    c
-                })
-                .map_err(|e| e.to_string()),
-        ),
-        Carry::Lost(why) => Some(Ok(Carried {
-            names: Vec::new(),
-            missed: vec![Named {
-                name: "*".into(),
-                why,
-            }],
-        })),
-    }
-}
-
 async fn discard(sessions: &Arc<SessionStore>, w: Warm) {
     drop(w.live);
     let store = sessions.clone();
     let _ = tokio::task::spawn_blocking(move || store.discard(w.spare)).await;
-}
-
-fn carried_report(c: Option<Result<Carried, String>>) -> (Vec<String>, Vec<NotRestored>) {
-    match c {
-        None => (Vec::new(), Vec::new()),
-        Some(Ok(c)) => (
-            c.names,
-            c.missed
-                .into_iter()
-                .map(|n| NotRestored {
-                    name: n.name,
-                    why: n.why,
-                })
-                .collect(),
-        ),
-        Some(Err(e)) => (
-            Vec::new(),
-            vec![NotRestored {
-                name: "*".into(),
-                why: format!("the saved state could not be restored: {e}"),
-            }],
-        ),
-    }
 }

@@ -2,17 +2,19 @@
 //! agent, up to the agent's `ready`.
 
 use super::agent::{AGENT_SOURCE, PREWARM_ENV, SESSION_SITE, SITE_ENV};
-use super::channel::{self, ChannelError, FromAgent, Named};
+use super::channel::{self, ChannelError, FromAgent, Incoming, Named};
 use super::enforced::enforced;
 use super::live::Live;
 use super::pumps::Pump;
 use super::settled::MainThread;
-use crate::egress::EgressProxy;
+use crate::egress::{Attached, EgressProxy};
 use crate::envs::EnvLease;
-use crate::job::{Jails, PythonJob, Stream};
-use prims_cgroup::CpuPriority;
+use crate::job::{Jails, PythonJob, PythonProcess, Spawned, Stream};
+use prims_cgroup::{CpuPriority, JobCgroup};
 use prims_policy::Policy;
-use prims_protocol::jail::{CgroupBackend, LimitRequest, NetworkMode, Outcome, SetupError};
+use prims_protocol::jail::{
+    CgroupBackend, JobSpec, LimitRequest, NetworkMode, Outcome, SetupError,
+};
 use std::os::fd::OwnedFd;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -72,6 +74,44 @@ pub(crate) async fn start(
     s: StartSpec,
 ) -> Result<Live, StartError> {
     let t0 = Instant::now();
+    let spec = agent_spec(jails, policy, &s);
+    let (writer, rx, theirs) = channel::pair().map_err(StartError::Channel)?;
+    let channel_ino = inode(&theirs).map_err(StartError::Channel)?;
+    let (proxy, proxy_theirs) = proxy_ends(&spec, egress)?;
+    let spawned = spawn(jails, &spec, theirs, proxy_theirs).await?;
+    let kill = spawned.killer();
+    // The jail runs from here on: a start that fails kills it.
+    let up = match come_up(jails, &s, spawned, rx, proxy, t0).await {
+        Ok(up) => up,
+        Err(e) => {
+            kill.kill();
+            return Err(e);
+        }
+    };
+    Ok(Live {
+        held: (&spec.limits).into(),
+        env_key: s.env_key,
+        _lease: s.lease,
+        kill,
+        exit: up.exit,
+        writer,
+        rx: up.rx,
+        stdout: up.stdout,
+        stderr: up.stderr,
+        python: up.python.pidfd,
+        main: MainThread::new(up.python.proc_dir, channel_ino),
+        enforced: enforced(&spec, up.cgroup.is_some()),
+        cgroup: up.cgroup,
+        cells: 0,
+        warm: s.warm,
+        job: s.name,
+        egress: up.egress,
+    })
+}
+
+/// The agent's job: a run's spec, living as long as the interpreter may,
+/// at idle CPU priority for the pool.
+fn agent_spec(jails: &Jails, policy: &Policy, s: &StartSpec) -> JobSpec {
     let mut spec = jails.python_spec(
         policy,
         &s.name,
@@ -95,27 +135,98 @@ pub(crate) async fn start(
     // environment is read-only) is importable from the next cell on. The
     // agent drops this variable before any user code runs.
     spec.env.push(format!("{SITE_ENV}={SESSION_SITE}"));
-    let (writer, mut rx, theirs) = channel::pair().map_err(StartError::Channel)?;
-    let channel_ino = inode(&theirs).map_err(StartError::Channel)?;
-    let proxied = spec.network == NetworkMode::Proxy;
-    let (proxy_ours, proxy_theirs) = if proxied {
-        let egress = egress.ok_or(StartError::NoEgress)?;
-        let (a, b) = std::os::unix::net::UnixStream::pair().map_err(StartError::Channel)?;
-        (
-            Some((egress.clone(), OwnedFd::from(a))),
-            Some(OwnedFd::from(b)),
-        )
-    } else {
-        (None, None)
+    spec
+}
+
+/// The proxy that will serve a proxied jail's listener, with our end of the
+/// socket pair the listener arrives on.
+type ProxyEnd = (Arc<EgressProxy>, OwnedFd);
+
+/// Our end of that pair, and the jail's; neither without a network.
+fn proxy_ends(
+    spec: &JobSpec,
+    egress: Option<&Arc<EgressProxy>>,
+) -> Result<(Option<ProxyEnd>, Option<OwnedFd>), StartError> {
+    if spec.network != NetworkMode::Proxy {
+        return Ok((None, None));
+    }
+    let egress = egress.ok_or(StartError::NoEgress)?;
+    let (a, b) = std::os::unix::net::UnixStream::pair().map_err(StartError::Channel)?;
+    Ok((
+        Some((egress.clone(), OwnedFd::from(a))),
+        Some(OwnedFd::from(b)),
+    ))
+}
+
+/// Starts the jail, with `channel` as python's fd 3.
+async fn spawn(
+    jails: &Jails,
+    spec: &JobSpec,
+    channel: OwnedFd,
+    proxy: Option<OwnedFd>,
+) -> Result<Spawned, StartError> {
+    let (jails, spec) = (jails.clone(), spec.clone());
+    tokio::task::spawn_blocking(move || jails.spawn(&spec, channel, proxy))
+        .await
+        .map_err(|e| StartError::Spawn(e.to_string()))?
+        .map_err(|e| StartError::Spawn(e.to_string()))
+}
+
+/// What a jail that came up hands to its `Live`.
+struct Up {
+    exit: oneshot::Receiver<Outcome>,
+    rx: Incoming,
+    stdout: Pump,
+    stderr: Pump,
+    python: PythonProcess,
+    cgroup: Option<Box<dyn JobCgroup>>,
+    egress: Option<Attached>,
+}
+
+/// From a spawned jail to a ready interpreter: its output pumped, its end
+/// watched, the agent's `ready`, python and the job cgroup held, and its
+/// listener handed to the egress proxy. The caller kills the jail when
+/// this fails.
+async fn come_up(
+    jails: &Jails,
+    s: &StartSpec,
+    spawned: Spawned,
+    mut rx: Incoming,
+    proxy: Option<ProxyEnd>,
+    t0: Instant,
+) -> Result<Up, StartError> {
+    let jailer_pid = spawned.pid();
+    let (pumps, mut exit) = watch(spawned);
+    let (stdout, stderr) =
+        pumps.map_err(|e| StartError::Spawn(format!("reading the jail's output: {e}")))?;
+    wait_ready(&mut rx, &mut exit, &s.name, t0).await?;
+    let python = crate::job::python_process(jailer_pid)
+        .map_err(|e| StartError::NotReady(format!("finding the jail's python: {e}")))?;
+    let cgroup = open_cgroup(jails, &s.name)
+        .map_err(|e| StartError::NotReady(format!("opening the job cgroup: {e}")))?;
+    // The init handed its listener over before python started.
+    let egress = match proxy {
+        None => None,
+        Some((proxy, ours)) => Some(
+            attach(&proxy, ours)
+                .await
+                .map_err(|e| StartError::NotReady(format!("the egress proxy: {e}")))?,
+        ),
     };
-    let jails2 = jails.clone();
-    let spec2 = spec.clone();
-    let mut spawned =
-        tokio::task::spawn_blocking(move || jails2.spawn(&spec2, theirs, proxy_theirs))
-            .await
-            .map_err(|e| StartError::Spawn(e.to_string()))?
-            .map_err(|e| StartError::Spawn(e.to_string()))?;
-    let kill = spawned.killer();
+    Ok(Up {
+        exit,
+        rx,
+        stdout,
+        stderr,
+        python,
+        cgroup,
+        egress,
+    })
+}
+
+/// The pumps of the jail's stdout and stderr, and its outcome once the
+/// jailer exits (a thread of its own waits for that, pumps or not).
+fn watch(mut spawned: Spawned) -> (std::io::Result<(Pump, Pump)>, oneshot::Receiver<Outcome>) {
     let pumps = (|| {
         let out = spawned
             .take_stdout()
@@ -128,99 +239,58 @@ pub(crate) async fn start(
             Pump::start(Stream::Stderr, err)?,
         ))
     })();
-    let jailer_pid = spawned.pid();
-    let (exit_tx, exit) = tokio::sync::oneshot::channel();
+    let (exit_tx, exit) = oneshot::channel();
     tokio::task::spawn_blocking(move || {
         let _ = exit_tx.send(spawned.wait());
     });
-    let (stdout, stderr) = match pumps {
-        Ok(p) => p,
-        Err(e) => {
-            kill.kill();
-            return Err(StartError::Spawn(format!("reading the jail's output: {e}")));
-        }
-    };
-    let mut live_exit = exit;
+    (pumps, exit)
+}
+
+/// Waits for the agent's `ready`, or for the jail to end first, and says
+/// why it did not come.
+async fn wait_ready(
+    rx: &mut Incoming,
+    exit: &mut oneshot::Receiver<Outcome>,
+    job: &str,
+    t0: Instant,
+) -> Result<(), StartError> {
     let ready = tokio::select! {
         m = tokio::time::timeout(READY_DEADLINE, rx.recv()) => m,
-        o = &mut live_exit => {
-            kill.kill();
-            return Err(jail_ended(o));
-        }
+        o = &mut *exit => return Err(jail_ended(o)),
     };
-    let fail = |why: String| {
-        kill.kill();
-        Err(StartError::NotReady(why))
-    };
+    let not_ready = |why: String| Err(StartError::NotReady(why));
     match ready {
-        Err(_) => return fail(format!("no ready within {} s", READY_DEADLINE.as_secs())),
+        Err(_) => not_ready(format!("no ready within {} s", READY_DEADLINE.as_secs())),
         Ok(None) | Ok(Some(Err(ChannelError::Closed))) => {
             // The channel closes as the jailer gives up building the jail,
             // just before it reports why: that reason is the one to give.
-            let o = tokio::time::timeout(SETUP_REPORT_WAIT, &mut live_exit).await;
-            kill.kill();
-            return Err(match o {
-                Ok(o) => jail_ended(o),
-                Err(_) => StartError::NotReady("the agent ended before it was ready".into()),
-            });
+            match tokio::time::timeout(SETUP_REPORT_WAIT, exit).await {
+                Ok(o) => Err(jail_ended(o)),
+                Err(_) => not_ready("the agent ended before it was ready".into()),
+            }
         }
-        Ok(Some(Err(e))) => return fail(format!("the agent's channel: {e}")),
+        Ok(Some(Err(e))) => not_ready(format!("the agent's channel: {e}")),
         Ok(Some(Ok(FromAgent::Ready {
             python,
             imported,
             failed,
             import_ms,
         }))) => {
-            log_failed_imports(&s.name, &failed);
-            tracing::debug!(job = %s.name, python, ?imported, import_ms, ms = t0.elapsed().as_millis() as u64, "interpreter ready");
+            log_failed_imports(job, &failed);
+            tracing::debug!(job = %job, python, ?imported, import_ms, ms = t0.elapsed().as_millis() as u64, "interpreter ready");
+            Ok(())
         }
-        Ok(Some(Ok(_))) => return fail("the agent's first message was not ready".into()),
+        Ok(Some(Ok(_))) => not_ready("the agent's first message was not ready".into()),
     }
-    let python = match crate::job::python_process(jailer_pid) {
-        Ok(p) => p,
-        Err(e) => return fail(format!("finding the jail's python: {e}")),
-    };
-    let cgroup = match open_cgroup(jails, &s.name) {
-        Ok(c) => c,
-        Err(e) => return fail(format!("opening the job cgroup: {e}")),
-    };
-    // The init handed its listener over before python started.
-    let egress = match proxy_ours {
-        None => None,
-        Some((proxy, ours)) => {
-            let attached = async {
-                let l =
-                    tokio::time::timeout(SETUP_REPORT_WAIT, crate::egress::receive_listener(ours))
-                        .await
-                        .map_err(|_| "the jail sent no listener".to_string())?
-                        .map_err(|e| e.to_string())?;
-                proxy.attach(l).await.map_err(|e| e.to_string())
-            };
-            match attached.await {
-                Ok(a) => Some(a),
-                Err(e) => return fail(format!("the egress proxy: {e}")),
-            }
-        }
-    };
-    Ok(Live {
-        held: (&spec.limits).into(),
-        env_key: s.env_key,
-        _lease: s.lease,
-        kill,
-        exit: live_exit,
-        writer,
-        rx,
-        stdout,
-        stderr,
-        python: python.pidfd,
-        main: MainThread::new(python.proc_dir, channel_ino),
-        enforced: enforced(&spec, cgroup.is_some()),
-        cgroup,
-        cells: 0,
-        warm: s.warm,
-        job: s.name,
-        egress,
-    })
+}
+
+/// Hands the jail's listener, which arrives on `ours`, to the proxy.
+async fn attach(proxy: &Arc<EgressProxy>, ours: OwnedFd) -> Result<Attached, String> {
+    let listener = tokio::time::timeout(SETUP_REPORT_WAIT, crate::egress::receive_listener(ours))
+        .await
+        .map_err(|_| "the jail sent no listener".to_string())?
+        .map_err(|e| e.to_string())?;
+    proxy.attach(listener).await.map_err(|e| e.to_string())
 }
 
 /// The inode of the socket `fd`, as `/proc/<pid>/fd` names it.

@@ -3,8 +3,10 @@
 //! protocol violation closes this connection only.
 
 use super::budget::FrameBudget;
+use super::config::ConnectionLimits;
+use super::handler::Handler;
+use super::peer::Peer;
 use super::requests::Requests;
-use super::{ConnectionLimits, Handler, Peer};
 use prims_protocol::frame::{self, FrameReader};
 use prims_protocol::wire::{
     ErrorCode, ErrorReply, Hello, Request, Response, ResponseBody, Welcome, MAX_FRAME_BYTES,

@@ -2,9 +2,12 @@
 //! connection limits, and a graceful end on shutdown.
 
 use super::budget::FrameBudget;
+use super::config::{ServerConfig, ServerError};
 use super::connection::Connection;
+use super::handler::Handler;
+use super::peer::Peer;
 use super::slots::Slots;
-use super::{Handler, Peer, ServerConfig, ServerError, NOBODY_UID};
+use crate::accounts::NOBODY_UID;
 use nix::fcntl::AT_FDCWD;
 use nix::sys::stat::{fchmodat, FchmodatFlags, Mode};
 use std::os::unix::fs::{FileTypeExt, MetadataExt};

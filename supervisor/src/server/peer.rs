@@ -2,13 +2,16 @@
 //! Only the uid decides: the socket's group lets processes reach the file,
 //! but a peer's gid (or its groups) never lets it in.
 
-use super::Peer;
+use crate::accounts::NOBODY_UID;
 use tokio::net::UnixStream;
 
-/// `nobody`, the kernel's overflow uid: unrelated daemons run as it, and
-/// files and processes of other user namespaces show up as it. A peer with
-/// this uid is never trusted, even when it is listed.
-pub const NOBODY_UID: u32 = 65534;
+/// The process at the other end of a connection, from `SO_PEERCRED`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Peer {
+    pub uid: u32,
+    pub gid: u32,
+    pub pid: i32,
+}
 
 impl Peer {
     /// The credentials the kernel recorded when the peer connected.

@@ -2,7 +2,9 @@
 //! answer `Cancel` here, and route `MountChunk` data and `MountEnd` to
 //! their upload.
 
-use super::{Ctx, EventSink, Handler, Peer};
+use super::events::EventSink;
+use super::handler::{Ctx, Handler};
+use super::peer::Peer;
 use futures::FutureExt;
 use prims_protocol::wire::{
     ErrorCode, ErrorReply, MountSize, Reply, Request, RequestBody, Response, ResponseBody,

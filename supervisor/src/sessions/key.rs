@@ -5,7 +5,7 @@
 //! only root can read (`state_dir/session.key`). The name leads nowhere
 //! without the id, and the id cannot be recovered from it.
 
-use super::SessionError;
+use super::error::SessionError;
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 use std::fs::OpenOptions;
@@ -110,7 +110,7 @@ mod tests {
         assert_eq!(mode & 0o777, 0o600);
         let id = "0123456789abcdef0123456789abcdef";
         let name = k.name_of(id);
-        assert!(super::super::is_valid_id(&name), "{name}");
+        assert!(super::super::meta::is_valid_id(&name), "{name}");
         assert_ne!(name, id);
         assert_eq!(
             SessionKey::load_or_create(dir.path()).unwrap().name_of(id),

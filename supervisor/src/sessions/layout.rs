@@ -2,7 +2,9 @@
 //! loop mode), `sessions/<name>.img` (its quota image) and `<name>.json`,
 //! where `<name>` is the keyed hash of the session id (see `key`).
 
-use super::{meta, QuotaMode, SessionError};
+use super::error::SessionError;
+use super::meta;
+use super::policy::QuotaMode;
 use crate::volume as image;
 use std::fs;
 use std::io::ErrorKind;

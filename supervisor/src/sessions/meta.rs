@@ -3,7 +3,7 @@
 //! workspace). `<name>` is the keyed hash of the id (see `key`); the id
 //! itself is never written to disk.
 
-use super::SessionError;
+use super::error::SessionError;
 use prims_protocol::node::NodeId;
 use serde::{Deserialize, Serialize};
 use std::fs::{self, File, OpenOptions};

@@ -1,11 +1,13 @@
 //! Loading the store after a (re)start, and the idle sweep.
 
+use super::error::SessionError;
 use super::key::SessionKey;
+use super::layout;
 use super::meta::{self, is_valid_id};
+use super::policy::SessionPolicy;
 use super::session::{lock, Session};
 use super::shared::{Inner, Shared};
 use super::uids::UidPool;
-use super::{layout, SessionError, SessionPolicy};
 use std::collections::{BTreeSet, HashMap};
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
@@ -13,7 +15,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
-/// The loaded state of `state_dir/sessions`; see [`super::SessionStore::open`].
+/// The loaded state of `state_dir/sessions`; see [`super::store::SessionStore::open`].
 pub(super) fn open(state_dir: &Path, policy: &SessionPolicy) -> Result<Arc<Shared>, SessionError> {
     let dir = state_dir.join("sessions");
     fs::create_dir_all(&dir).map_err(SessionError::io("creating the sessions directory"))?;

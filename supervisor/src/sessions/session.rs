@@ -1,8 +1,10 @@
 //! One session in memory: its name, run lock and metadata.
 
+use super::error::SessionError;
 use super::key::SessionKey;
+use super::layout;
 use super::meta::{self, unix_secs, Meta};
-use super::{layout, SessionError, SessionPolicy};
+use super::policy::SessionPolicy;
 use prims_protocol::node::NodeId;
 use prims_protocol::wire::SessionInfo;
 use std::path::{Path, PathBuf};

@@ -1,11 +1,13 @@
 //! The store's state, shared by the store, start-up recovery and the idle
 //! sweep: the sessions directory, the naming key and the live sessions.
 
+use super::error::SessionError;
 use super::key::SessionKey;
+use super::layout;
 use super::meta;
+use super::policy::SessionPolicy;
 use super::session::{lock, Session};
 use super::uids::UidPool;
-use super::{layout, SessionError, SessionPolicy};
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;

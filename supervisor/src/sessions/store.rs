@@ -1,10 +1,12 @@
 //! The session store: live sessions in memory, each backed by its files.
 
+use super::error::SessionError;
 use super::meta::{self, check_id, unix_secs};
+use super::policy::SessionPolicy;
 use super::session::{lock, Session};
 use super::shared::Shared;
 use super::uids::UidPool;
-use super::{layout, recover, SessionError, SessionPolicy};
+use super::{layout, recover};
 use prims_protocol::node::NodeId;
 use prims_protocol::wire::SessionInfo;
 use std::path::Path;
@@ -313,7 +315,7 @@ impl SessionStore {
 /// less what must stay free and what `others` workspaces being created (or
 /// kept room for) will take, cannot hold that.
 fn room_for(dir: &Path, policy: &SessionPolicy, others: usize) -> Result<(), SessionError> {
-    if policy.quota != super::QuotaMode::Loop {
+    if policy.quota != super::policy::QuotaMode::Loop {
         return Ok(());
     }
     let free = layout::free_bytes(dir);

@@ -2,12 +2,11 @@
 //! list when the policy names one, then by the call's `network` argument.
 //! Each step can only take away.
 
-use super::bad_request;
 use prims_egress::decide::Rules;
 use prims_egress::run::Budget;
 use prims_policy::network::{parse_allow_entry, this_host_problem, AllowList, Author, MAX_ENTRIES};
 use prims_policy::{NetworkPolicy, Policy};
-use prims_protocol::wire::ErrorReply;
+use prims_protocol::wire::{ErrorCode, ErrorReply};
 
 /// What one run may reach through the proxy.
 #[derive(Debug, Clone)]
@@ -19,7 +18,7 @@ pub(crate) struct NetCall {
 }
 
 /// The run's list, or `None` when the policy gives jailed code no way out.
-pub(super) fn call_rules(
+pub(crate) fn call_rules(
     policy: &Policy,
     tenant: Option<&str>,
     asked: Option<&[String]>,
@@ -83,6 +82,13 @@ pub(super) fn call_rules(
         },
         ignored,
     }))
+}
+
+fn bad_request(message: String) -> ErrorReply {
+    ErrorReply {
+        code: ErrorCode::BadRequest,
+        message,
+    }
 }
 
 #[cfg(test)]

@@ -1,0 +1,107 @@
+//! The daemon's state, shared by every request: the policy in force and
+//! the parts that sessions, environments, runs and tasks are kept in.
+
+use super::replies::internal;
+use super::scheduler::Scheduler;
+use crate::audit::Audit;
+use crate::envs::Envs;
+use crate::interpreters::Interpreters;
+use crate::sessions::SessionStore;
+use prims_policy::Policy;
+use prims_protocol::wire::{ErrorReply, Stats};
+use std::sync::{Arc, RwLock};
+
+pub struct Daemon {
+    pub(super) policy: RwLock<Arc<Policy>>,
+    pub(super) sessions: Arc<SessionStore>,
+    pub(super) envs: Arc<Envs>,
+    pub(super) scheduler: Scheduler,
+    pub(super) interpreters: Arc<Interpreters>,
+    pub(super) audit: Arc<Audit>,
+    pub(super) tasks: crate::tasks::Tasks,
+    /// Egress decisions since start: connections allowed, and refused.
+    pub(super) egress_allowed: std::sync::atomic::AtomicU64,
+    pub(super) egress_denied: std::sync::atomic::AtomicU64,
+    /// Set by `Drain`: no new sessions, for good (a restart clears it).
+    pub(super) draining: std::sync::atomic::AtomicBool,
+}
+
+impl Daemon {
+    pub(super) fn policy(&self) -> Arc<Policy> {
+        self.policy
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Run a blocking store or filesystem call off the async threads.
+    pub(super) async fn blocking<T, F>(&self, f: F) -> Result<T, ErrorReply>
+    where
+        F: FnOnce() -> Result<T, ErrorReply> + Send + 'static,
+        T: Send + 'static,
+    {
+        tokio::task::spawn_blocking(f)
+            .await
+            .map_err(|e| internal(format!("worker failed: {e}")))?
+    }
+
+    /// The live session `id` of `tenant`.
+    pub(super) async fn session(
+        &self,
+        id: String,
+        tenant: Option<String>,
+    ) -> Result<Arc<crate::sessions::Session>, ErrorReply> {
+        let sessions = self.sessions.clone();
+        self.blocking(move || {
+            sessions
+                .get(&id, tenant.as_deref())
+                .map_err(|e| e.to_reply())
+        })
+        .await
+    }
+
+    /// Put a new policy in force for runs and tasks that start from now on;
+    /// runs already going keep the spec they were built with. The identity range,
+    /// cgroup parent and interpreter are fixed at start-up.
+    pub fn reload(&self, policy: Policy) {
+        let old = self.policy();
+        if old.identity != policy.identity || old.cgroup != policy.cgroup {
+            tracing::warn!("[identity] and [cgroup] changes take effect after a restart");
+        }
+        self.sessions
+            .update_policy(&crate::sessions::SessionPolicy::from(&policy));
+        self.envs.update_policy(&policy);
+        self.tasks
+            .set_limits(crate::tasks::TaskLimits::from(&policy.tasks));
+        *self.policy.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(policy);
+        tracing::info!("policy reloaded");
+    }
+
+    pub(super) fn stats(&self) -> Stats {
+        let env = self.envs.stats();
+        let live = self.interpreters.stats();
+        let (tasks_working, tasks_kept) = self.tasks.counts();
+        Stats {
+            draining: self.draining.load(std::sync::atomic::Ordering::Relaxed),
+            tasks_working,
+            tasks_kept,
+            egress_allowed: self
+                .egress_allowed
+                .load(std::sync::atomic::Ordering::Relaxed),
+            egress_denied: self
+                .egress_denied
+                .load(std::sync::atomic::Ordering::Relaxed),
+            interpreters_live: live.live,
+            interpreters_memory_bytes: live.memory_bytes,
+            pool_ready: live.pool_ready,
+            pool_memory_bytes: live.pool_memory_bytes,
+            sessions: self.sessions.len() as u64,
+            runs_active: self.scheduler.active(),
+            runs_queued: self.scheduler.queued(),
+            runs_total: self.scheduler.total(),
+            envs: env.envs,
+            env_builds: env.builds,
+            base_env_ready: self.envs.base_ready(),
+        }
+    }
+}

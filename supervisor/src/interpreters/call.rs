@@ -1,0 +1,318 @@
+//! One call in the session's interpreter, in phases: keep the interpreter
+//! or find it unfit and start another (made room for under the caps, given
+//! what a stop saved), say which it is, run the cell inside a run of the
+//! egress proxy, and leave the slot ready for the next call.
+
+use super::cell::{self, CellEnd};
+use super::channel::Named;
+use super::live::{Carried, HeldLimits, Live};
+use super::pumps::OutputTx;
+use super::registry::Interpreters;
+use super::slot::{Carry, Slot};
+use super::start::{self, StartError, StartSpec};
+use crate::egress::NetCall;
+use crate::envs::EnvLease;
+use crate::sessions::Session;
+use prims_policy::Policy;
+use prims_protocol::egress::NetworkReport;
+use prims_protocol::jail::JobLimits;
+use prims_protocol::wire::{Interpreter, InterpreterState, NotRestored, ResetReason, RunRequest};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
+
+/// One call: the request, the environment it runs in, and what it may
+/// reach through the egress proxy (allowlist mode only).
+pub(crate) struct LiveCall<'a> {
+    pub req: &'a RunRequest,
+    pub lease: EnvLease,
+    pub net: Option<&'a NetCall>,
+}
+
+/// A call's result, with what happened to the interpreter.
+#[derive(Debug)]
+pub(crate) struct LiveRun {
+    pub end: CellEnd,
+    pub interpreter: Interpreter,
+    /// In allowlist mode, what the code reached and what was refused.
+    pub network: Option<NetworkReport>,
+}
+
+impl Interpreters {
+    /// Runs `call` in the session's interpreter, starting one when it has
+    /// none (or must replace it), and reports which.
+    pub(crate) async fn run(
+        &self,
+        policy: &Policy,
+        session: &Session,
+        call: LiveCall<'_>,
+        out: OutputTx,
+        cancel: &CancellationToken,
+    ) -> Result<LiveRun, StartError> {
+        let LiveCall { req, lease, net } = call;
+        let slot = self.slot(session);
+        let mut guard = slot.live.lock().await;
+        let limits = policy.job_limits(&req.limits);
+        let unfit = guard
+            .as_mut()
+            .and_then(|live| unfit(live, req, &lease.key, &limits, net));
+        if unfit.is_some() {
+            retire(&slot, &mut guard);
+        }
+        let got = match guard.as_ref() {
+            Some(live) => Got::kept(live),
+            None => {
+                let (live, got) = self
+                    .replace(policy, session, &slot, req, lease, unfit)
+                    .await?;
+                *guard = Some(live);
+                got
+            }
+        };
+        let first = slot.meta().cells == 0;
+        let (state, reason) = reported(first, session.ran_before_restart, got.reason);
+        let Some(live) = guard.as_mut() else {
+            return Err(StartError::NotReady("no interpreter".into()));
+        };
+        let grace = policy.interpreters.interrupt_grace.0;
+        let (end, network) = run_cell(live, req, &limits, grace, net, out, cancel).await?;
+        after_cell(&slot, &mut guard, &end);
+        let (restored, not_restored) = carried_report(got.carried);
+        Ok(LiveRun {
+            interpreter: Interpreter {
+                state,
+                reason,
+                warm: got.warm,
+                result: end.result.clone(),
+                result_truncated: end.result_truncated,
+                restored,
+                not_restored,
+            },
+            end,
+            network,
+        })
+    }
+
+    /// A new interpreter for the session, whose last one (if any) is gone:
+    /// room made for it under the caps, started, and given what a stop
+    /// saved. The reason it is new: `fresh` first, then why the last one
+    /// was unfit for this call, then why a stop or a death ended it.
+    async fn replace(
+        &self,
+        policy: &Policy,
+        session: &Session,
+        slot: &Arc<Slot>,
+        req: &RunRequest,
+        lease: EnvLease,
+        unfit: Option<ResetReason>,
+    ) -> Result<(Live, Got), StartError> {
+        let pending = slot.meta().next_reason.take();
+        // `fresh` means a clean interpreter, whatever a stop saved.
+        let reason = if req.fresh {
+            Some(ResetReason::FreshRequested)
+        } else {
+            unfit.or(pending)
+        };
+        self.make_room(policy, session.tenant.as_deref(), slot);
+        let spec = StartSpec {
+            name: self.jails.names.interpreter(&session.name),
+            interpreter: self.interpreter.clone(),
+            workspace: session.workspace.clone(),
+            host_uid: session.host_uid,
+            venv: lease.dir.clone(),
+            env_key: lease.key.clone(),
+            lease: Some(lease),
+            limits: req.limits,
+            prewarm: Vec::new(),
+            warm: false,
+        };
+        let mut live = start::start(&self.jails, Some(&self.egress), policy, spec).await?;
+        let carry = std::mem::take(&mut slot.meta().carry);
+        let carried = carry_over(&mut live, carry, req.fresh).await;
+        slot.meta().kill = Some(live.kill.clone());
+        let got = Got {
+            reason,
+            warm: false,
+            carried,
+        };
+        Ok((live, got))
+    }
+}
+
+/// How a call came by its interpreter.
+struct Got {
+    /// Why it is not the one the session's last call ran in.
+    reason: Option<ResetReason>,
+    /// It came from the warm pool and runs its first cell.
+    warm: bool,
+    /// What a stop saved, restored into it (or why not).
+    carried: Option<Result<Carried, String>>,
+}
+
+impl Got {
+    fn kept(live: &Live) -> Got {
+        Got {
+            reason: None,
+            warm: live.warm && live.cells == 0,
+            carried: None,
+        }
+    }
+}
+
+/// Why the session's interpreter cannot serve this call, in order of
+/// precedence: the call asks `fresh`, or for other requirements, other
+/// memory or process limits, or another network mode; or the interpreter
+/// died.
+fn unfit(
+    live: &mut Live,
+    req: &RunRequest,
+    env_key: &str,
+    limits: &JobLimits,
+    net: Option<&NetCall>,
+) -> Option<ResetReason> {
+    if req.fresh {
+        Some(ResetReason::FreshRequested)
+    } else if live.env_key != env_key {
+        Some(ResetReason::RequirementsChanged)
+    } else if live.held != HeldLimits::from(limits) {
+        Some(ResetReason::LimitsChanged)
+    } else if live.egress.is_some() != net.is_some() {
+        Some(ResetReason::NetworkChanged)
+    } else if !live.is_alive() {
+        Some(ResetReason::CodeExited)
+    } else {
+        None
+    }
+}
+
+/// Sends the slot's interpreter away; dropping it kills its jail.
+fn retire(slot: &Slot, live: &mut Option<Live>) {
+    *live = None;
+    slot.meta().kill = None;
+}
+
+/// What the call is told of its interpreter: new on the session's first
+/// call, reset on its first call since the supervisor restarted, else
+/// reset for `reason`, or kept.
+fn reported(
+    first: bool,
+    ran_before_restart: bool,
+    reason: Option<ResetReason>,
+) -> (InterpreterState, Option<ResetReason>) {
+    if first && !ran_before_restart {
+        (InterpreterState::New, Some(ResetReason::FirstCall))
+    } else if first {
+        (InterpreterState::Reset, Some(ResetReason::ServerRestarted))
+    } else {
+        match reason {
+            Some(r) => (InterpreterState::Reset, Some(r)),
+            None => (InterpreterState::Kept, None),
+        }
+    }
+}
+
+/// The call's code as one cell in `live`, inside a run of the egress
+/// proxy (allowlist mode), whose record is the call's network report.
+async fn run_cell(
+    live: &mut Live,
+    req: &RunRequest,
+    limits: &JobLimits,
+    grace: Duration,
+    net: Option<&NetCall>,
+    out: OutputTx,
+    cancel: &CancellationToken,
+) -> Result<(CellEnd, Option<NetworkReport>), StartError> {
+    let proxied = match (&live.egress, net) {
+        (Some(jail), Some(n)) => match jail.begin(&n.rules, n.budget).await {
+            Ok(run) => Some(run),
+            Err(e) => return Err(StartError::NotReady(format!("the egress proxy: {e}"))),
+        },
+        _ => None,
+    };
+    let end = cell::run(live, req.code.clone(), limits, grace, out, cancel).await;
+    let network = match (proxied, &live.egress) {
+        (Some(run), Some(jail)) => {
+            let mut report = jail.end(run).await;
+            report.ignored = net.map(|n| n.ignored.clone()).unwrap_or_default();
+            Some(report)
+        }
+        _ => None,
+    };
+    Ok((end, network))
+}
+
+/// The slot after a cell: one more cell, used now, its memory measured;
+/// an interpreter that ended in the cell goes, and the next call is told
+/// why.
+fn after_cell(slot: &Slot, live: &mut Option<Live>, end: &CellEnd) {
+    {
+        let mut m = slot.meta();
+        m.cells += 1;
+        m.last_used = Instant::now();
+        if let Some(l) = live.as_ref() {
+            m.memory = l.memory_bytes().unwrap_or(m.memory);
+        }
+        if let Some(gone) = end.gone {
+            m.next_reason = Some(gone);
+            m.kill = None;
+        }
+    }
+    if end.gone.is_some() {
+        *live = None;
+    }
+}
+
+/// What the stop left, carried into `live`, the session's next interpreter:
+/// nothing when the call asked for `fresh` (saved globals are deleted
+/// unread, so none of their code runs again).
+async fn carry_over(live: &mut Live, carry: Carry, fresh: bool) -> Option<Result<Carried, String>> {
+    match carry {
+        Carry::Nothing => None,
+        Carry::Saved { .. } if fresh => {
+            if let Err(e) = live.discard().await {
+                tracing::warn!(job = %live.job, error = %e, "could not delete saved globals");
+            }
+            None
+        }
+        Carry::Lost(_) if fresh => None,
+        Carry::Saved { unsaved } => Some(
+            live.restore()
+                .await
+                .map(|mut c| {
+                    c.missed.splice(0..0, unsaved);
+                    c
+                })
+                .map_err(|e| e.to_string()),
+        ),
+        Carry::Lost(why) => Some(Ok(Carried {
+            names: Vec::new(),
+            missed: vec![Named {
+                name: "*".into(),
+                why,
+            }],
+        })),
+    }
+}
+
+fn carried_report(c: Option<Result<Carried, String>>) -> (Vec<String>, Vec<NotRestored>) {
+    match c {
+        None => (Vec::new(), Vec::new()),
+        Some(Ok(c)) => (
+            c.names,
+            c.missed
+                .into_iter()
+                .map(|n| NotRestored {
+                    name: n.name,
+                    why: n.why,
+                })
+                .collect(),
+        ),
+        Some(Err(e)) => (
+            Vec::new(),
+            vec![NotRestored {
+                name: "*".into(),
+                why: format!("the saved state could not be restored: {e}"),
+            }],
+        ),
+    }
+}
