@@ -6,6 +6,28 @@
 //! connections from [`pool::SupervisorPool`]. Outbound HTTP for
 //! `mount_file`, `files[]` and `persist_artifact` goes through [`egress`].
 
+// Layers, lowest first: a module imports only the modules listed before it.
+//
+//     config      the front-end's TOML: bearer tokens, origins, hosts
+//     error       ToolError, the failure a model reads
+//     paths       the relative paths the tools take, a path's name and type
+//     uri         prims://sessions/{session_id}/{+path}, the resource URIs
+//     egress      outbound HTTP behind prims-egress's guard
+//     metrics     the counters behind /metrics
+//     streaming   a run's output as progress and log notifications
+//     pool        the connections to the supervisor
+//     auth        bearer tokens to tenants
+//     sessions    which workspace a call uses, and who may use it
+//     watch       resource subscriptions, told of the runs that end
+//     state       AppState, what every handler shares
+//     server      PrimsServer, the handler value
+//     resources   the resource methods: list, read, subscribe
+//     tools       the five tools, through one shim
+//     prompt      the python_programmer prompt
+//     tasks       run_code as an MCP task
+//     handler     the MCP methods, and how a handler is made
+//     http        the axum router, /artifacts, /health, /metrics, serve
+
 pub mod auth;
 pub mod config;
 pub mod egress;
@@ -13,6 +35,7 @@ pub mod error;
 pub mod handler;
 pub mod http;
 pub mod metrics;
+pub mod paths;
 pub mod pool;
 pub mod prompt;
 pub mod resources;
@@ -22,6 +45,8 @@ pub mod state;
 pub mod streaming;
 pub mod tasks;
 pub mod tools;
+pub mod uri;
+pub mod watch;
 
 pub use config::{FrontendConfig, TokenEntry};
 pub use http::{serve, FrontendError, FrontendOptions};

@@ -3,11 +3,11 @@
 //! The cursor is the path to start after, so pages stay right while runs
 //! add or remove files between them.
 
-use super::uri::uri;
 use crate::error::ToolError;
+use crate::paths::{base_name, guess_mime};
 use crate::sessions::SessionRef;
 use crate::state::AppState;
-use crate::tools::paths::{base_name, guess_mime};
+use crate::uri::uri;
 use base64::Engine;
 use prims_protocol::wire::EntryKind;
 use rmcp::model::Resource;

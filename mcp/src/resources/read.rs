@@ -1,11 +1,11 @@
 //! `resources/read`: a workspace file whole, as text when it is UTF-8 text
 //! and as a base64 blob otherwise, up to [`MAX_READ_BYTES`].
 
-use super::uri::parse;
 use crate::error::ToolError;
+use crate::paths::guess_mime;
 use crate::sessions::{Caller, SessionRef};
 use crate::state::AppState;
-use crate::tools::paths::guess_mime;
+use crate::uri::parse;
 use base64::Engine;
 use prims_protocol::client::ClientError;
 use prims_protocol::wire::ErrorCode;

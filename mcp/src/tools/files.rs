@@ -1,8 +1,8 @@
 //! `list_dir` and `preview_file`: paths relative to the workspace root.
 
-use super::paths::{base_name, clean_relative, guess_mime};
 use super::types::{DirEntryOut, ListDirOutput, PreviewFileOutput};
 use crate::error::ToolError;
+use crate::paths::{base_name, clean_relative, guess_mime};
 use crate::sessions::SessionRef;
 use crate::state::AppState;
 use prims_protocol::wire::EntryKind;

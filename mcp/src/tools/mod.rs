@@ -6,7 +6,6 @@
 pub mod files;
 pub mod images;
 pub mod mount;
-pub mod paths;
 pub mod persist;
 pub mod run_code;
 pub(crate) mod shim;

@@ -3,10 +3,10 @@
 //! under `mounts/`, with or without a Content-Length. The same url and path
 //! in one session is downloaded once.
 
-use super::paths::clean_relative;
 use super::types::MountFileOutput;
 use crate::egress::Download;
 use crate::error::ToolError;
+use crate::paths::clean_relative;
 use crate::sessions::SessionRef;
 use crate::state::AppState;
 use bytes::Bytes;

@@ -1,17 +1,17 @@
 //! `run_code`: mount `files[]`, run the code in the session's jail while
 //! streaming its output, and report the outcome, artifacts and images.
 
-use super::paths::base_name;
 use super::shim::until_cancelled;
 use super::types::{
     Artifact, NetAllowed, NetDenied, NetworkOut, RunCodeOutput, RunCodeParams, Truncated,
 };
 use super::{images, mount};
 use crate::error::ToolError;
-use crate::resources;
+use crate::paths::base_name;
 use crate::sessions::SessionRef;
 use crate::state::AppState;
 use crate::streaming::Streamer;
+use crate::uri::uri;
 use prims_protocol::jail::{LimitRequest, Status};
 use prims_protocol::wire::{
     Event, InterpreterState, OutputFile, Reply, RequestBody, ResetReason, RunReply, RunRequest,
@@ -145,7 +145,7 @@ fn links(session: &SessionRef, files: &[OutputFile]) -> Vec<ContentBlock> {
     let mut links: Vec<_> = (files.iter().filter(|f| f.changed))
         .map(|f| {
             let path = format!("output/{}", f.path);
-            let r = Resource::new(resources::uri(&session.id, &path), base_name(&path))
+            let r = Resource::new(uri(&session.id, &path), base_name(&path))
                 .with_mime_type(f.mime.clone())
                 .with_size(f.size);
             ContentBlock::resource_link(r)

@@ -6,11 +6,16 @@
 //! counts too. Legacy clients subscribe with `resources/subscribe` on their
 //! MCP session; 2026-07-28 clients hold a `subscriptions/listen` request,
 //! which [`Watch::catch_up`] tells of the runs that ended, or are under
-//! way, since the request arrived.
+//! way, since the request arrived ([`activity`] keeps track of those).
 
-use super::activity::{Activity, Arrived};
+mod activity;
+
+pub use activity::Arrived;
+
 use crate::pool::SupervisorPool;
 use crate::sessions::SessionRef;
+use crate::uri::parse;
+use activity::Activity;
 use prims_protocol::wire::EntryKind;
 use rmcp::service::{Peer, SubscriptionSink};
 use rmcp::RoleServer;
@@ -260,7 +265,7 @@ async fn stat(
 /// watch (PRIMS URIs, at most [`MAX_PER_SESSION`]); nothing else.
 pub fn accepted(requested: &rmcp::model::SubscriptionFilter) -> rmcp::model::SubscriptionFilter {
     let uris: Vec<String> = (requested.resource_subscriptions.iter().flatten())
-        .filter(|u| super::parse(u).is_ok())
+        .filter(|u| parse(u).is_ok())
         .take(MAX_PER_SESSION)
         .cloned()
         .collect();

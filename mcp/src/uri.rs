@@ -4,7 +4,7 @@
 //! set (and `/`) percent-encoded.
 
 use crate::error::ToolError;
-use crate::tools::paths::clean_relative;
+use crate::paths::clean_relative;
 use prims_protocol::wire::is_session_id;
 
 pub const TEMPLATE: &str = "prims://sessions/{session_id}/{+path}";
