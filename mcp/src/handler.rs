@@ -29,7 +29,7 @@ session (its interpreter, files and mounts) in later calls. Use mount_file to br
 around, persist_artifact to upload a result to a presigned URL.";
 
 impl PrimsServer {
-    pub fn new(app: Arc<AppState>) -> PrimsServer {
+    pub(crate) fn new(app: Arc<AppState>) -> PrimsServer {
         PrimsServer {
             app,
             handler: next_handler(),
@@ -40,7 +40,7 @@ impl PrimsServer {
     }
 
     /// A fresh handler sharing routers already built (what rmcp's factory calls).
-    pub fn fresh(&self) -> PrimsServer {
+    pub(crate) fn fresh(&self) -> PrimsServer {
         PrimsServer {
             app: self.app.clone(),
             handler: next_handler(),

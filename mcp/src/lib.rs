@@ -3,8 +3,12 @@
 //!
 //! It is unprivileged and never touches a workspace itself: every file
 //! operation and every run goes through the supervisor socket, on
-//! connections from [`pool::SupervisorPool`]. Outbound HTTP for
+//! connections from the supervisor pool (`pool`). Outbound HTTP for
 //! `mount_file`, `files[]` and `persist_artifact` goes through [`egress`].
+//!
+//! The public surface is what the `prims` binary and the tests use:
+//! [`serve`] with its options and error, the configuration types, and
+//! [`egress`]; everything else is `pub(crate)`.
 
 // Layers, lowest first: a module imports only the modules listed before it.
 //
@@ -28,26 +32,25 @@
 //     handler     the MCP methods, and how a handler is made
 //     http        the axum router, /artifacts, /health, /metrics, serve
 
-pub mod auth;
-pub mod config;
+mod auth;
+mod config;
 pub mod egress;
-pub mod error;
-pub mod handler;
-pub mod http;
-pub mod metrics;
-pub mod paths;
-pub mod pool;
-pub mod prompt;
-pub mod resources;
-pub mod server;
-pub mod sessions;
-pub mod state;
-pub mod streaming;
-pub mod tasks;
-pub mod tools;
-pub mod uri;
-pub mod watch;
+mod error;
+mod handler;
+mod http;
+mod metrics;
+mod paths;
+mod pool;
+mod prompt;
+mod resources;
+mod server;
+mod sessions;
+mod state;
+mod streaming;
+mod tasks;
+mod tools;
+mod uri;
+mod watch;
 
-pub use config::{FrontendConfig, TokenEntry};
+pub use config::{ConfigError, FrontendConfig, TokenEntry};
 pub use http::{serve, FrontendError, FrontendOptions};
-pub use server::PrimsServer;

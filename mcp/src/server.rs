@@ -20,7 +20,7 @@ pub(crate) fn next_handler() -> u64 {
 }
 
 #[derive(Clone)]
-pub struct PrimsServer {
+pub(crate) struct PrimsServer {
     pub(crate) app: Arc<AppState>,
     /// For this handler's resource subscriptions.
     pub(crate) handler: u64,

@@ -13,15 +13,15 @@ use prims_protocol::wire::EntryKind;
 use rmcp::model::Resource;
 
 /// Resources in one page.
-pub const PAGE: usize = 100;
+const PAGE: usize = 100;
 /// Directories visited and files listed per walk, so that a workspace of a
 /// million files costs a bounded amount.
 const MAX_DIRS: usize = 1000;
 const MAX_FILES: usize = 10_000;
 
-pub struct Page {
-    pub resources: Vec<Resource>,
-    pub next_cursor: Option<String>,
+pub(crate) struct Page {
+    pub(crate) resources: Vec<Resource>,
+    pub(crate) next_cursor: Option<String>,
 }
 
 /// Every regular file of the workspace, sorted by path, with its size.
@@ -47,7 +47,11 @@ async fn walk(app: &AppState, s: &SessionRef) -> Result<Vec<(String, u64)>, Tool
     Ok(files)
 }
 
-pub async fn page(app: &AppState, s: &SessionRef, cursor: Option<&str>) -> Result<Page, ToolError> {
+pub(crate) async fn page(
+    app: &AppState,
+    s: &SessionRef,
+    cursor: Option<&str>,
+) -> Result<Page, ToolError> {
     let after = cursor.map(decode_cursor).transpose()?;
     let files = walk(app, s).await?;
     let start = after.map_or(0, |a| {

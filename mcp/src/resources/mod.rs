@@ -7,6 +7,6 @@
 //! top of them and of [`crate::watch`], which turns runs into
 //! `notifications/resources/updated`.
 
-pub mod handlers;
-pub mod list;
-pub mod read;
+mod handlers;
+mod list;
+mod read;

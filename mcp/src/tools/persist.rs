@@ -10,7 +10,7 @@ use crate::sessions::SessionRef;
 use crate::state::AppState;
 use prims_protocol::wire::ErrorCode;
 
-pub async fn persist_artifact(
+pub(crate) async fn persist_artifact(
     app: &AppState,
     session: &SessionRef,
     relative_path: &str,
