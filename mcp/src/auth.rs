@@ -11,24 +11,24 @@ use std::sync::Arc;
 
 /// The tenant a request authenticated as (request extension).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Tenant(pub Option<String>);
+pub(crate) struct Tenant(pub Option<String>);
 
 #[derive(Debug, Default)]
-pub struct Auth {
+pub(crate) struct Auth {
     tokens: Vec<TokenEntry>,
 }
 
 impl Auth {
-    pub fn new(tokens: Vec<TokenEntry>) -> Auth {
+    pub(crate) fn new(tokens: Vec<TokenEntry>) -> Auth {
         Auth { tokens }
     }
 
-    pub fn enabled(&self) -> bool {
+    fn enabled(&self) -> bool {
         !self.tokens.is_empty()
     }
 
     /// The tenant of `token`, comparing every configured token in constant time.
-    pub fn tenant_of(&self, token: &str) -> Option<&str> {
+    fn tenant_of(&self, token: &str) -> Option<&str> {
         let mut found = None;
         for t in &self.tokens {
             if ct_eq(t.token.as_bytes(), token.as_bytes()) {
@@ -71,7 +71,11 @@ fn unauthorized(present: bool) -> Response {
 }
 
 /// axum middleware: authenticate, then tag the request with its [`Tenant`].
-pub async fn authenticate(State(auth): State<Arc<Auth>>, mut req: Request, next: Next) -> Response {
+pub(crate) async fn authenticate(
+    State(auth): State<Arc<Auth>>,
+    mut req: Request,
+    next: Next,
+) -> Response {
     let tenant = if auth.enabled() {
         let token = bearer(&req);
         match token.and_then(|t| auth.tenant_of(t)) {

@@ -22,17 +22,17 @@ pub struct FrontendConfig {
     pub tokens: Vec<TokenEntry>,
     /// Browser origins allowed besides `http://localhost:*`,
     /// `http://127.0.0.1:*` and `http://[::1]:*`.
-    pub allowed_origins: Vec<String>,
+    allowed_origins: Vec<String>,
     /// `Host` names allowed besides `localhost`, `127.0.0.1`, `::1` and the
     /// listen address.
-    pub allowed_hosts: Vec<String>,
+    allowed_hosts: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TokenEntry {
-    pub token: String,
-    pub tenant: String,
+    pub(crate) token: String,
+    pub(crate) tenant: String,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -69,11 +69,11 @@ impl FrontendConfig {
         Ok(cfg)
     }
 
-    pub fn parse(text: &str) -> Result<FrontendConfig, String> {
+    fn parse(text: &str) -> Result<FrontendConfig, String> {
         toml::from_str(text).map_err(|e| e.to_string())
     }
 
-    pub fn validate(&self) -> Result<(), String> {
+    fn validate(&self) -> Result<(), String> {
         let mut seen = HashSet::new();
         for (i, t) in self.tokens.iter().enumerate() {
             if t.token.len() < MIN_TOKEN_LEN {
@@ -95,7 +95,7 @@ impl FrontendConfig {
     }
 
     /// Origins the `/mcp` endpoint accepts (requests without `Origin` always pass).
-    pub fn origins(&self) -> Vec<String> {
+    pub(crate) fn origins(&self) -> Vec<String> {
         let mut v: Vec<String> = ["http://localhost:*", "http://127.0.0.1:*", "http://[::1]:*"]
             .into_iter()
             .map(String::from)
@@ -105,7 +105,7 @@ impl FrontendConfig {
     }
 
     /// Host names the server answers to.
-    pub fn hosts(&self, listen: &std::net::SocketAddr) -> Vec<String> {
+    pub(crate) fn hosts(&self, listen: &std::net::SocketAddr) -> Vec<String> {
         let mut v: Vec<String> = ["localhost", "127.0.0.1", "::1"]
             .into_iter()
             .map(String::from)

@@ -6,10 +6,10 @@ use prims_protocol::wire::ErrorCode;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
-pub struct ToolError(pub String);
+pub(crate) struct ToolError(pub String);
 
 impl ToolError {
-    pub fn new(message: impl Into<String>) -> ToolError {
+    pub(crate) fn new(message: impl Into<String>) -> ToolError {
         ToolError(message.into())
     }
 }

@@ -1,11 +1,14 @@
 //! The MCP methods of [`PrimsServer`]: capabilities, tool calls (a
 //! `run_code` becomes a task when the client takes tasks), tasks,
-//! resources, subscriptions and the log level.
+//! resources, subscriptions and the log level; and how a handler is made,
+//! with the tool and prompt routers of [`crate::tools`] and
+//! [`crate::prompt`].
 #![allow(deprecated)] // MCP logging is deprecated by SEP-2577 but still what clients use.
 
-use crate::resources::watch::{self, Sink};
-use crate::server::PrimsServer;
+use crate::server::{next_handler, PrimsServer};
+use crate::state::AppState;
 use crate::tools::shim::caller;
+use crate::watch::{self, Sink};
 use rmcp::handler::server::tool::ToolCallContext;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CancelTaskParams, GetTaskParams, GetTaskResult,
@@ -16,6 +19,7 @@ use rmcp::model::{
 };
 use rmcp::service::{RequestContext, SubscriptionContext};
 use rmcp::{prompt_handler, tool_handler, ErrorData as McpError, RoleServer, ServerHandler};
+use std::sync::Arc;
 
 const INSTRUCTIONS: &str = "PRIMS runs Python in a secure sandbox. Each session has one live \
 Python interpreter, like a notebook kernel: variables, imports and functions from one run_code \
@@ -23,6 +27,29 @@ call are there in the next, and the value of a final expression comes back as re
 written to output/ come back as artifacts. Keep the session_id of a result to reuse the \
 session (its interpreter, files and mounts) in later calls. Use mount_file to bring a remote file in once, list_dir and preview_file to look \
 around, persist_artifact to upload a result to a presigned URL.";
+
+impl PrimsServer {
+    pub(crate) fn new(app: Arc<AppState>) -> PrimsServer {
+        PrimsServer {
+            app,
+            handler: next_handler(),
+            log_level: Default::default(),
+            tool_router: Self::tool_router(),
+            prompt_router: Self::prompt_router(),
+        }
+    }
+
+    /// A fresh handler sharing routers already built (what rmcp's factory calls).
+    pub(crate) fn fresh(&self) -> PrimsServer {
+        PrimsServer {
+            app: self.app.clone(),
+            handler: next_handler(),
+            log_level: Default::default(),
+            tool_router: self.tool_router.clone(),
+            prompt_router: self.prompt_router.clone(),
+        }
+    }
+}
 
 #[tool_handler(router = self.tool_router)]
 #[prompt_handler(router = self.prompt_router)]

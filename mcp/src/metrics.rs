@@ -14,7 +14,7 @@ const BUCKETS: [f64; 13] = [
 ];
 
 #[derive(Debug, Default)]
-pub struct Metrics {
+pub(crate) struct Metrics {
     inner: Mutex<Inner>,
 }
 
@@ -34,7 +34,7 @@ impl Metrics {
 
     /// A finished run (status as in the run_code result) and its duration
     /// as the front-end saw it.
-    pub fn record_run(&self, status: &str, took: Duration) {
+    pub(crate) fn record_run(&self, status: &str, took: Duration) {
         let secs = took.as_secs_f64();
         let mut m = self.lock();
         *m.runs.entry(status.to_owned()).or_default() += 1;
@@ -47,7 +47,7 @@ impl Metrics {
         m.count += 1;
     }
 
-    pub fn record_tool(&self, tool: &str, ok: bool) {
+    pub(crate) fn record_tool(&self, tool: &str, ok: bool) {
         let outcome = if ok { "ok" } else { "error" };
         *self
             .lock()
@@ -56,7 +56,7 @@ impl Metrics {
             .or_default() += 1;
     }
 
-    pub fn render(&self, stats: Option<&Stats>) -> String {
+    pub(crate) fn render(&self, stats: Option<&Stats>) -> String {
         let m = self.lock();
         let mut out = String::new();
         let _ = writeln!(out, "# HELP prims_runs_total Runs finished, by status.");

@@ -11,7 +11,7 @@ use tokio::sync::Mutex;
 /// Connections kept open; the supervisor allows 64 requests in flight on each.
 const POOL: usize = 4;
 
-pub struct SupervisorPool {
+pub(crate) struct SupervisorPool {
     socket: PathBuf,
     slots: Vec<Mutex<Option<Client>>>,
     next: AtomicUsize,
@@ -26,7 +26,7 @@ impl std::fmt::Debug for SupervisorPool {
 }
 
 impl SupervisorPool {
-    pub fn new(socket: PathBuf) -> SupervisorPool {
+    pub(crate) fn new(socket: PathBuf) -> SupervisorPool {
         SupervisorPool {
             socket,
             slots: (0..POOL).map(|_| Mutex::new(None)).collect(),
@@ -36,7 +36,7 @@ impl SupervisorPool {
 
     /// A connected client, round-robin over the pool; a dead connection is
     /// replaced by a new one.
-    pub async fn client(&self) -> Result<Client, ClientError> {
+    pub(crate) async fn client(&self) -> Result<Client, ClientError> {
         let i = self.next.fetch_add(1, Ordering::Relaxed) % self.slots.len();
         let mut slot = self.slots[i].lock().await;
         if let Some(c) = slot.as_ref().filter(|c| c.is_connected()) {

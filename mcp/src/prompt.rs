@@ -21,7 +21,7 @@ fn file_list(raw: Option<&str>) -> Vec<String> {
         .collect()
 }
 
-pub fn render(task: &str, mounted_files: Option<&str>) -> String {
+fn render(task: &str, mounted_files: Option<&str>) -> String {
     let files = file_list(mounted_files);
     let mounts = if files.is_empty() {
         "No files are mounted yet; use mount_file (or run_code's files argument) to bring \

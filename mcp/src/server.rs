@@ -1,6 +1,8 @@
 //! The MCP handler value. rmcp makes one per legacy session (and one per
-//! stateless request); they share the [`AppState`]. Its MCP methods are in
-//! [`crate::handler`], the tools in [`crate::tools`].
+//! stateless request); they share the [`AppState`]. The modules above add
+//! its methods: the tools ([`crate::tools`]), the prompt
+//! ([`crate::prompt`]), the resources ([`crate::resources`]), and its MCP
+//! methods and constructors ([`crate::handler`]).
 
 #![allow(deprecated)] // MCP logging is deprecated by SEP-2577 but still what clients use.
 
@@ -18,7 +20,7 @@ pub(crate) fn next_handler() -> u64 {
 }
 
 #[derive(Clone)]
-pub struct PrimsServer {
+pub(crate) struct PrimsServer {
     pub(crate) app: Arc<AppState>,
     /// For this handler's resource subscriptions.
     pub(crate) handler: u64,
@@ -29,27 +31,6 @@ pub struct PrimsServer {
 }
 
 impl PrimsServer {
-    pub fn new(app: Arc<AppState>) -> PrimsServer {
-        PrimsServer {
-            app,
-            handler: next_handler(),
-            log_level: Default::default(),
-            tool_router: Self::tool_router(),
-            prompt_router: Self::prompt_router(),
-        }
-    }
-
-    /// A fresh handler sharing routers already built (what rmcp's factory calls).
-    pub fn fresh(&self) -> PrimsServer {
-        PrimsServer {
-            app: self.app.clone(),
-            handler: next_handler(),
-            log_level: Default::default(),
-            tool_router: self.tool_router.clone(),
-            prompt_router: self.prompt_router.clone(),
-        }
-    }
-
     pub(crate) fn log_level(&self) -> Option<LoggingLevel> {
         *self.log_level.lock().unwrap_or_else(|e| e.into_inner())
     }

@@ -19,14 +19,14 @@ use std::sync::{Arc, Mutex};
 
 /// Who is calling, from the HTTP request a tool call arrived on.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Caller {
-    pub tenant: Option<String>,
+pub(crate) struct Caller {
+    pub(crate) tenant: Option<String>,
     /// The legacy `Mcp-Session-Id`, if the client has one.
-    pub mcp_session: Option<String>,
+    pub(crate) mcp_session: Option<String>,
 }
 
 impl Caller {
-    pub fn from_parts(parts: Option<&http::request::Parts>) -> Caller {
+    pub(crate) fn from_parts(parts: Option<&http::request::Parts>) -> Caller {
         let Some(parts) = parts else {
             return Caller::default();
         };
@@ -46,22 +46,22 @@ impl Caller {
 /// request about it acts for (the supervisor checks the two belong
 /// together).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SessionRef {
-    pub id: String,
-    pub tenant: Option<String>,
+pub(crate) struct SessionRef {
+    pub(crate) id: String,
+    pub(crate) tenant: Option<String>,
 }
 
 impl SessionRef {
     /// What logs call the session: a digest, never the id, which is a
     /// capability (whoever reads it may use the session).
-    pub fn tag(&self) -> String {
+    pub(crate) fn tag(&self) -> String {
         log_tag(&self.id)
     }
 }
 
 /// 48 bits of the SHA-256 of a session id: enough to follow one session
 /// through the logs, useless for reaching it.
-pub fn log_tag(id: &str) -> String {
+fn log_tag(id: &str) -> String {
     use sha2::{Digest, Sha256};
     hex::encode(&Sha256::digest(id.as_bytes())[..6])
 }
@@ -74,7 +74,7 @@ struct Binding {
 
 type MountKey = (String, String, String);
 
-pub struct Sessions {
+pub(crate) struct Sessions {
     sup: Arc<SupervisorPool>,
     /// In a cluster, this node: a session id of another node means the
     /// router could not reach that one.
@@ -90,7 +90,7 @@ fn gone(id: &str) -> ToolError {
 }
 
 impl Sessions {
-    pub fn new(sup: Arc<SupervisorPool>, node: Option<NodeId>) -> Sessions {
+    pub(crate) fn new(sup: Arc<SupervisorPool>, node: Option<NodeId>) -> Sessions {
         Sessions {
             sup,
             node,
@@ -100,7 +100,7 @@ impl Sessions {
     }
 
     /// The session a tool call uses (see the module docs).
-    pub async fn resolve(
+    pub(crate) async fn resolve(
         &self,
         explicit: Option<&str>,
         caller: &Caller,
@@ -191,7 +191,7 @@ impl Sessions {
     /// Fails unless the session exists and belongs to its tenant. The
     /// supervisor checks the tenant and answers another tenant's session
     /// exactly as a missing one.
-    pub async fn check(&self, s: &SessionRef) -> Result<(), ToolError> {
+    pub(crate) async fn check(&self, s: &SessionRef) -> Result<(), ToolError> {
         match self.info(s).await {
             Ok(()) => Ok(()),
             Err(e) if e.code() == Some(ErrorCode::NotFound) => {
@@ -203,7 +203,7 @@ impl Sessions {
     }
 
     /// The session bound to a legacy MCP session, if any, for `tenant`.
-    pub async fn bound(&self, mcp: &str, tenant: Option<&str>) -> Option<SessionRef> {
+    pub(crate) async fn bound(&self, mcp: &str, tenant: Option<&str>) -> Option<SessionRef> {
         let bound = self.bound.lock().await;
         bound
             .get(mcp)
@@ -215,7 +215,7 @@ impl Sessions {
     }
 
     /// The MCP session `mcp` ended (HTTP DELETE): close its workspace.
-    pub async fn close_bound(&self, mcp: &str, tenant: Option<&str>) {
+    pub(crate) async fn close_bound(&self, mcp: &str, tenant: Option<&str>) {
         let binding = {
             let mut bound = self.bound.lock().await;
             match bound.get(mcp) {
@@ -240,19 +240,19 @@ impl Sessions {
     }
 
     /// Bytes of an earlier `mount_file` of the same url to the same path.
-    pub fn mounted(&self, session: &str, url: &str, path: &str) -> Option<u64> {
+    pub(crate) fn mounted(&self, session: &str, url: &str, path: &str) -> Option<u64> {
         let key = (session.to_owned(), url.to_owned(), path.to_owned());
         self.lock_mounts().get(&key).copied()
     }
 
-    pub fn remember_mount(&self, session: &str, url: &str, path: &str, bytes: u64) {
+    pub(crate) fn remember_mount(&self, session: &str, url: &str, path: &str, bytes: u64) {
         let mut mounts = self.lock_mounts();
         // A path holds one file: an older url mounted there is gone.
         mounts.retain(|(s, _, p), _| !(s == session && p == path));
         mounts.insert((session.to_owned(), url.to_owned(), path.to_owned()), bytes);
     }
 
-    pub fn forget_mount(&self, session: &str, url: &str, path: &str) {
+    pub(crate) fn forget_mount(&self, session: &str, url: &str, path: &str) {
         let key = (session.to_owned(), url.to_owned(), path.to_owned());
         self.lock_mounts().remove(&key);
     }
@@ -269,7 +269,7 @@ impl Sessions {
 /// What an agent is told of `what` (a session, an MCP session) of `node`,
 /// a node that a router found down: why it cannot be reached, and
 /// `start_over`, how to go on.
-pub fn node_gone(what: &str, node: NodeId, start_over: &str) -> String {
+pub(crate) fn node_gone(what: &str, node: NodeId, start_over: &str) -> String {
     format!(
         "{what} lives on PRIMS node {} (its first four characters), which is down or gone: its \
          files and Python state cannot be reached. {start_over}; files you persisted with \

@@ -5,27 +5,31 @@ use crate::egress::Egress;
 use crate::error::ToolError;
 use crate::metrics::Metrics;
 use crate::pool::SupervisorPool;
-use crate::resources::watch::Watch;
 use crate::sessions::Sessions;
+use crate::watch::Watch;
 use prims_policy::Policy;
 use prims_protocol::node::NodeId;
 use std::sync::Arc;
 
 /// What every handler shares.
-pub struct AppState {
-    pub sup: Arc<SupervisorPool>,
-    pub sessions: Sessions,
-    pub policy: Policy,
-    pub metrics: Metrics,
+pub(crate) struct AppState {
+    pub(crate) sup: Arc<SupervisorPool>,
+    pub(crate) sessions: Sessions,
+    pub(crate) policy: Policy,
+    pub(crate) metrics: Metrics,
     /// Who is subscribed to which workspace file.
-    pub watch: Watch,
+    pub(crate) watch: Watch,
     egress: Result<Egress, String>,
     /// The supervisor drains (see [`crate::http::drain`]).
-    pub draining: std::sync::atomic::AtomicBool,
+    pub(crate) draining: std::sync::atomic::AtomicBool,
 }
 
 impl AppState {
-    pub fn new(socket: std::path::PathBuf, policy: Policy, node: Option<NodeId>) -> AppState {
+    pub(crate) fn new(
+        socket: std::path::PathBuf,
+        policy: Policy,
+        node: Option<NodeId>,
+    ) -> AppState {
         let sup = Arc::new(SupervisorPool::new(socket));
         let egress = Egress::new(&policy.egress).map_err(|e| e.to_string());
         if let Err(e) = &egress {
@@ -42,7 +46,7 @@ impl AppState {
         }
     }
 
-    pub fn egress(&self) -> Result<&Egress, ToolError> {
+    pub(crate) fn egress(&self) -> Result<&Egress, ToolError> {
         self.egress.as_ref().map_err(|e| {
             ToolError(format!(
                 "Outbound HTTP is not available on this server ({e}); ask its operator."

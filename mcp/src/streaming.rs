@@ -14,9 +14,9 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 /// Minimum time between two flushes of one call.
-pub const INTERVAL: Duration = Duration::from_millis(100);
+const INTERVAL: Duration = Duration::from_millis(100);
 
-pub struct Streamer {
+pub(crate) struct Streamer {
     peer: Peer<RoleServer>,
     progress: Option<ProgressToken>,
     log: Option<LoggingLevel>,
@@ -56,7 +56,7 @@ fn take_text(buf: &mut Vec<u8>, all: bool) -> String {
 
 impl Streamer {
     /// `None` when the client asked for neither progress nor logs.
-    pub fn new(
+    pub(crate) fn new(
         peer: Peer<RoleServer>,
         progress: Option<ProgressToken>,
         log: Option<LoggingLevel>,
@@ -76,7 +76,7 @@ impl Streamer {
         self.log.is_some_and(|min| rank(level) >= rank(min))
     }
 
-    pub fn push(&mut self, stream: OutputStream, data: &[u8]) {
+    pub(crate) fn push(&mut self, stream: OutputStream, data: &[u8]) {
         match stream {
             OutputStream::Stdout => self.out.extend_from_slice(data),
             OutputStream::Stderr => self.err.extend_from_slice(data),
@@ -84,7 +84,7 @@ impl Streamer {
     }
 
     /// When the buffered output is due to be sent, if any is buffered.
-    pub fn due(&self) -> Option<Instant> {
+    pub(crate) fn due(&self) -> Option<Instant> {
         if self.out.is_empty() && self.err.is_empty() {
             return None;
         }
@@ -92,7 +92,7 @@ impl Streamer {
     }
 
     /// Send what is buffered; `all` also sends a trailing partial character.
-    pub async fn flush(&mut self, all: bool) {
+    pub(crate) async fn flush(&mut self, all: bool) {
         let out = take_text(&mut self.out, all);
         let err = take_text(&mut self.err, all);
         if out.is_empty() && err.is_empty() {
@@ -127,7 +127,7 @@ impl Streamer {
     }
 
     /// A status line (queued, building an environment) sent at once.
-    pub async fn status(&mut self, message: String) {
+    pub(crate) async fn status(&mut self, message: String) {
         if let Some(token) = &self.progress {
             let p = ProgressNotificationParam::new(token.clone(), self.sent as f64)
                 .with_message(message.clone());

@@ -36,7 +36,7 @@ left it: list_dir and preview_file show its files; run the code again to see its
 /// Start `run_code` as a task. What fails before the run exists (bad
 /// arguments, an unknown session, a failed download) is answered directly,
 /// as the same `isError` result a direct call gives.
-pub async fn start(
+pub(crate) async fn start(
     app: &AppState,
     request: CallToolRequestParams,
     caller: Caller,
@@ -72,7 +72,11 @@ fn direct(session: Option<&str>, outcome: Outcome<RunCodeOutput>) -> CallToolRes
 }
 
 /// `tasks/get`: the task as it stands; once the run ended, its result.
-pub async fn get(app: &AppState, caller: &Caller, task_id: &str) -> Result<DetailedTask, McpError> {
+pub(crate) async fn get(
+    app: &AppState,
+    caller: &Caller,
+    task_id: &str,
+) -> Result<DetailedTask, McpError> {
     let c = app.sup.client().await.map_err(unavailable)?;
     let info = (c.get_task(task_id, caller.tenant.as_deref()).await).map_err(not_found)?;
     let session = SessionRef {
@@ -99,7 +103,7 @@ pub async fn get(app: &AppState, caller: &Caller, task_id: &str) -> Result<Detai
 }
 
 /// `tasks/cancel`: kill the run if it is still working.
-pub async fn cancel(app: &AppState, caller: &Caller, task_id: &str) -> Result<(), McpError> {
+pub(crate) async fn cancel(app: &AppState, caller: &Caller, task_id: &str) -> Result<(), McpError> {
     let c = app.sup.client().await.map_err(unavailable)?;
     let info = (c.cancel_task(task_id, caller.tenant.as_deref()).await).map_err(not_found)?;
     tracing::info!(task = %info.task_id, status = ?info.status, "task cancel requested");

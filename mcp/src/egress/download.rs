@@ -55,7 +55,7 @@ impl Download {
     }
 
     /// The most body bytes this download may bring (`egress.max_download`).
-    pub fn limit(&self) -> u64 {
+    pub(crate) fn limit(&self) -> u64 {
         self.limit
     }
 

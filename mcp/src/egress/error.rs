@@ -47,9 +47,9 @@ pub enum EgressError {
 /// connect error and becomes [`EgressError::Blocked`] again.
 #[derive(Debug, Clone)]
 pub(crate) struct Blocked {
-    pub host: String,
-    pub addr: Option<IpAddr>,
-    pub why: &'static str,
+    pub(crate) host: String,
+    pub(crate) addr: Option<IpAddr>,
+    pub(crate) why: &'static str,
 }
 
 impl Blocked {

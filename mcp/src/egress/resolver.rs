@@ -21,7 +21,7 @@ impl GuardedResolver {
 }
 
 /// Keeps the addresses `guard` allows for `host`; refuses when none is left.
-pub(crate) fn filter(
+fn filter(
     guard: &SsrfGuard,
     host: &str,
     addrs: impl IntoIterator<Item = SocketAddr>,

@@ -148,7 +148,7 @@ fn read_error(e: &ClientError) -> Response {
     }
 }
 
-pub async fn get(
+pub(crate) async fn get(
     State(app): State<Arc<AppState>>,
     Path(raw): Path<String>,
     parts: http::request::Parts,

@@ -18,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 const POLL: Duration = Duration::from_millis(500);
 
 /// Keep `app.draining` up to date until `shutdown`.
-pub async fn watch(app: Arc<AppState>, shutdown: CancellationToken) {
+pub(crate) async fn watch(app: Arc<AppState>, shutdown: CancellationToken) {
     loop {
         let ask = async { app.sup.client().await?.stats().await };
         if let Ok(Ok(s)) = tokio::time::timeout(POLL * 4, ask).await {
@@ -35,7 +35,7 @@ pub async fn watch(app: Arc<AppState>, shutdown: CancellationToken) {
 
 /// 503 for a POST that names no session (a legacy `initialize`, a
 /// stateless call without `Mcp-Param-Session-Id`) while draining.
-pub async fn refuse_new_sessions(
+pub(crate) async fn refuse_new_sessions(
     State(app): State<Arc<AppState>>,
     req: Request,
     next: Next,

@@ -25,7 +25,7 @@ async fn stats(app: &AppState) -> Option<prims_protocol::wire::Stats> {
 /// 200 when the supervisor answers (`status` is `ok` once the base
 /// environment is built, `starting` before); 503 when it does not, or when
 /// it drains (`draining`: not ready for new sessions).
-pub async fn health(State(app): State<Arc<AppState>>) -> Response {
+pub(crate) async fn health(State(app): State<Arc<AppState>>) -> Response {
     match stats(&app).await {
         Some(s) if s.draining => (
             StatusCode::SERVICE_UNAVAILABLE,
@@ -61,7 +61,7 @@ pub async fn health(State(app): State<Arc<AppState>>) -> Response {
 
 /// Liveness, for a router: 200 while the supervisor answers, draining or
 /// not (a draining node still serves its sessions), 503 when it does not.
-pub async fn live(State(app): State<Arc<AppState>>) -> Response {
+pub(crate) async fn live(State(app): State<Arc<AppState>>) -> Response {
     match stats(&app).await {
         Some(s) => Json(serde_json::json!({
             "status": if s.draining { "draining" } else { "ok" },
@@ -78,7 +78,7 @@ pub async fn live(State(app): State<Arc<AppState>>) -> Response {
 
 /// Prometheus text. Routed behind the bearer-token check (any configured
 /// token), unlike the two health checks above.
-pub async fn metrics(State(app): State<Arc<AppState>>) -> Response {
+pub(crate) async fn metrics(State(app): State<Arc<AppState>>) -> Response {
     let s = stats(&app).await;
     (
         [(

@@ -3,11 +3,11 @@
 //! check; all but `/health` and `/health/live` also behind the bearer-token
 //! check (probes and routers that carry no token need those two).
 
-pub mod artifacts;
-pub mod drain;
-pub mod health;
-pub mod node_sessions;
-pub mod origin;
+mod artifacts;
+mod drain;
+mod health;
+mod node_sessions;
+mod origin;
 
 use crate::auth::{self, Auth, Tenant};
 use crate::config::FrontendConfig;
@@ -55,7 +55,7 @@ pub enum FrontendError {
 }
 
 /// The whole HTTP application.
-pub fn router(opts: &FrontendOptions, app: Arc<AppState>, shutdown: &CancellationToken) -> Router {
+fn router(opts: &FrontendOptions, app: Arc<AppState>, shutdown: &CancellationToken) -> Router {
     let mut session_config = SessionConfig::default();
     session_config.keep_alive = Some(opts.policy.sessions.idle_ttl.get() + KEEP_ALIVE_MARGIN);
     let mut manager = LocalSessionManager::default();

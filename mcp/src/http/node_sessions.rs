@@ -18,14 +18,14 @@ use rmcp::transport::streamable_http_server::session::{EventStore, ServerSseMess
 use rmcp::transport::streamable_http_server::{RestoreOutcome, SessionId, SessionManager};
 use std::sync::Arc;
 
-pub struct NodeSessions<M> {
+pub(crate) struct NodeSessions<M> {
     inner: M,
     /// `"{node}-"`: four hex digits and a dash.
     prefix: String,
 }
 
 impl<M> NodeSessions<M> {
-    pub fn new(inner: M, node: NodeId) -> Self {
+    pub(crate) fn new(inner: M, node: NodeId) -> Self {
         NodeSessions {
             inner,
             prefix: format!("{node}-"),
@@ -130,7 +130,7 @@ impl<M: SessionManager> SessionManager for NodeSessions<M> {
 /// 404 for a legacy `Mcp-Session-Id` that another node issued, with a
 /// JSON-RPC error (the shape other MCP servers give a 404) that clients
 /// which show the body pass on: the agent learns its workspace is gone.
-pub async fn refuse_foreign(State(me): State<NodeId>, req: Request, next: Next) -> Response {
+pub(crate) async fn refuse_foreign(State(me): State<NodeId>, req: Request, next: Next) -> Response {
     let theirs = req
         .headers()
         .get("mcp-session-id")

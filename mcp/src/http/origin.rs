@@ -11,7 +11,7 @@ use std::sync::Arc;
 /// The Host and Origin headers a request may carry (an empty host list
 /// allows any Host).
 #[derive(Debug, Clone)]
-pub struct HostOriginCheck {
+pub(crate) struct HostOriginCheck {
     hosts: Vec<String>,
     origins: Vec<String>,
 }
@@ -53,18 +53,18 @@ fn split_origin(o: &str) -> Option<(String, String, Option<String>)> {
 }
 
 impl HostOriginCheck {
-    pub fn new(hosts: Vec<String>, origins: Vec<String>) -> HostOriginCheck {
+    pub(crate) fn new(hosts: Vec<String>, origins: Vec<String>) -> HostOriginCheck {
         HostOriginCheck {
             hosts: hosts.iter().map(|h| host_only(h)).collect(),
             origins,
         }
     }
 
-    pub fn host_ok(&self, host: &str) -> bool {
+    fn host_ok(&self, host: &str) -> bool {
         self.hosts.is_empty() || self.hosts.contains(&host_only(host))
     }
 
-    pub fn origin_ok(&self, origin: &str) -> bool {
+    fn origin_ok(&self, origin: &str) -> bool {
         if origin.trim().eq_ignore_ascii_case("null") {
             return self.origins.iter().any(|o| o == "null");
         }
@@ -98,7 +98,7 @@ fn forbidden(what: &str) -> Response {
         .into_response()
 }
 
-pub async fn check(
+pub(crate) async fn check(
     State(allowed): State<Arc<HostOriginCheck>>,
     req: Request,
     next: Next,

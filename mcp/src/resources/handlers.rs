@@ -1,12 +1,12 @@
 //! The MCP resource methods of [`PrimsServer`], on top of [`super::list`],
-//! [`super::read`] and [`super::watch`].
+//! [`super::read`] and [`crate::watch`].
 
-use super::activity::Arrived;
 use super::read::ReadError;
-use super::watch::Sink;
 use crate::error::ToolError;
 use crate::server::PrimsServer;
 use crate::sessions::Caller;
+use crate::uri::{parse, TEMPLATE};
+use crate::watch::{Arrived, Sink};
 use rmcp::model::{
     CacheScope, ListResourceTemplatesResult, ListResourcesResult, PaginatedRequestParams,
     ReadResourceResponse, ReadResourceResult, ResourceTemplate,
@@ -53,7 +53,7 @@ impl PrimsServer {
     }
 
     pub(crate) fn templates(&self) -> ListResourceTemplatesResult {
-        let t = ResourceTemplate::new(super::TEMPLATE, "workspace-file")
+        let t = ResourceTemplate::new(TEMPLATE, "workspace-file")
             .with_title("A file of a PRIMS session's workspace")
             .with_description(
                 "Any file of a session's workspace: output/ (what the code wrote), mounts/ \
@@ -92,8 +92,7 @@ impl PrimsServer {
         caller: &Caller,
         sink: Sink,
     ) -> Result<(), McpError> {
-        let (session_id, path) =
-            super::parse(uri).map_err(|e| McpError::invalid_params(e.0, None))?;
+        let (session_id, path) = parse(uri).map_err(|e| McpError::invalid_params(e.0, None))?;
         let s = (self.app.sessions.resolve(Some(&session_id), caller).await)
             .map_err(|e: ToolError| McpError::resource_not_found(e.0, None))?;
         (self

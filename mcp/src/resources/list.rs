@@ -3,25 +3,25 @@
 //! The cursor is the path to start after, so pages stay right while runs
 //! add or remove files between them.
 
-use super::uri::uri;
 use crate::error::ToolError;
+use crate::paths::{base_name, guess_mime};
 use crate::sessions::SessionRef;
 use crate::state::AppState;
-use crate::tools::paths::{base_name, guess_mime};
+use crate::uri::uri;
 use base64::Engine;
 use prims_protocol::wire::EntryKind;
 use rmcp::model::Resource;
 
 /// Resources in one page.
-pub const PAGE: usize = 100;
+const PAGE: usize = 100;
 /// Directories visited and files listed per walk, so that a workspace of a
 /// million files costs a bounded amount.
 const MAX_DIRS: usize = 1000;
 const MAX_FILES: usize = 10_000;
 
-pub struct Page {
-    pub resources: Vec<Resource>,
-    pub next_cursor: Option<String>,
+pub(crate) struct Page {
+    pub(crate) resources: Vec<Resource>,
+    pub(crate) next_cursor: Option<String>,
 }
 
 /// Every regular file of the workspace, sorted by path, with its size.
@@ -47,7 +47,11 @@ async fn walk(app: &AppState, s: &SessionRef) -> Result<Vec<(String, u64)>, Tool
     Ok(files)
 }
 
-pub async fn page(app: &AppState, s: &SessionRef, cursor: Option<&str>) -> Result<Page, ToolError> {
+pub(crate) async fn page(
+    app: &AppState,
+    s: &SessionRef,
+    cursor: Option<&str>,
+) -> Result<Page, ToolError> {
     let after = cursor.map(decode_cursor).transpose()?;
     let files = walk(app, s).await?;
     let start = after.map_or(0, |a| {

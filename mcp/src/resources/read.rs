@@ -1,11 +1,11 @@
 //! `resources/read`: a workspace file whole, as text when it is UTF-8 text
 //! and as a base64 blob otherwise, up to [`MAX_READ_BYTES`].
 
-use super::uri::parse;
 use crate::error::ToolError;
+use crate::paths::guess_mime;
 use crate::sessions::{Caller, SessionRef};
 use crate::state::AppState;
-use crate::tools::paths::guess_mime;
+use crate::uri::parse;
 use base64::Engine;
 use prims_protocol::client::ClientError;
 use prims_protocol::wire::ErrorCode;
@@ -13,9 +13,9 @@ use rmcp::model::ResourceContents;
 
 /// The most a read returns: a larger file is refused with its size and
 /// where to get it instead (`/artifacts`, or `preview_file` for its head).
-pub const MAX_READ_BYTES: u64 = 4 * 1024 * 1024;
+const MAX_READ_BYTES: u64 = 4 * 1024 * 1024;
 
-pub enum ReadError {
+pub(crate) enum ReadError {
     /// No such file, session or tenant: the spec's "resource not found".
     NotFound(String),
     Other(ToolError),
@@ -27,7 +27,7 @@ impl From<ToolError> for ReadError {
     }
 }
 
-pub async fn read(
+pub(crate) async fn read(
     app: &AppState,
     caller: &Caller,
     uri: &str,

@@ -1,16 +1,16 @@
 //! `list_dir` and `preview_file`: paths relative to the workspace root.
 
-use super::paths::{base_name, clean_relative, guess_mime};
 use super::types::{DirEntryOut, ListDirOutput, PreviewFileOutput};
 use crate::error::ToolError;
+use crate::paths::{base_name, clean_relative, guess_mime};
 use crate::sessions::SessionRef;
 use crate::state::AppState;
 use prims_protocol::wire::EntryKind;
 
 /// Bytes of a file `preview_file` shows.
-pub const PREVIEW_BYTES: u64 = 8192;
+const PREVIEW_BYTES: u64 = 8192;
 
-pub async fn list_dir(
+pub(crate) async fn list_dir(
     app: &AppState,
     session: &SessionRef,
     dir_path: &str,
@@ -44,7 +44,7 @@ pub async fn list_dir(
     })
 }
 
-pub async fn preview_file(
+pub(crate) async fn preview_file(
     app: &AppState,
     session: &SessionRef,
     relative_path: &str,

@@ -9,9 +9,9 @@ use prims_protocol::wire::OutputFile;
 use rmcp::model::ContentBlock;
 
 /// Largest image inlined.
-pub const MAX_IMAGE_BYTES: u64 = 1024 * 1024;
+const MAX_IMAGE_BYTES: u64 = 1024 * 1024;
 /// Largest total of the images inlined in one result.
-pub const MAX_TOTAL_BYTES: u64 = 4 * 1024 * 1024;
+const MAX_TOTAL_BYTES: u64 = 4 * 1024 * 1024;
 
 fn looks_like(mime: &str, data: &[u8]) -> bool {
     match mime {
@@ -22,7 +22,7 @@ fn looks_like(mime: &str, data: &[u8]) -> bool {
 }
 
 /// Image blocks for the changed PNG/JPEG files of `files`, within the caps.
-pub async fn inline(
+pub(crate) async fn inline(
     app: &AppState,
     session: &SessionRef,
     files: &[OutputFile],

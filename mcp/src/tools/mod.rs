@@ -3,14 +3,13 @@
 //! and returns `structuredContent` with a JSON text mirror, or an `isError`
 //! result a model can act on.
 
-pub mod files;
-pub mod images;
-pub mod mount;
-pub mod paths;
-pub mod persist;
-pub mod run_code;
+mod files;
+mod images;
+mod mount;
+mod persist;
+pub(crate) mod run_code;
 pub(crate) mod shim;
-pub mod types;
+pub(crate) mod types;
 
 use crate::server::PrimsServer;
 use crate::streaming::Streamer;

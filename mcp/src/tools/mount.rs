@@ -3,10 +3,10 @@
 //! under `mounts/`, with or without a Content-Length. The same url and path
 //! in one session is downloaded once.
 
-use super::paths::clean_relative;
 use super::types::MountFileOutput;
 use crate::egress::Download;
 use crate::error::ToolError;
+use crate::paths::clean_relative;
 use crate::sessions::SessionRef;
 use crate::state::AppState;
 use bytes::Bytes;
@@ -14,13 +14,13 @@ use prims_protocol::client::MountUpload;
 use prims_protocol::wire::MountSize;
 
 /// A file mounted (or found already mounted).
-pub struct Mounted {
-    pub path: String,
-    pub bytes: u64,
-    pub cached: bool,
+pub(crate) struct Mounted {
+    pub(crate) path: String,
+    pub(crate) bytes: u64,
+    pub(crate) cached: bool,
 }
 
-pub async fn mount_file(
+pub(crate) async fn mount_file(
     app: &AppState,
     session: &SessionRef,
     url: &str,
@@ -42,7 +42,7 @@ pub async fn mount_file(
 
 /// Download `url` to `mounts/<mount_path>` of `session`, unless this session
 /// already has it there.
-pub async fn mount(
+pub(crate) async fn mount(
     app: &AppState,
     session: &SessionRef,
     url: &str,

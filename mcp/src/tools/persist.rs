@@ -3,14 +3,14 @@
 //! `relative_path` is relative to `output/`; an artifact's `relative_path`
 //! as run_code lists it (`output/...`) names the same file.
 
-use super::paths::{clean_relative, guess_mime};
 use super::types::PersistArtifactOutput;
 use crate::error::ToolError;
+use crate::paths::{clean_relative, guess_mime};
 use crate::sessions::SessionRef;
 use crate::state::AppState;
 use prims_protocol::wire::ErrorCode;
 
-pub async fn persist_artifact(
+pub(crate) async fn persist_artifact(
     app: &AppState,
     session: &SessionRef,
     relative_path: &str,

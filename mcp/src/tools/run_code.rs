@@ -1,17 +1,17 @@
 //! `run_code`: mount `files[]`, run the code in the session's jail while
 //! streaming its output, and report the outcome, artifacts and images.
 
-use super::paths::base_name;
 use super::shim::until_cancelled;
 use super::types::{
     Artifact, NetAllowed, NetDenied, NetworkOut, RunCodeOutput, RunCodeParams, Truncated,
 };
 use super::{images, mount};
 use crate::error::ToolError;
-use crate::resources;
+use crate::paths::base_name;
 use crate::sessions::SessionRef;
 use crate::state::AppState;
 use crate::streaming::Streamer;
+use crate::uri::uri;
 use prims_protocol::jail::{LimitRequest, Status};
 use prims_protocol::wire::{
     Event, InterpreterState, OutputFile, Reply, RequestBody, ResetReason, RunReply, RunRequest,
@@ -24,9 +24,9 @@ use tokio_util::sync::CancellationToken;
 const MAX_LINKS: usize = 100;
 
 /// The original's limit, in characters.
-pub const MAX_CODE_CHARS: usize = 20_000;
+const MAX_CODE_CHARS: usize = 20_000;
 
-pub const FEEDBACK: &str = "No output detected. Use print() (or write to stderr) to show results, \
+const FEEDBACK: &str = "No output detected. Use print() (or write to stderr) to show results, \
 or end the code with an expression such as df.head() to get its value back as result. \
 For wide pandas tables, run pd.set_option('display.max_columns', None) and \
 pd.set_option('display.width', 10000) before printing. Read mounted files by their mount path, \
@@ -36,7 +36,7 @@ e.g. pd.read_csv('mounts/my_data.csv'). Files you write under output/ are return
 const KEPT: &str = "Variables from earlier calls of this session are still defined.";
 
 /// Refuses code over [`MAX_CODE_CHARS`], before any session is resolved.
-pub fn check_size(code: &str) -> Result<(), ToolError> {
+pub(crate) fn check_size(code: &str) -> Result<(), ToolError> {
     if code.chars().count() > MAX_CODE_CHARS {
         return Err(ToolError::new("Code block too large (20k char limit)"));
     }
@@ -44,7 +44,7 @@ pub fn check_size(code: &str) -> Result<(), ToolError> {
 }
 
 /// Run `p` in `session`, whose code passed [`check_size`].
-pub async fn run_code(
+pub(crate) async fn run_code(
     app: &AppState,
     session: &SessionRef,
     p: RunCodeParams,
@@ -72,7 +72,7 @@ pub async fn run_code(
 
 /// Everything before the run itself: check the arguments, download
 /// `files[]` into the workspace, and say what to run.
-pub async fn prepare(
+pub(crate) async fn prepare(
     app: &AppState,
     session: &SessionRef,
     p: RunCodeParams,
@@ -106,7 +106,7 @@ pub async fn prepare(
 
 /// The result of a finished run, as the tool returns it, whether the run
 /// was a direct call or a task.
-pub async fn report(
+pub(crate) async fn report(
     app: &AppState,
     session: &SessionRef,
     reply: &RunReply,
@@ -145,7 +145,7 @@ fn links(session: &SessionRef, files: &[OutputFile]) -> Vec<ContentBlock> {
     let mut links: Vec<_> = (files.iter().filter(|f| f.changed))
         .map(|f| {
             let path = format!("output/{}", f.path);
-            let r = Resource::new(resources::uri(&session.id, &path), base_name(&path))
+            let r = Resource::new(uri(&session.id, &path), base_name(&path))
                 .with_mime_type(f.mime.clone())
                 .with_size(f.size);
             ContentBlock::resource_link(r)

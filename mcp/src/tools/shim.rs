@@ -15,21 +15,21 @@ use tokio_util::sync::CancellationToken;
 
 /// What a tool's work gives: its structured output and the content blocks
 /// that follow its JSON text (images).
-pub type Outcome<T> = Result<(T, Vec<ContentBlock>), ToolError>;
+pub(crate) type Outcome<T> = Result<(T, Vec<ContentBlock>), ToolError>;
 
 /// Who is calling, from the HTTP request the tool call arrived on.
-pub fn caller(ctx: &RequestContext<RoleServer>) -> Caller {
+pub(crate) fn caller(ctx: &RequestContext<RoleServer>) -> Caller {
     Caller::from_parts(ctx.extensions.get::<http::request::Parts>())
 }
 
 /// An outcome with no content beyond the structured output.
-pub fn plain<T>(r: Result<T, ToolError>) -> Outcome<T> {
+pub(crate) fn plain<T>(r: Result<T, ToolError>) -> Outcome<T> {
     r.map(|v| (v, Vec::new()))
 }
 
 /// `work`, unless `ct` is cancelled first: then `work` is dropped and the
 /// call fails.
-pub async fn until_cancelled<T>(
+pub(crate) async fn until_cancelled<T>(
     ct: &CancellationToken,
     work: impl Future<Output = Result<T, ToolError>>,
 ) -> Result<T, ToolError> {
@@ -82,7 +82,7 @@ impl PrimsServer {
 
 /// The tool result for an outcome: a failure names the session it
 /// happened in, if there was one.
-pub fn result<T: Serialize>(session: Option<&str>, outcome: Outcome<T>) -> CallToolResult {
+pub(crate) fn result<T: Serialize>(session: Option<&str>, outcome: Outcome<T>) -> CallToolResult {
     match outcome {
         Ok((value, extra)) => success(&value, extra),
         Err(mut e) => {

@@ -5,150 +5,150 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Deserialize, JsonSchema)]
-pub struct RunCodeParams {
+pub(crate) struct RunCodeParams {
     /// Python source (at most 20,000 characters), run in /workspace as the
     /// next cell of the session's live interpreter: variables, imports and
     /// functions from earlier calls are still there.
-    pub code: String,
+    pub(crate) code: String,
     /// pip requirement specifiers, e.g. ["numpy==2.1.0", "scipy"].
     #[serde(default)]
-    pub requirements: Option<Vec<String>>,
+    pub(crate) requirements: Option<Vec<String>>,
     /// Files downloaded before the run into mounts/<mountPath> (read-only).
     #[serde(default)]
-    pub files: Option<Vec<FileSpec>>,
+    pub(crate) files: Option<Vec<FileSpec>>,
     /// Time limit in seconds; can only lower the server's limit.
     #[serde(default)]
-    pub timeout_s: Option<f64>,
+    pub(crate) timeout_s: Option<f64>,
     /// Workspace to run in, from an earlier result; omit to use this
     /// connection's workspace (or a new one).
     #[serde(default)]
     #[schemars(with = "String", extend("x-mcp-header" = "Session-Id"))]
-    pub session_id: Option<String>,
+    pub(crate) session_id: Option<String>,
     /// Start a new interpreter for this call, dropping every variable and
     /// import of earlier calls (files in the workspace stay).
     #[serde(default)]
-    pub fresh: Option<bool>,
+    pub(crate) fresh: Option<bool>,
     /// Only where the server allows network access (an allow-list): hosts
     /// this call may reach, which can only narrow the server's list, e.g.
     /// ["pypi.org", "*.githubusercontent.com", "api.example.com:8443"].
     #[serde(default)]
-    pub network: Option<Vec<String>>,
+    pub(crate) network: Option<Vec<String>>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
-pub struct FileSpec {
+pub(crate) struct FileSpec {
     /// http(s) URL to download.
-    pub url: String,
+    pub(crate) url: String,
     /// Path under mounts/, e.g. "my_data.csv".
     #[serde(rename = "mountPath", alias = "mount_path")]
-    pub mount_path: String,
+    pub(crate) mount_path: String,
 }
 
 #[derive(Debug, Clone, Serialize, JsonSchema)]
-pub struct Artifact {
+pub(crate) struct Artifact {
     /// File name.
-    pub name: String,
+    pub(crate) name: String,
     /// Relative to the workspace root: output/<path>.
-    pub relative_path: String,
-    pub size: u64,
-    pub mime: String,
+    pub(crate) relative_path: String,
+    pub(crate) size: u64,
+    pub(crate) mime: String,
     /// Written by this run.
-    pub changed: bool,
+    pub(crate) changed: bool,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, JsonSchema)]
-pub struct Truncated {
-    pub stdout: bool,
-    pub stderr: bool,
+pub(crate) struct Truncated {
+    pub(crate) stdout: bool,
+    pub(crate) stderr: bool,
 }
 
 #[derive(Debug, Serialize, JsonSchema)]
-pub struct RunCodeOutput {
-    pub stdout: String,
-    pub stderr: String,
+pub(crate) struct RunCodeOutput {
+    pub(crate) stdout: String,
+    pub(crate) stderr: String,
     /// Every file under output/.
-    pub artifacts: Vec<Artifact>,
-    pub session_id: String,
+    pub(crate) artifacts: Vec<Artifact>,
+    pub(crate) session_id: String,
     /// Hints, present when stdout is empty.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub feedback: Option<String>,
+    pub(crate) feedback: Option<String>,
     /// 0 when the code finished, 1 after an exception, the code of
     /// `sys.exit(n)`; null when python was killed.
-    pub exit_code: Option<i32>,
+    pub(crate) exit_code: Option<i32>,
     /// The signal that killed python, if any.
-    pub signal: Option<i32>,
+    pub(crate) signal: Option<i32>,
     /// ok; error (an exception, traceback in stderr); exit (sys.exit with a
     /// non-zero code, or the interpreter exited); signal; timeout; or oom.
-    pub status: String,
+    pub(crate) status: String,
     /// repr() of the code's last expression, when it ends with one whose
     /// value is not None (as a notebook shows it), cut to 16,384 characters.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub result: Option<String>,
+    pub(crate) result: Option<String>,
     /// kept: same interpreter as the previous call, variables intact;
     /// new: the session's first interpreter; reset: a new interpreter
     /// replaced one whose variables are gone (see state_reason).
-    pub state: String,
+    pub(crate) state: String,
     /// Why the interpreter is new: first_call, fresh_requested,
     /// requirements_changed, limits_changed, network_changed, timed_out,
     /// out_of_memory, code_exited,
     /// channel_broken, stopped_idle, stopped_for_room, cancelled or
     /// server_restarted.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub state_reason: Option<String>,
+    pub(crate) state_reason: Option<String>,
     /// After stopped_idle or stopped_for_room: the globals restored from
     /// the previous interpreter, and those that could not be (name: why).
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub restored: Vec<String>,
+    pub(crate) restored: Vec<String>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub not_restored: Vec<String>,
-    pub timed_out: bool,
-    pub oom_killed: bool,
-    pub duration_ms: u64,
-    pub cpu_ms: u64,
-    pub memory_peak_bytes: Option<u64>,
+    pub(crate) not_restored: Vec<String>,
+    pub(crate) timed_out: bool,
+    pub(crate) oom_killed: bool,
+    pub(crate) duration_ms: u64,
+    pub(crate) cpu_ms: u64,
+    pub(crate) memory_peak_bytes: Option<u64>,
     /// Whether stdout or stderr hit the output cap.
-    pub truncated: Truncated,
+    pub(crate) truncated: Truncated,
     /// Where the server allows network access: the hosts the code reached
     /// and the connections refused, with why.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub network: Option<NetworkOut>,
+    pub(crate) network: Option<NetworkOut>,
 }
 
 #[derive(Debug, Clone, Serialize, JsonSchema)]
-pub struct NetworkOut {
-    pub allowed: Vec<NetAllowed>,
-    pub denied: Vec<NetDenied>,
+pub(crate) struct NetworkOut {
+    pub(crate) allowed: Vec<NetAllowed>,
+    pub(crate) denied: Vec<NetDenied>,
     /// Entries of this call's `network` the server's allow-list does not
     /// cover, so they allowed nothing.
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub ignored: Vec<String>,
+    pub(crate) ignored: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize, JsonSchema)]
-pub struct NetAllowed {
-    pub host: String,
-    pub port: u16,
+pub(crate) struct NetAllowed {
+    pub(crate) host: String,
+    pub(crate) port: u16,
     /// Both directions.
-    pub bytes: u64,
+    pub(crate) bytes: u64,
 }
 
 #[derive(Debug, Clone, Serialize, JsonSchema)]
-pub struct NetDenied {
-    pub host: String,
-    pub port: u16,
-    pub reason: String,
+pub(crate) struct NetDenied {
+    pub(crate) host: String,
+    pub(crate) port: u16,
+    pub(crate) reason: String,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
-pub struct ListDirParams {
+pub(crate) struct ListDirParams {
     /// Directory relative to the workspace root, e.g. "." or "output".
     #[serde(default = "dot")]
-    pub dir_path: String,
+    pub(crate) dir_path: String,
     /// Workspace to use, from an earlier result; omit to use this
     /// connection's workspace (or a new one).
     #[serde(default)]
     #[schemars(with = "String", extend("x-mcp-header" = "Session-Id"))]
-    pub session_id: Option<String>,
+    pub(crate) session_id: Option<String>,
 }
 
 fn dot() -> String {
@@ -156,103 +156,103 @@ fn dot() -> String {
 }
 
 #[derive(Debug, Serialize, JsonSchema)]
-pub struct DirEntryOut {
-    pub name: String,
+pub(crate) struct DirEntryOut {
+    pub(crate) name: String,
     /// Relative to the workspace root.
-    pub path: String,
+    pub(crate) path: String,
     /// file, directory, symlink or other.
     #[serde(rename = "type")]
-    pub kind: String,
-    pub size: u64,
+    pub(crate) kind: String,
+    pub(crate) size: u64,
     /// Unix seconds.
-    pub modified: u64,
+    pub(crate) modified: u64,
 }
 
 #[derive(Debug, Serialize, JsonSchema)]
-pub struct ListDirOutput {
+pub(crate) struct ListDirOutput {
     /// The entries, sorted by name.
-    pub result: Vec<DirEntryOut>,
-    pub session_id: String,
+    pub(crate) result: Vec<DirEntryOut>,
+    pub(crate) session_id: String,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
-pub struct PreviewFileParams {
+pub(crate) struct PreviewFileParams {
     /// File relative to the workspace root, e.g. "output/result.csv".
-    pub relative_path: String,
+    pub(crate) relative_path: String,
     /// Workspace to use, from an earlier result; omit to use this
     /// connection's workspace (or a new one).
     #[serde(default)]
     #[schemars(with = "String", extend("x-mcp-header" = "Session-Id"))]
-    pub session_id: Option<String>,
+    pub(crate) session_id: Option<String>,
 }
 
 #[derive(Debug, Serialize, JsonSchema)]
-pub struct PreviewFileOutput {
-    pub name: String,
-    pub path: String,
-    pub size: u64,
-    pub mime: String,
+pub(crate) struct PreviewFileOutput {
+    pub(crate) name: String,
+    pub(crate) path: String,
+    pub(crate) size: u64,
+    pub(crate) mime: String,
     /// The first 8192 bytes as UTF-8 (invalid bytes replaced), or a note
     /// for a binary file.
-    pub content: String,
+    pub(crate) content: String,
     /// The file is longer than what `content` shows.
-    pub truncated: bool,
+    pub(crate) truncated: bool,
     /// The file looks binary; `content` is a note, not the data.
-    pub binary: bool,
-    pub session_id: String,
+    pub(crate) binary: bool,
+    pub(crate) session_id: String,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
-pub struct MountFileParams {
+pub(crate) struct MountFileParams {
     /// http(s) URL to download.
-    pub url: String,
+    pub(crate) url: String,
     /// Path under mounts/, e.g. "my_data.csv".
-    pub mount_path: String,
+    pub(crate) mount_path: String,
     /// Workspace to use, from an earlier result; omit to use this
     /// connection's workspace (or a new one).
     #[serde(default)]
     #[schemars(with = "String", extend("x-mcp-header" = "Session-Id"))]
-    pub session_id: Option<String>,
+    pub(crate) session_id: Option<String>,
 }
 
 #[derive(Debug, Serialize, JsonSchema)]
-pub struct MountFileOutput {
+pub(crate) struct MountFileOutput {
     /// mounts/<mount_path>, relative to the workspace root.
-    pub mounted_as: String,
-    pub bytes: u64,
+    pub(crate) mounted_as: String,
+    pub(crate) bytes: u64,
     /// Already mounted in this session: nothing was downloaded.
-    pub cached: bool,
-    pub session_id: String,
+    pub(crate) cached: bool,
+    pub(crate) session_id: String,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
-pub struct PersistArtifactParams {
+pub(crate) struct PersistArtifactParams {
     /// File relative to output/, e.g. "plot.png".
-    pub relative_path: String,
+    pub(crate) relative_path: String,
     /// A presigned URL that accepts an HTTP PUT.
-    pub presigned_url: String,
+    pub(crate) presigned_url: String,
     /// Workspace to use, from an earlier result; omit to use this
     /// connection's workspace (or a new one).
     #[serde(default)]
     #[schemars(with = "String", extend("x-mcp-header" = "Session-Id"))]
-    pub session_id: Option<String>,
+    pub(crate) session_id: Option<String>,
 }
 
 #[derive(Debug, Serialize, JsonSchema)]
-pub struct PersistArtifactOutput {
-    pub uploaded_bytes: u64,
+pub(crate) struct PersistArtifactOutput {
+    pub(crate) uploaded_bytes: u64,
     /// The HTTP status of the upload.
-    pub status: u16,
-    pub session_id: String,
+    pub(crate) status: u16,
+    pub(crate) session_id: String,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
-pub struct PythonProgrammerArgs {
+pub(crate) struct PythonProgrammerArgs {
     /// What the code should do.
-    pub task: String,
+    pub(crate) task: String,
     /// Files already mounted, comma separated, e.g. "sales.csv, costs.xlsx".
     #[serde(default)]
-    pub mounted_files: Option<String>,
+    pub(crate) mounted_files: Option<String>,
 }
 
 #[cfg(test)]

@@ -4,16 +4,16 @@
 //! set (and `/`) percent-encoded.
 
 use crate::error::ToolError;
-use crate::tools::paths::clean_relative;
+use crate::paths::clean_relative;
 use prims_protocol::wire::is_session_id;
 
-pub const TEMPLATE: &str = "prims://sessions/{session_id}/{+path}";
+pub(crate) const TEMPLATE: &str = "prims://sessions/{session_id}/{+path}";
 const PREFIX: &str = "prims://sessions/";
 /// Longest URI accepted, so a hostile one costs nothing to refuse.
 const MAX_URI: usize = 8192;
 
 /// The URI of `path` (relative to the workspace root) in `session_id`.
-pub fn uri(session_id: &str, path: &str) -> String {
+pub(crate) fn uri(session_id: &str, path: &str) -> String {
     let mut out = String::with_capacity(PREFIX.len() + session_id.len() + 1 + path.len());
     out.push_str(PREFIX);
     out.push_str(session_id);
@@ -29,7 +29,7 @@ pub fn uri(session_id: &str, path: &str) -> String {
 }
 
 /// The session id and clean relative path a URI names, or why not.
-pub fn parse(uri: &str) -> Result<(String, String), ToolError> {
+pub(crate) fn parse(uri: &str) -> Result<(String, String), ToolError> {
     let bad = |why: &str| ToolError(format!("resource URI {uri:?} {why}; expected {TEMPLATE}"));
     if uri.len() > MAX_URI {
         return Err(ToolError(format!(

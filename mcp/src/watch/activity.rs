@@ -11,14 +11,14 @@ use std::collections::{HashMap, VecDeque};
 
 /// Ended runs remembered; a stamp older than all of them catches up on
 /// everything.
-pub const RECENT: usize = 4096;
+const RECENT: usize = 4096;
 
 /// The generation when an HTTP request arrived (a request extension).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Arrived(pub u64);
+pub(crate) struct Arrived(pub u64);
 
 #[derive(Debug, Default)]
-pub struct Activity {
+pub(crate) struct Activity {
     running: HashMap<String, usize>,
     ended: VecDeque<(u64, String)>,
     generation: u64,
@@ -26,24 +26,24 @@ pub struct Activity {
 
 /// What a watch registered after `arrived` owes its client.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Owed {
+pub(crate) struct Owed {
     /// A run ended since: notify now.
-    pub now: bool,
+    pub(crate) now: bool,
     /// A run is under way: notify when it ends, whatever the stat says.
-    pub at_end: bool,
+    pub(crate) at_end: bool,
 }
 
 impl Activity {
-    pub fn stamp(&self) -> Arrived {
+    pub(crate) fn stamp(&self) -> Arrived {
         Arrived(self.generation)
     }
 
-    pub fn begin(&mut self, session: &str) {
+    pub(crate) fn begin(&mut self, session: &str) {
         *self.running.entry(session.to_owned()).or_default() += 1;
     }
 
     /// A run of `session` reached its report.
-    pub fn end(&mut self, session: &str) {
+    pub(crate) fn end(&mut self, session: &str) {
         self.generation += 1;
         self.ended.push_back((self.generation, session.to_owned()));
         if self.ended.len() > RECENT {
@@ -54,7 +54,7 @@ impl Activity {
     /// The end of what [`Activity::begin`] started. A run that reports
     /// called [`Activity::end`] first, so it is always under way or ended;
     /// one that failed before its report is reported to no watch.
-    pub fn finish(&mut self, session: &str) {
+    pub(crate) fn finish(&mut self, session: &str) {
         if let Some(n) = self.running.get_mut(session) {
             *n -= 1;
             if *n == 0 {
@@ -63,7 +63,7 @@ impl Activity {
         }
     }
 
-    pub fn owed(&self, session: &str, arrived: Arrived) -> Owed {
+    pub(crate) fn owed(&self, session: &str, arrived: Arrived) -> Owed {
         // Generations are consecutive: a gap before the oldest one kept
         // means ends after `arrived` were forgotten.
         let forgotten = self.ended.front().is_some_and(|(g, _)| *g > arrived.0 + 1);

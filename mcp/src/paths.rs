@@ -6,7 +6,11 @@ use crate::error::ToolError;
 /// `path` as a clean relative path (no `.`, `..`, empty parts or leading
 /// `/`), or an error naming `what`. An empty path is refused unless
 /// `allow_root`, when it becomes `""`.
-pub fn clean_relative(path: &str, what: &str, allow_root: bool) -> Result<String, ToolError> {
+pub(crate) fn clean_relative(
+    path: &str,
+    what: &str,
+    allow_root: bool,
+) -> Result<String, ToolError> {
     let refuse = |why: &str| {
         ToolError(format!(
             "{what} {path:?} {why}; give a relative path such as \"data.csv\" or \"sub/dir/file.txt\""
@@ -33,11 +37,11 @@ pub fn clean_relative(path: &str, what: &str, allow_root: bool) -> Result<String
 }
 
 /// The last path component.
-pub fn base_name(path: &str) -> String {
+pub(crate) fn base_name(path: &str) -> String {
     path.rsplit('/').next().unwrap_or(path).to_owned()
 }
 
-pub fn guess_mime(path: &str) -> String {
+pub(crate) fn guess_mime(path: &str) -> String {
     mime_guess::from_path(path)
         .first_raw()
         .unwrap_or("application/octet-stream")

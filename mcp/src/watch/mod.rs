@@ -6,11 +6,16 @@
 //! counts too. Legacy clients subscribe with `resources/subscribe` on their
 //! MCP session; 2026-07-28 clients hold a `subscriptions/listen` request,
 //! which [`Watch::catch_up`] tells of the runs that ended, or are under
-//! way, since the request arrived.
+//! way, since the request arrived ([`activity`] keeps track of those).
 
-use super::activity::{Activity, Arrived};
+mod activity;
+
+pub(crate) use activity::Arrived;
+
 use crate::pool::SupervisorPool;
 use crate::sessions::SessionRef;
+use crate::uri::parse;
+use activity::Activity;
 use prims_protocol::wire::EntryKind;
 use rmcp::service::{Peer, SubscriptionSink};
 use rmcp::RoleServer;
@@ -18,11 +23,11 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 
 /// Watched files per session, and in all.
-pub const MAX_PER_SESSION: usize = 100;
-pub const MAX_TOTAL: usize = 10_000;
+const MAX_PER_SESSION: usize = 100;
+const MAX_TOTAL: usize = 10_000;
 
 #[derive(Clone)]
-pub enum Sink {
+pub(crate) enum Sink {
     /// A legacy MCP session's peer; `handler` tells its subscriptions apart.
     Legacy {
         peer: Peer<RoleServer>,
@@ -69,12 +74,12 @@ struct State {
 }
 
 #[derive(Default)]
-pub struct Watch {
+pub(crate) struct Watch {
     state: Mutex<State>,
 }
 
 /// A run or mount under way in a session, from [`Watch::begin`] until dropped.
-pub struct Running<'a> {
+pub(crate) struct Running<'a> {
     watch: &'a Watch,
     session: String,
 }
@@ -87,7 +92,7 @@ impl Drop for Running<'_> {
 
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
-pub struct WatchFull(String);
+pub(crate) struct WatchFull(String);
 
 impl Watch {
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
@@ -95,13 +100,13 @@ impl Watch {
     }
 
     /// The moment an HTTP request arrives, for [`Watch::catch_up`].
-    pub fn stamp(&self) -> Arrived {
+    pub(crate) fn stamp(&self) -> Arrived {
         self.state().activity.stamp()
     }
 
     /// A run (or mount) of `session` begins; it is under way until this is
     /// dropped, and ended for the watches from its [`Watch::changed`] on.
-    pub fn begin(&self, session: &str) -> Running<'_> {
+    pub(crate) fn begin(&self, session: &str) -> Running<'_> {
         self.state().activity.begin(session);
         Running {
             watch: self,
@@ -110,7 +115,7 @@ impl Watch {
     }
 
     /// Watch `path` of session `s`, whose tenant the caller was checked for.
-    pub async fn add(
+    pub(crate) async fn add(
         &self,
         sup: &SupervisorPool,
         s: &SessionRef,
@@ -149,7 +154,7 @@ impl Watch {
     /// watches: notify them of runs that ended since, and mark them to be
     /// notified when the runs under way end. A notification too many
     /// costs a read; one too few loses an update.
-    pub async fn catch_up(&self, listen: u64, arrived: Arrived) {
+    pub(crate) async fn catch_up(&self, listen: u64, arrived: Arrived) {
         let mut due = Vec::new();
         {
             let mut state = self.state();
@@ -171,12 +176,12 @@ impl Watch {
     }
 
     /// Stop a legacy session's subscription to `uri`.
-    pub fn remove_legacy(&self, handler: u64, uri: &str) {
+    pub(crate) fn remove_legacy(&self, handler: u64, uri: &str) {
         self.retain(|s| !(s.uri == uri && s.sink.owner() == (true, handler)));
     }
 
     /// Forget everything a listen request or a legacy session watched.
-    pub fn remove_owner(&self, legacy: bool, id: u64) {
+    pub(crate) fn remove_owner(&self, legacy: bool, id: u64) {
         self.retain(|s| s.sink.owner() != (legacy, id));
     }
 
@@ -188,7 +193,7 @@ impl Watch {
 
     /// After a run or mount in `s`: notify the watchers of each file that
     /// changed. `written` are the paths the run reported writing.
-    pub async fn changed(&self, sup: &SupervisorPool, s: &SessionRef, written: &[String]) {
+    pub(crate) async fn changed(&self, sup: &SupervisorPool, s: &SessionRef, written: &[String]) {
         let paths: Vec<String> = {
             let mut state = self.state();
             // Before the watches are read: a listen that registers later
@@ -258,9 +263,11 @@ async fn stat(
 
 /// Of a `subscriptions/listen` filter, the resource URIs this server can
 /// watch (PRIMS URIs, at most [`MAX_PER_SESSION`]); nothing else.
-pub fn accepted(requested: &rmcp::model::SubscriptionFilter) -> rmcp::model::SubscriptionFilter {
+pub(crate) fn accepted(
+    requested: &rmcp::model::SubscriptionFilter,
+) -> rmcp::model::SubscriptionFilter {
     let uris: Vec<String> = (requested.resource_subscriptions.iter().flatten())
-        .filter(|u| super::parse(u).is_ok())
+        .filter(|u| parse(u).is_ok())
         .take(MAX_PER_SESSION)
         .cloned()
         .collect();
