@@ -10,27 +10,8 @@
 //! [`serve`] with its options and error, the configuration types, and
 //! [`egress`]; everything else is `pub(crate)`.
 
-// Layers, lowest first: a module imports only the modules listed before it.
-//
-//     config      the front-end's TOML: bearer tokens, origins, hosts
-//     error       ToolError, the failure a model reads
-//     paths       the relative paths the tools take, a path's name and type
-//     uri         prims://sessions/{session_id}/{+path}, the resource URIs
-//     egress      outbound HTTP behind prims-egress's guard
-//     metrics     the counters behind /metrics
-//     streaming   a run's output as progress and log notifications
-//     pool        the connections to the supervisor
-//     auth        bearer tokens to tenants
-//     sessions    which workspace a call uses, and who may use it
-//     watch       resource subscriptions, told of the runs that end
-//     state       AppState, what every handler shares
-//     server      PrimsServer, the handler value
-//     resources   the resource methods: list, read, subscribe
-//     tools       the five tools, through one shim
-//     prompt      the python_programmer prompt
-//     tasks       run_code as an MCP task
-//     handler     the MCP methods, and how a handler is made
-//     http        the axum router, /artifacts, /health, /metrics, serve
+// The modules are in layers, lowest first, as `mcp/layers.txt` lists them:
+// a module imports only from those below it (tests/tests/layout.rs).
 
 mod auth;
 mod config;
