@@ -6,6 +6,8 @@
 //! connections from [`pool::SupervisorPool`]. Outbound HTTP for
 //! `mount_file`, `files[]` and `persist_artifact` goes through [`egress`].
 
+#![forbid(unsafe_code)]
+
 pub mod auth;
 pub mod config;
 pub mod egress;

@@ -4,6 +4,8 @@
 //! key path, line and column, because a policy typo that is silently ignored
 //! is a limit that is silently not enforced.
 
+#![forbid(unsafe_code)]
+
 mod error;
 mod merge;
 pub mod network;

@@ -6,6 +6,8 @@
 //! with serde; the only I/O is the optional async frame reader and writer
 //! (feature `io`) and the client (feature `client`).
 
+#![forbid(unsafe_code)]
+
 pub mod b64;
 #[cfg(feature = "client")]
 pub mod client;
