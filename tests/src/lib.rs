@@ -41,7 +41,10 @@
 //!   workspace directories, file owners, host python runs;
 //! - [`teardown`]: unmounting and removing what a killed supervisor left;
 //! - [`netns`]: a test host in a network namespace of the test's own;
-//! - [`web`]: test HTTP and HTTPS servers, on loopback or in such a host.
+//! - [`web`]: test HTTP and HTTPS servers (python's), on loopback or in
+//!   such a host;
+//! - [`http`]: [`HttpServer`], an in-process HTTP/1.1 server whose handler
+//!   a test writes, recording the connections and request heads it saw.
 
 pub mod checks;
 pub mod child;
@@ -49,6 +52,7 @@ pub mod daemon;
 pub mod harness;
 pub mod held;
 pub mod host;
+pub mod http;
 pub mod jail_spec;
 pub mod live;
 pub mod netns;
@@ -70,5 +74,6 @@ pub use held::{Held, HOLD_PY};
 pub use host::{
     assert_no_survivors, host_python, owner, processes_with_marker, unique, workspace_dir,
 };
+pub use http::HttpServer;
 pub use outcome::Run;
 pub use python::{py_str, PY_PRELUDE};
