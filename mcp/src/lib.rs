@@ -5,6 +5,19 @@
 //! operation and every run goes through the supervisor socket, on
 //! connections from [`pool::SupervisorPool`]. Outbound HTTP for
 //! `mount_file`, `files[]` and `persist_artifact` goes through [`egress`].
+//!
+//! It owns the MCP surface (tools, prompt, resources, tasks), the HTTP
+//! checks in front of it (Host and Origin, bearer tokens naming tenants,
+//! drain) and the outbound transfers. It must never:
+//!
+//! - run as root or as `nobody` (`prims mcp` and `prims serve` drop to the
+//!   `prims` user or refuse), or link the supervisor: it reaches it only
+//!   through `prims-protocol`'s client;
+//! - make an outbound request to an address `prims-egress`'s guard refuses,
+//!   or hold a whole download or upload in memory (bodies stream, capped);
+//! - act for one tenant on another's session: every supervisor request
+//!   names the caller's tenant;
+//! - contain unsafe code.
 
 #![forbid(unsafe_code)]
 

@@ -1,5 +1,13 @@
 //! Helpers for end-to-end tests.
 //!
+//! It owns what the tests and the benchmarks share: starting the real
+//! binaries, probing the jail, parsing outcomes, test servers, job specs,
+//! and cleaning up after them. It is never part of the product: no crate
+//! depends on it but as a dev-dependency, and the benchmarks. Its tests
+//! never skip: those that need root refuse to run without it. They assert
+//! exact errnos, signals and values; performance is never a test here (the
+//! benchmarks measure it). They leave no process, mount or cgroup behind.
+//!
 //! Every test drives the real binaries: `target/debug/prims run --json` runs a
 //! Python script inside the jail and prints one JSON outcome. The helpers here
 //! write the script and the policy to a private temp directory, run prims with

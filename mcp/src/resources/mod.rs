@@ -1,5 +1,5 @@
 //! A session's workspace files as MCP resources, named
-//! `prims://sessions/{session_id}/{+path}` ([`uri`]). Reads go through the
+//! `prims://sessions/{session_id}/{+path}` ([`mod@uri`]). Reads go through the
 //! supervisor like every tool's, so the same rules hold: the caller's
 //! tenant must own the session, and no path leaves the workspace or follows
 //! a symlink out of it. [`list`] walks the caller's current session,
