@@ -24,6 +24,8 @@ echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy"
 cargo clippy --workspace --all-targets --locked -- -D warnings
+echo "== cargo doc (warnings are errors: a broken intra-doc link fails the run)"
+RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --workspace --locked
 echo "== cargo build"
 cargo build --workspace --all-targets --locked
 disk "after the build"

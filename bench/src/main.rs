@@ -1,5 +1,8 @@
 //! PRIMS benchmark programs. Each compares variants measured side by side
 //! in one run, so the ratios hold on a noisy machine.
+//!
+//! It owns the measurements behind `docs/performance.md`. It is never a
+//! test: it asserts no timing and fails no build, and it is not shipped.
 
 mod cluster;
 mod egress;

@@ -11,7 +11,14 @@
 //! change its limits and CPU priority and measure each call's peak memory
 //! with a [`PeakMeter`].
 //!
-//! Nothing here starts threads or logs; every failure is a [`CgroupError`].
+//! Nothing here starts threads or logs (the jailer, single-threaded, uses
+//! it); every failure is a [`CgroupError`].
+//!
+//! It owns every read and write of cgroup files. It must never write a
+//! cgroup file it does not own: only the job cgroups it creates, the
+//! parents it creates for them, and the `cgroup.subtree_control` of the
+//! cgroups from the delegation boundary down to those parents, never above
+//! the boundary. It never depends on another PRIMS crate.
 //! File logic takes directory paths and the `/proc` parsers are pure, so
 //! both can be exercised on temporary directories and sample text.
 

@@ -143,11 +143,11 @@ pub fn components(path: &str) -> Vec<String> {
         .collect()
 }
 
+/// The mountinfo of a hybrid host (like CI's): a v1 hierarchy per
+/// controller, systemd's named one, and cgroup2 at `/sys/fs/cgroup/unified`.
+/// For this module's tests and the parent resolution's.
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    const HYBRID: &str = "\
+pub(crate) const HYBRID: &str = "\
 31 23 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755
 32 31 0:29 / /sys/fs/cgroup/cpu rw,relatime - cgroup cgroup rw,cpu
 33 31 0:30 / /sys/fs/cgroup/cpuacct rw,relatime - cgroup cgroup rw,cpuacct
@@ -157,6 +157,10 @@ mod tests {
 40 31 0:37 / /sys/fs/cgroup/systemd rw,relatime - cgroup cgroup rw,name=systemd
 41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw
 ";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
 
     const COMOUNTED: &str = "\
 25 18 0:22 / /sys/fs/cgroup ro,nosuid,nodev,noexec shared:9 - tmpfs tmpfs ro,mode=755

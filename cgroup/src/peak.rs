@@ -177,7 +177,8 @@ mod tests {
             // SAFETY: setfsuid only changes this thread's filesystem ids.
             let old = unsafe { libc::setfsuid(65534) };
             let m = start_v2(&dir);
-            // SAFETY: as above; restores the thread's previous fsuid.
+            // SAFETY: setfsuid only changes this thread's filesystem ids; this
+            // restores the previous one.
             unsafe { libc::setfsuid(old as libc::uid_t) };
             m
         })

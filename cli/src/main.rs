@@ -1,4 +1,13 @@
 //! `prims`: the PRIMS command line.
+//!
+//! It owns the commands and their flags (`serve`, `supervisor`, `mcp`,
+//! `run`, `doctor`, `drain`, `policy check`, and the hidden `egress-proxy`
+//! the supervisor starts), logging, and starting each process with the
+//! right privilege. Each command only parses its flags and hands over to
+//! the crate that owns the work: it must never hold policy, jail, session
+//! or MCP logic of its own. It must never start the supervisor without
+//! root, nor serve the front-end as root or as `nobody` (it drops to the
+//! `prims` user after binding, or refuses).
 
 mod account;
 mod args;

@@ -115,7 +115,7 @@ fn enter(account: Account, up: OwnedFd, down: OwnedFd, parent: Pid) -> Result<()
     }
     // Real and saved stay as they are: host root, unmapped here.
     let keep = libc::uid_t::MAX;
-    // SAFETY: as above.
+    // SAFETY: a plain syscall on integers; it touches no memory of ours.
     if unsafe { libc::setresuid(keep, account.uid, keep) } != 0 {
         return Err(IdentityError::Setresuid(account.uid, Errno::last()));
     }

@@ -12,6 +12,19 @@
 //!   reach of every other process but root's, [`confine`] drops what it
 //!   does not need, then [`process`] serves what the supervisor sends over
 //!   [`control`].
+//!
+//! It owns the one answer to "which addresses are never reachable" and
+//! the whole egress proxy. It must never:
+//!
+//! - relay to an address the guard refuses unless the run's own list names
+//!   that address (an IP or CIDR entry), or the admin's index hosts are
+//!   trusted as they resolve ([`decide::Rules`]);
+//! - let a jail choose where a name leads: the proxy resolves names itself;
+//! - let a call's rules, budgets or connections outlive the call, or one
+//!   run's traffic count against another's;
+//! - serve a jail as root's effective uid or as `nobody`, with a
+//!   capability, or before Landlock leaves it only reading files
+//!   ([`identity`], [`confine`]).
 
 pub mod confine;
 pub mod control;

@@ -6,38 +6,17 @@ use prims_egress::resolve::Resolver;
 use prims_egress::run::{Budget, Current, Run};
 use prims_egress::serve::serve;
 use prims_policy::network::{parse_allow_entry, AllowList};
+use prims_tests::http::{self, HttpServer};
 use std::net::SocketAddr;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
 
-/// An upstream that answers every request with `body_len` bytes.
-async fn upstream(body_len: usize) -> SocketAddr {
-    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = l.local_addr().unwrap();
-    tokio::spawn(async move {
-        loop {
-            let Ok((mut c, _)) = l.accept().await else {
-                return;
-            };
-            tokio::spawn(async move {
-                let mut buf = vec![0u8; 4096];
-                let mut seen = Vec::new();
-                while !seen.windows(4).any(|w| w == b"\r\n\r\n") {
-                    match c.read(&mut buf).await {
-                        Ok(0) | Err(_) => return,
-                        Ok(n) => seen.extend_from_slice(&buf[..n]),
-                    }
-                }
-                let head = format!(
-                    "HTTP/1.1 200 OK\r\nContent-Length: {body_len}\r\nConnection: close\r\n\r\n"
-                );
-                let _ = c.write_all(head.as_bytes()).await;
-                let _ = c.write_all(&vec![b'x'; body_len]).await;
-            });
-        }
-    });
-    addr
+/// An upstream on loopback that answers every request with `body_len` bytes.
+fn upstream(body_len: usize) -> HttpServer {
+    HttpServer::loopback(move |_, mut c| async move {
+        let _ = http::reply(&mut c, "200 OK", &vec![b'x'; body_len]).await;
+    })
 }
 
 struct Proxy {
@@ -91,7 +70,8 @@ async fn ask(proxy: SocketAddr, request: &str) -> String {
 
 #[tokio::test]
 async fn an_allowed_address_is_relayed_and_counted() {
-    let up = upstream(1000).await;
+    let server = upstream(1000);
+    let up = server.addr;
     let p = proxy(&[format!("127.0.0.1:{}", up.port())], ROOMY, &[]).await;
     let got = ask(
         p.addr,
@@ -112,7 +92,8 @@ async fn an_allowed_address_is_relayed_and_counted() {
 
 #[tokio::test]
 async fn a_name_that_resolves_to_loopback_is_refused_unless_its_address_is_named() {
-    let up = upstream(10).await;
+    let server = upstream(10);
+    let up = server.addr;
     let name = "files.test.example=127.0.0.1".to_string();
     let p = proxy(
         &["files.test.example".to_string()],
@@ -166,7 +147,8 @@ async fn a_name_that_resolves_to_loopback_is_refused_unless_its_address_is_named
 
 #[tokio::test]
 async fn max_bytes_cuts_a_large_download() {
-    let up = upstream(4 << 20).await;
+    let server = upstream(4 << 20);
+    let up = server.addr;
     let budget = Budget {
         max_bytes: 1 << 20,
         max_connections: 100,
@@ -191,7 +173,8 @@ async fn max_bytes_cuts_a_large_download() {
 
 #[tokio::test]
 async fn max_connections_refuses_the_one_past_it() {
-    let up = upstream(1).await;
+    let server = upstream(1);
+    let up = server.addr;
     let budget = Budget {
         max_bytes: 1 << 30,
         max_connections: 2,
@@ -210,7 +193,8 @@ async fn max_connections_refuses_the_one_past_it() {
 
 #[tokio::test]
 async fn a_new_run_gets_its_own_rules_and_record() {
-    let up = upstream(1).await;
+    let server = upstream(1);
+    let up = server.addr;
     let p = proxy(&[format!("127.0.0.1:{}", up.port())], ROOMY, &[]).await;
     let get = format!("GET http://{up}/ HTTP/1.1\r\n\r\n");
     assert!(ask(p.addr, &get).await.starts_with("HTTP/1.1 200"));
@@ -228,38 +212,36 @@ async fn a_new_run_gets_its_own_rules_and_record() {
 async fn plain_http_is_one_request_per_connection() {
     // An upstream that keeps connections open unless told to close, and
     // answers each request with the head it got.
-    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let up = l.local_addr().unwrap();
     let (heads_tx, mut heads) = tokio::sync::mpsc::unbounded_channel::<String>();
-    tokio::spawn(async move {
-        while let Ok((mut c, _)) = l.accept().await {
-            let heads_tx = heads_tx.clone();
-            tokio::spawn(async move {
-                let mut seen = Vec::new();
-                let mut buf = vec![0u8; 4096];
-                loop {
-                    while !seen.windows(4).any(|w| w == b"\r\n\r\n") {
-                        match c.read(&mut buf).await {
-                            Ok(0) | Err(_) => return,
-                            Ok(n) => seen.extend_from_slice(&buf[..n]),
-                        }
-                    }
-                    let end = seen.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
-                    let head = String::from_utf8_lossy(&seen[..end]).into_owned();
-                    seen.drain(..end);
-                    let _ = heads_tx.send(head.clone());
-                    let close = head.to_ascii_lowercase().contains("connection: close");
-                    let reply = format!(
-                        "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{head}",
-                        head.len()
-                    );
-                    if c.write_all(reply.as_bytes()).await.is_err() || close {
-                        return;
+    let server = HttpServer::loopback(move |first, mut c| {
+        let heads_tx = heads_tx.clone();
+        async move {
+            // What the server read for the first head, then the rest.
+            let mut seen = [first.head.as_bytes(), &first.rest].concat();
+            let mut buf = vec![0u8; 4096];
+            loop {
+                while !seen.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match c.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => seen.extend_from_slice(&buf[..n]),
                     }
                 }
-            });
+                let end = seen.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+                let head = String::from_utf8_lossy(&seen[..end]).into_owned();
+                seen.drain(..end);
+                let _ = heads_tx.send(head.clone());
+                let close = head.to_ascii_lowercase().contains("connection: close");
+                let reply = format!(
+                    "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{head}",
+                    head.len()
+                );
+                if c.write_all(reply.as_bytes()).await.is_err() || close {
+                    return;
+                }
+            }
         }
     });
+    let up = server.addr;
     let p = proxy(&[format!("127.0.0.1:{}", up.port())], ROOMY, &[]).await;
     let mut c = TcpStream::connect(p.addr).await.unwrap();
     c.write_all(
@@ -292,20 +274,10 @@ async fn plain_http_is_one_request_per_connection() {
 /// never hears of it; the same request with a matching Host goes through.
 #[tokio::test]
 async fn a_host_header_for_another_target_is_refused_and_recorded() {
-    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let up = l.local_addr().unwrap();
-    let accepted = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let count = accepted.clone();
-    tokio::spawn(async move {
-        while let Ok((mut c, _)) = l.accept().await {
-            count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-            let mut buf = vec![0u8; 4096];
-            let _ = c.read(&mut buf).await;
-            let _ = c
-                .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok")
-                .await;
-        }
+    let server = HttpServer::loopback(|_, mut c| async move {
+        let _ = http::reply(&mut c, "200 OK", b"ok").await;
     });
+    let up = server.addr;
     let p = proxy(&[format!("127.0.0.1:{}", up.port())], ROOMY, &[]).await;
     let got = ask(
         p.addr,
@@ -330,7 +302,7 @@ async fn a_host_header_for_another_target_is_refused_and_recorded() {
         ),
         ("127.0.0.1", up.port(), why.as_str())
     );
-    assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 0);
+    assert_eq!(server.connections(), 0);
     // A malformed head names no target: answered, not recorded.
     let junk = ask(p.addr, "GET /relative HTTP/1.1\r\n\r\n").await;
     assert!(junk.starts_with("HTTP/1.1 400"), "{junk}");
@@ -344,5 +316,5 @@ async fn a_host_header_for_another_target_is_refused_and_recorded() {
         ok.starts_with("HTTP/1.1 200 OK") && ok.ends_with("ok"),
         "{ok}"
     );
-    assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 1);
+    assert_eq!(server.connections(), 1);
 }

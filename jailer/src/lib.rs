@@ -7,6 +7,26 @@
 //! access set, python's argv and environment, the seccomp rules) is plain
 //! data computed in `plan`, unit-tested without root; the other modules
 //! apply it.
+//!
+//! It owns everything done to build a jail: the namespaces and id maps,
+//! the mounts and `pivot_root`, rlimits, capabilities, Landlock and
+//! seccomp, the jail's init, and the one outcome record. It must never:
+//!
+//! - start a thread, or link tokio or the policy parser: it depends on
+//!   `prims-protocol`, `prims-cgroup` and `prims-syscalls` alone (neither
+//!   `prims-policy` nor `toml` is in its tree; `tests/tests/layout.rs`
+//!   checks);
+//! - trust the spec's sender beyond the fd it came on: a spec is read
+//!   within `MAX_SPEC_BYTES` and refused before anything is built if it
+//!   maps host root, leaves a limit at 0, names a path that is not there
+//!   or binds over the jail's own mounts ([`read_spec`], `plan::spec`);
+//! - let python inherit more than its stdio and, when given, the channel
+//!   on fd 3: the jailer closes every other fd and clears its environment
+//!   first, and python starts with no capability, `no_new_privs`, and
+//!   seccomp applied last, just before its `execve`;
+//! - map host root into the jail, or leave a process behind: the init is
+//!   pid 1 of the jail's pid namespace, and the job cgroup is killed and
+//!   removed after it.
 
 pub mod args;
 mod error;

@@ -30,11 +30,11 @@ fn main() {
     close_others(&fds.all());
     // SAFETY: the caller handed us these fds; nothing else in this process owns them.
     let proxy = fds.proxy.map(|fd| unsafe { OwnedFd::from_raw_fd(fd) });
-    // SAFETY: as above.
+    // SAFETY: the caller handed us this fd; nothing else in this process owns it.
     let channel = fds.channel.map(|fd| unsafe { OwnedFd::from_raw_fd(fd) });
     // SAFETY: the caller handed us these fds; nothing else in this process owns them.
     let mut spec_file = unsafe { File::from_raw_fd(spec_fd) };
-    // SAFETY: as above.
+    // SAFETY: the caller handed us this fd; nothing else in this process owns it.
     let mut out_file = unsafe { File::from_raw_fd(outcome_fd) };
     let spec = prims_jailer::read_spec(&mut spec_file);
     drop(spec_file);

@@ -9,6 +9,21 @@
 //! The public surface is what the `prims` binary and the tests use:
 //! [`serve`] with its options and error, the configuration types, and
 //! [`egress`]; everything else is `pub(crate)`.
+//!
+//! It owns the MCP surface (tools, prompt, resources, tasks), the HTTP
+//! checks in front of it (Host and Origin, bearer tokens naming tenants,
+//! drain) and the outbound transfers. It must never:
+//!
+//! - run as root or as `nobody` (`prims mcp` and `prims serve` drop to the
+//!   `prims` user or refuse), or link the supervisor: it reaches it only
+//!   through `prims-protocol`'s client;
+//! - make an outbound request to an address `prims-egress`'s guard refuses,
+//!   or hold a whole download or upload in memory (bodies stream, capped);
+//! - act for one tenant on another's session: every supervisor request
+//!   names the caller's tenant;
+//! - contain unsafe code.
+
+#![forbid(unsafe_code)]
 
 // The modules are in layers, lowest first, as `mcp/layers.txt` lists them:
 // a module imports only from those below it (tests/tests/layout.rs).

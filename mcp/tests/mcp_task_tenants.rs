@@ -159,10 +159,8 @@ async fn budgets_refuse_as_busy_and_follow_a_reload() {
     assert_ne!(wider, text, "{text}");
     std::fs::write(&path, wider).expect("policy");
     // SAFETY: kill has no memory preconditions; the pid is our own child.
-    assert_eq!(
-        unsafe { libc::kill(stack.supervisor_pid() as i32, libc::SIGHUP) },
-        0
-    );
+    let hup = unsafe { libc::kill(stack.supervisor_pid() as i32, libc::SIGHUP) };
+    assert_eq!(hup, 0);
     wait_until_started(&b, sleep, Duration::from_secs(10)).await;
     let sup = stack.supervisor().await;
     let stats = sup.stats().await.expect("stats");

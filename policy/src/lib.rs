@@ -3,6 +3,21 @@
 //! Parsing is strict (unknown keys are errors) and every message names the
 //! key path, line and column, because a policy typo that is silently ignored
 //! is a limit that is silently not enforced.
+//!
+//! It owns the schema and its defaults, validation, the limit arithmetic
+//! that turns the policy and a request into a job's limits, and the egress
+//! allow-list (its entries, matching and narrowing). It must never:
+//!
+//! - let a request raise a limit or widen the allow-list: a request only
+//!   lowers ([`Policy::job_limits`]) and narrows ([`network`]);
+//! - accept an unknown key or a value out of its range without an error;
+//! - act on the host: it reads the policy file and the metadata of the
+//!   paths the policy names, and nothing else (no processes, sockets or
+//!   cgroups; no unsafe code);
+//! - be linked by the jailer, which receives its limits as the plain records
+//!   of `prims-protocol`.
+
+#![forbid(unsafe_code)]
 
 mod error;
 mod merge;

@@ -5,6 +5,15 @@
 //! client; and [`egress`], the egress proxy's report of a run. Plain data
 //! with serde; the only I/O is the optional async frame reader and writer
 //! (feature `io`) and the client (feature `client`).
+//!
+//! It owns the shape of every record that crosses a process boundary and
+//! the bounds on reading one ([`jail::MAX_SPEC_BYTES`],
+//! [`wire::MAX_FRAME_BYTES`]), so both ends agree on them. It must never
+//! depend on another PRIMS crate, decide anything (policy is
+//! `prims-policy`'s), or act on the host: no process, file or cgroup work,
+//! and no unsafe code.
+
+#![forbid(unsafe_code)]
 
 pub mod b64;
 #[cfg(feature = "client")]

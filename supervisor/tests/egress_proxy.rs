@@ -8,41 +8,24 @@ use prims_egress::decide::Rules;
 use prims_egress::run::Budget;
 use prims_policy::network::{parse_allow_entry, AllowList};
 use prims_supervisor::egress::EgressProxy;
+use prims_tests::http::{self, HttpServer};
 use prims_tests::{prims_bin, require_root};
 use std::net::SocketAddr;
 use std::os::fd::OwnedFd;
 use std::os::unix::fs::MetadataExt as _;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpStream;
 
 const BUDGET: Budget = Budget {
     max_bytes: 1 << 20,
     max_connections: 16,
 };
 
-async fn upstream() -> SocketAddr {
-    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = l.local_addr().unwrap();
-    tokio::spawn(async move {
-        while let Ok((mut c, _)) = l.accept().await {
-            tokio::spawn(async move {
-                let mut buf = [0u8; 2048];
-                let mut seen = Vec::new();
-                while !seen.windows(4).any(|w| w == b"\r\n\r\n") {
-                    match c.read(&mut buf).await {
-                        Ok(0) | Err(_) => return,
-                        Ok(n) => seen.extend_from_slice(&buf[..n]),
-                    }
-                }
-                let _ = c
-                    .write_all(
-                        b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello",
-                    )
-                    .await;
-            });
-        }
-    });
-    addr
+/// An upstream on loopback that answers every request "hello".
+fn upstream() -> HttpServer {
+    HttpServer::loopback(|_, mut c| async move {
+        let _ = http::reply(&mut c, "200 OK", b"hello").await;
+    })
 }
 
 /// A listener like a jail's: its address, and the fd to hand over.
@@ -122,7 +105,8 @@ fn status(pid: i32, key: &str) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn runs_are_served_recorded_and_closed_between() {
     require_root();
-    let up = upstream().await;
+    let server = upstream();
+    let up = server.addr;
     let proxy = EgressProxy::new(prims_bin(), vec![], prims_tests::egress_account());
     let (addr, fd) = listener();
     let jail = proxy.attach(fd).await.unwrap();
@@ -180,7 +164,8 @@ async fn the_process_is_its_accounts_undumpable_and_comes_back_after_a_kill() {
         nofile.rlim_cur = 256;
         assert_eq!(libc::setrlimit(libc::RLIMIT_NOFILE, &nofile), 0);
     }
-    let up = upstream().await;
+    let server = upstream();
+    let up = server.addr;
     let account = prims_tests::egress_account();
     let proxy = EgressProxy::new(prims_bin(), vec![], account);
     let (addr, fd) = listener();
@@ -332,7 +317,8 @@ async fn no_uid_but_roots_can_stop_limit_or_trace_the_proxy() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hung_proxy_is_replaced_within_seconds_and_the_run_goes_on() {
     require_root();
-    let up = upstream().await;
+    let server = upstream();
+    let up = server.addr;
     let proxy = EgressProxy::new(prims_bin(), vec![], prims_tests::egress_account());
     let (addr, fd) = listener();
     let jail = proxy.attach(fd).await.unwrap();

@@ -2,48 +2,19 @@
 //! is killed past its wall time plus a grace, and the run becomes a
 //! `setup_error` instead of holding its caller forever.
 
-use prims_protocol::jail::{CgroupBackend, CgroupSpec, JobLimits, JobSpec, NetworkMode, Status};
+use prims_protocol::jail::{JobSpec, Status};
 use prims_supervisor::job::{Cancel, Jails, JobNames, Parents};
+use prims_tests::jail_spec::{job_spec, no_cgroup};
 use std::os::unix::fs::PermissionsExt;
 use std::time::{Duration, Instant};
 
+/// The hung jailer never reads its spec: only its wall time counts.
 fn spec(wall_time_ms: u64) -> JobSpec {
-    JobSpec {
-        interpreter: "/usr/bin/python3".into(),
-        venv: "/nonexistent".into(),
-        workspace: "/nonexistent".into(),
-        code: String::new(),
-        limits: JobLimits {
-            wall_time_ms,
-            cpu_time_ms: 1000,
-            memory_bytes: 64 << 20,
-            swap_bytes: 0,
-            pids: 16,
-            open_files: 64,
-            file_size_bytes: 1 << 20,
-            output_bytes: 1 << 10,
-            tmp_size_bytes: 1 << 20,
-            cpu_millis: 1000,
-        },
-        network: NetworkMode::None,
-        ro_binds: vec![],
-        seccomp_extra_deny: vec![],
-        socket_families: vec![1],
-        landlock_required: true,
-        cgroup: CgroupSpec {
-            backend: CgroupBackend::None,
-            parents: Default::default(),
-            job: "watchdog".into(),
-        },
-        host_uid: 200_000,
-        host_gid: 200_000,
-        argv: vec![],
-        env: vec![],
-        binds: vec![],
-        venv_writable: false,
-        proxy_port: 0,
-        cpu_idle: false,
-    }
+    job_spec()
+        .wall_ms(wall_time_ms)
+        .cpu_ms(1000)
+        .cgroup(no_cgroup("watchdog"))
+        .build()
 }
 
 #[test]

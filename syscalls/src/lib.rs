@@ -9,6 +9,11 @@
 //!
 //! Only x86_64 Linux is supported; elsewhere the table is empty and every
 //! lookup fails.
+//!
+//! It owns these facts as data. It must never depend on another PRIMS
+//! crate (the jailer and the policy parser both stand on it, and the jailer
+//! must not reach the parser through it), hold state, or make a syscall
+//! other than the read-only Landlock ABI query.
 
 mod always_denied;
 mod landlock;

@@ -1,5 +1,13 @@
 //! Helpers for end-to-end tests.
 //!
+//! It owns what the tests and the benchmarks share: starting the real
+//! binaries, probing the jail, parsing outcomes, test servers, job specs,
+//! and cleaning up after them. It is never part of the product: no crate
+//! depends on it but as a dev-dependency, and the benchmarks. Its tests
+//! never skip: those that need root refuse to run without it. They assert
+//! exact errnos, signals and values; performance is never a test here (the
+//! benchmarks measure it). They leave no process, mount or cgroup behind.
+//!
 //! Every test drives the real binaries: `target/debug/prims run --json` runs a
 //! Python script inside the jail and prints one JSON outcome. The helpers here
 //! write the script and the policy to a private temp directory, run prims with
@@ -41,7 +49,10 @@
 //!   workspace directories, file owners, host python runs;
 //! - [`teardown`]: unmounting and removing what a killed supervisor left;
 //! - [`netns`]: a test host in a network namespace of the test's own;
-//! - [`web`]: test HTTP and HTTPS servers, on loopback or in such a host.
+//! - [`web`]: test HTTP and HTTPS servers (python's), on loopback or in
+//!   such a host;
+//! - [`http`]: [`HttpServer`], an in-process HTTP/1.1 server whose handler
+//!   a test writes, recording the connections and request heads it saw.
 
 pub mod checks;
 pub mod child;
@@ -49,6 +60,7 @@ pub mod daemon;
 pub mod harness;
 pub mod held;
 pub mod host;
+pub mod http;
 pub mod jail_spec;
 pub mod live;
 pub mod netns;
@@ -70,5 +82,6 @@ pub use held::{Held, HOLD_PY};
 pub use host::{
     assert_no_survivors, host_python, owner, processes_with_marker, unique, workspace_dir,
 };
+pub use http::HttpServer;
 pub use outcome::Run;
 pub use python::{py_str, PY_PRELUDE};

@@ -74,17 +74,16 @@ pub fn talk_as(
     };
     let mut buf = vec![0u8; BUF];
     let mut pipe = [0 as libc::c_int; 2];
-    // SAFETY: pipe2 writes two fds into the array.
-    assert_eq!(
-        unsafe { libc::pipe2(pipe.as_mut_ptr(), libc::O_CLOEXEC) },
-        0
-    );
+    // SAFETY: pipe2 writes two fds into the array, which outlives the call.
+    let piped = unsafe { libc::pipe2(pipe.as_mut_ptr(), libc::O_CLOEXEC) };
+    assert_eq!(piped, 0);
     // SAFETY: the child makes only async-signal-safe syscalls on memory
     // that exists before the fork, then _exits; the parent only waits.
     let pid = unsafe { libc::fork() };
     assert!(pid >= 0, "fork failed");
     if pid == 0 {
-        // SAFETY: as above.
+        // SAFETY: we are the freshly forked child `child` requires; every
+        // argument points at memory made before the fork.
         unsafe { child(uid, gid, &addr, &tv, send, want_frames, &mut buf, pipe[1]) }
     }
     // SAFETY: closing our copy of the write end; the read end is ours.
@@ -134,37 +133,47 @@ unsafe fn child(
     buf: &mut [u8],
     report: libc::c_int,
 ) -> ! {
-    libc::alarm(120);
-    let ok = libc::setgroups(0, std::ptr::null()) == 0
-        && libc::setgid(gid) == 0
-        && libc::setuid(uid) == 0
-        && libc::getuid() == uid
-        && libc::getgid() == gid;
-    if !ok {
-        libc::_exit(10);
-    }
-    let fd = libc::socket(libc::AF_UNIX, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
-    let len = std::mem::size_of::<libc::sockaddr_un>() as libc::socklen_t;
-    if fd < 0 || libc::connect(fd, (addr as *const libc::sockaddr_un).cast(), len) != 0 {
-        libc::_exit(11);
-    }
-    libc::setsockopt(
-        fd,
-        libc::SOL_SOCKET,
-        libc::SO_RCVTIMEO,
-        (tv as *const libc::timeval).cast(),
-        std::mem::size_of::<libc::timeval>() as libc::socklen_t,
-    );
+    // SAFETY: alarm, the credential calls, socket, connect and setsockopt
+    // are async-signal-safe syscalls; setgroups reads no list when its size
+    // is 0, and `addr` and `tv` are live references of the types whose
+    // sizes are passed. _exit never returns.
+    let fd = unsafe {
+        libc::alarm(120);
+        let ok = libc::setgroups(0, std::ptr::null()) == 0
+            && libc::setgid(gid) == 0
+            && libc::setuid(uid) == 0
+            && libc::getuid() == uid
+            && libc::getgid() == gid;
+        if !ok {
+            libc::_exit(10);
+        }
+        let fd = libc::socket(libc::AF_UNIX, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
+        let len = std::mem::size_of::<libc::sockaddr_un>() as libc::socklen_t;
+        if fd < 0 || libc::connect(fd, (addr as *const libc::sockaddr_un).cast(), len) != 0 {
+            libc::_exit(11);
+        }
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_RCVTIMEO,
+            (tv as *const libc::timeval).cast(),
+            std::mem::size_of::<libc::timeval>() as libc::socklen_t,
+        );
+        fd
+    };
     // MSG_NOSIGNAL: a server that hung up already must not kill us with SIGPIPE.
     let mut sent = 0;
     let mut ended: u8 = 0;
     while sent < send.len() {
-        let n = libc::send(
-            fd,
-            send.as_ptr().add(sent).cast(),
-            send.len() - sent,
-            libc::MSG_NOSIGNAL,
-        );
+        // SAFETY: `send[sent..]` is a live slice of the length passed.
+        let n = unsafe {
+            libc::send(
+                fd,
+                send[sent..].as_ptr().cast(),
+                send.len() - sent,
+                libc::MSG_NOSIGNAL,
+            )
+        };
         if n <= 0 {
             // Refused before we finished talking: see what it said, if anything.
             ended = 1;
@@ -181,12 +190,16 @@ unsafe fn child(
             if got == buf.len() {
                 break 2;
             }
-            let n = libc::read(fd, buf.as_mut_ptr().add(got).cast(), buf.len() - got);
+            let rest = &mut buf[got..];
+            // SAFETY: `rest` is a live, writable slice of the length passed.
+            let n = unsafe { libc::read(fd, rest.as_mut_ptr().cast(), rest.len()) };
             if n == 0 {
                 break 0;
             }
             if n < 0 {
-                let e = *libc::__errno_location();
+                // SAFETY: __errno_location returns this thread's errno slot,
+                // valid for the life of the thread.
+                let e = unsafe { *libc::__errno_location() };
                 break if e == libc::EAGAIN || e == libc::EWOULDBLOCK {
                     3
                 } else {
@@ -196,16 +209,20 @@ unsafe fn child(
             got += n as usize;
         };
     }
-    libc::write(report, (&ended as *const u8).cast(), 1);
+    // SAFETY: `ended` is one live byte.
+    unsafe { libc::write(report, (&ended as *const u8).cast(), 1) };
     let mut off = 0;
     while off < got {
-        let n = libc::write(report, buf.as_ptr().add(off).cast(), got - off);
+        let rest = &buf[off..got];
+        // SAFETY: `rest` is a live slice of the length passed.
+        let n = unsafe { libc::write(report, rest.as_ptr().cast(), rest.len()) };
         if n <= 0 {
             break;
         }
         off += n as usize;
     }
-    libc::_exit(0);
+    // SAFETY: ends the child at once, running nothing of the parent's.
+    unsafe { libc::_exit(0) }
 }
 
 /// How many whole frames `bytes` starts with. No allocation: the child uses it.

@@ -340,52 +340,15 @@ fn bad_input_jailer_oversized_spec_setup_error() {
 /// host uid runs the code.
 #[test]
 fn bad_input_jailer_refuses_host_uid_0() {
-    let venv = tempfile::tempdir().unwrap();
-    std::fs::create_dir_all(venv.path().join("bin")).unwrap();
-    std::os::unix::fs::symlink("/usr/bin/python3.11", venv.path().join("bin/python")).unwrap();
-    std::fs::write(
-        venv.path().join("pyvenv.cfg"),
-        "home = /usr/bin\ninclude-system-site-packages = false\n",
-    )
-    .unwrap();
-    let spec_for = |ws: &std::path::Path, uid: u32| prims_protocol::jail::JobSpec {
-        interpreter: "/usr/bin/python3.11".into(),
-        venv: venv.path().to_path_buf(),
-        workspace: ws.to_path_buf(),
-        code: "open('/workspace/ran', 'w').write('yes')".into(),
-        limits: prims_protocol::jail::JobLimits {
-            wall_time_ms: 10_000,
-            cpu_time_ms: 10_000,
-            memory_bytes: 256 << 20,
-            swap_bytes: 0,
-            pids: 32,
-            open_files: 256,
-            file_size_bytes: 16 << 20,
-            output_bytes: 65536,
-            tmp_size_bytes: 16 << 20,
-            cpu_millis: 1000,
-        },
-        network: prims_protocol::jail::NetworkMode::None,
-        ro_binds: ["/usr", "/lib", "/lib64", "/bin"]
-            .into_iter()
-            .map(Into::into)
-            .collect(),
-        seccomp_extra_deny: Vec::new(),
-        socket_families: vec![libc::AF_UNIX],
-        landlock_required: false,
-        cgroup: prims_protocol::jail::CgroupSpec {
-            backend: prims_protocol::jail::CgroupBackend::None,
-            parents: Default::default(),
-            job: unique("job"),
-        },
-        host_uid: uid,
-        host_gid: uid,
-        argv: Vec::new(),
-        env: Vec::new(),
-        binds: Vec::new(),
-        venv_writable: false,
-        proxy_port: 0,
-        cpu_idle: false,
+    let venv = prims_tests::jail_spec::bare_venv();
+    let spec_for = |ws: &std::path::Path, uid: u32| {
+        prims_tests::jail_spec::job_spec()
+            .venv(venv.path())
+            .workspace(ws)
+            .code("open('/workspace/ran', 'w').write('yes')")
+            .output_bytes(65536)
+            .host_id(uid)
+            .build()
     };
     // Pair: with host uid 200000 the spec is valid and the code runs.
     let ok_ws = workspace_dir();

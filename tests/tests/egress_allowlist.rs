@@ -9,31 +9,22 @@
 use prims_protocol::jail::Status;
 use prims_protocol::wire::RunRequest;
 use prims_tests::daemon::{run_req, Daemon};
+use prims_tests::http::{HttpServer, Request};
 use prims_tests::live::{send, stderr, stdout};
 use prims_tests::netns::NetnsHost;
 use prims_tests::web;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpListener;
+use tokio::io::AsyncWriteExt;
 
 /// The size of `/big`.
 const BIG: usize = 8 << 20;
 
-/// A server of the test's, in a network namespace of its own at a private
-/// address (gone with the value), and what it was sent.
+/// A server of the test's ([`HttpServer`]), in a network namespace of its
+/// own at a private address (gone with the value).
 struct Server {
     addr: SocketAddr,
-    seen: Arc<Mutex<Seen>>,
+    http: HttpServer,
     _ns: NetnsHost,
-}
-
-/// What a [`Server`] was sent: connections accepted, and the bytes read
-/// up to each request head's end, in order.
-#[derive(Debug, Default)]
-struct Seen {
-    connections: usize,
-    heads: Vec<String>,
 }
 
 impl Server {
@@ -41,38 +32,14 @@ impl Server {
     /// connection's request head (the bytes up to its blank line).
     fn start<F, Fut>(handle: F) -> Server
     where
-        F: Fn(String, tokio::net::TcpStream) -> Fut + Send + Sync + 'static,
+        F: Fn(Request, tokio::net::TcpStream) -> Fut + Send + Sync + 'static,
         Fut: std::future::Future<Output = ()> + Send + 'static,
     {
         let ns = NetnsHost::new();
-        let l = ns.listen(0);
-        l.set_nonblocking(true).unwrap();
-        let l = TcpListener::from_std(l).unwrap();
-        let addr = l.local_addr().unwrap();
-        let seen = Arc::new(Mutex::new(Seen::default()));
-        let (record, handle) = (seen.clone(), Arc::new(handle));
-        tokio::spawn(async move {
-            while let Ok((mut c, _)) = l.accept().await {
-                record.lock().unwrap().connections += 1;
-                let (record, handle) = (record.clone(), handle.clone());
-                tokio::spawn(async move {
-                    let mut buf = [0u8; 4096];
-                    let mut got = Vec::new();
-                    while !got.windows(4).any(|w| w == b"\r\n\r\n") {
-                        match c.read(&mut buf).await {
-                            Ok(0) | Err(_) => return,
-                            Ok(n) => got.extend_from_slice(&buf[..n]),
-                        }
-                    }
-                    let head = String::from_utf8_lossy(&got).into_owned();
-                    record.lock().unwrap().heads.push(head.clone());
-                    handle(head, c).await;
-                });
-            }
-        });
+        let http = HttpServer::on(ns.listen(0), handle);
         Server {
-            addr,
-            seen,
+            addr: http.addr,
+            http,
             _ns: ns,
         }
     }
@@ -81,19 +48,21 @@ impl Server {
         self.addr.port()
     }
 
+    /// What each request sent up to its head's end, in order.
     fn heads(&self) -> Vec<String> {
-        self.seen.lock().unwrap().heads.clone()
+        self.http.heads()
     }
 
     fn connections(&self) -> usize {
-        self.seen.lock().unwrap().connections
+        self.http.connections()
     }
 }
 
 /// An HTTP server: `/ok` answers "hello", `/big` sends 8 MiB, `/redirect`
 /// sends the client to a host outside the list.
 async fn upstream() -> Server {
-    Server::start(|head, mut c| async move {
+    Server::start(|req, mut c| async move {
+        let head = req.head;
         if head.starts_with("GET /big") {
             let body = vec![b'x'; BIG];
             let head =
@@ -838,10 +807,10 @@ sys.stdout.buffer.write(out.getvalue())
 
 /// A package index serving only `tinypkg`.
 async fn index(wheel: Vec<u8>) -> Server {
-    Server::start(move |head, mut c| {
+    Server::start(move |req, mut c| {
         let wheel = wheel.clone();
         async move {
-            let path = head.split(' ').nth(1).unwrap_or("");
+            let path = req.path();
             let (kind, body): (&str, Vec<u8>) = if path.starts_with("/simple/tinypkg") {
                 let html = "<html><body><a href=\"/files/tinypkg-1.0-py3-none-any.whl\">tinypkg-1.0-py3-none-any.whl</a></body></html>";
                 ("text/html", html.as_bytes().to_vec())

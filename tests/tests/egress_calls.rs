@@ -8,6 +8,7 @@
 use prims_protocol::jail::Status;
 use prims_protocol::wire::{RunReply, RunRequest};
 use prims_tests::daemon::{run_req, Daemon};
+use prims_tests::http::HttpServer;
 use prims_tests::live::{send, stderr, stdout};
 use prims_tests::netns::NetnsHost;
 use std::net::SocketAddr;
@@ -15,57 +16,45 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpListener;
 
 /// A server in a network namespace of its own that answers a request head
 /// with 200, then echoes every byte and counts them.
 struct Sink {
     addr: SocketAddr,
     received: Arc<AtomicU64>,
+    _http: HttpServer,
     _ns: NetnsHost,
 }
 
 impl Sink {
     fn start() -> Sink {
         let ns = NetnsHost::new();
-        let l = ns.listen(0);
-        l.set_nonblocking(true).unwrap();
-        let l = TcpListener::from_std(l).unwrap();
-        let addr = l.local_addr().unwrap();
         let received = Arc::new(AtomicU64::new(0));
         let count = received.clone();
-        tokio::spawn(async move {
-            while let Ok((mut c, _)) = l.accept().await {
-                let count = count.clone();
-                tokio::spawn(async move {
-                    let mut buf = [0u8; 4096];
-                    let mut head = Vec::new();
-                    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-                        match c.read(&mut buf).await {
-                            Ok(0) | Err(_) => return,
-                            Ok(n) => head.extend_from_slice(&buf[..n]),
-                        }
-                    }
-                    if c.write_all(b"HTTP/1.1 200 OK\r\n\r\n").await.is_err() {
-                        return;
-                    }
-                    loop {
-                        match c.read(&mut buf).await {
-                            Ok(0) | Err(_) => return,
-                            Ok(n) => {
-                                count.fetch_add(n as u64, Ordering::SeqCst);
-                                if c.write_all(&buf[..n]).await.is_err() {
-                                    return;
-                                }
+        let http = HttpServer::on(ns.listen(0), move |_, mut c| {
+            let count = count.clone();
+            async move {
+                let mut buf = [0u8; 4096];
+                if c.write_all(b"HTTP/1.1 200 OK\r\n\r\n").await.is_err() {
+                    return;
+                }
+                loop {
+                    match c.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => {
+                            count.fetch_add(n as u64, Ordering::SeqCst);
+                            if c.write_all(&buf[..n]).await.is_err() {
+                                return;
                             }
                         }
                     }
-                });
+                }
             }
         });
         Sink {
-            addr,
+            addr: http.addr,
             received,
+            _http: http,
             _ns: ns,
         }
     }

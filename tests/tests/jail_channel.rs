@@ -6,9 +6,9 @@
 //! default, so the supervisor's SIGINT reaches it whatever the supervisor
 //! inherited.
 
-use prims_protocol::jail::{CgroupBackend, CgroupSpec, JobSpec, NetworkMode, Outcome, Status};
+use prims_protocol::jail::{JobSpec, NetworkMode, Outcome, Status};
 use prims_supervisor::job::{Cancel, Jails, JobNames, Parents};
-use prims_tests::jail_spec::{JailFiles, Lines};
+use prims_tests::jail_spec::{no_cgroup, JailFiles, Lines};
 use prims_tests::*;
 use std::io::{Read, Seek, Write};
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -39,14 +39,6 @@ fn jails() -> Jails {
         jailer: jailer_bin(),
         parents: Parents::none(),
         names: JobNames::of_process(),
-    }
-}
-
-fn no_cgroup() -> CgroupSpec {
-    CgroupSpec {
-        backend: CgroupBackend::None,
-        parents: Default::default(),
-        job: unique("chan"),
     }
 }
 
@@ -83,7 +75,11 @@ fn spawn_to_the_end(code: &str) -> Ended {
     // Non-blocking, as tokio makes its pairs: python must not notice.
     theirs.set_nonblocking(true).unwrap();
     let mut jail = jails()
-        .spawn(&files.spec(code, no_cgroup(), WALL_MS), theirs.into(), None)
+        .spawn(
+            &files.spec(code, no_cgroup("chan"), WALL_MS),
+            theirs.into(),
+            None,
+        )
         .expect("spawn");
     let mut stdout = String::new();
     std::fs::File::from(jail.take_stdout().unwrap())
@@ -153,7 +149,7 @@ fn without_a_channel_python_has_no_fd_3() {
     let files = JailFiles::new(HOST_UID);
     let r = jails()
         .run(
-            &files.spec(FDS_PY, no_cgroup(), WALL_MS),
+            &files.spec(FDS_PY, no_cgroup("chan"), WALL_MS),
             &|_, _| {},
             &Cancel::default(),
             None,
@@ -204,7 +200,11 @@ fn the_jailer_and_the_init_keep_no_copy_of_the_channel() {
     let (ours, theirs) = UnixStream::pair().unwrap();
     let link = socket_link(&theirs);
     let jail = jails()
-        .spawn(&files.spec(code, no_cgroup(), WALL_MS), theirs.into(), None)
+        .spawn(
+            &files.spec(code, no_cgroup("chan"), WALL_MS),
+            theirs.into(),
+            None,
+        )
         .expect("spawn");
     let mut lines = Lines::new(ours.try_clone().unwrap());
     assert_eq!(lines.next_line().as_deref(), Some("ready"));
@@ -304,7 +304,7 @@ fn the_channel_lands_on_3_from_any_fd_number() {
         (5, 6, 4, Some(3)),
         (3, 4, 200, None),
     ] {
-        let mut spec = files.spec(&code, no_cgroup(), WALL_MS);
+        let mut spec = files.spec(&code, no_cgroup("chan"), WALL_MS);
         if proxy_n.is_some() {
             spec.network = NetworkMode::Proxy;
             spec.proxy_port = 3128;
@@ -361,7 +361,7 @@ print('sighup', signal.getsignal(signal.SIGHUP) == signal.SIG_DFL)
 print('blocked', sorted(int(s) for s in signal.pthread_sigmask(signal.SIG_BLOCK, [])))
 "#;
     for deaf in [false, true] {
-        let spec = files.spec(code, no_cgroup(), WALL_MS);
+        let spec = files.spec(code, no_cgroup("chan"), WALL_MS);
         let (spec_fd, out_fd, _outcome) = spec_and_outcome(&spec);
         let raw = jailer_with(
             vec![("--spec-fd", 3, spec_fd), ("--outcome-fd", 4, out_fd)],

@@ -1,15 +1,7 @@
 use super::*;
+use crate::mountinfo::HYBRID;
 use std::fs as sfs;
 
-const HYBRID: &str = "\
-31 23 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755
-32 31 0:29 / /sys/fs/cgroup/cpu rw,relatime - cgroup cgroup rw,cpu
-33 31 0:30 / /sys/fs/cgroup/cpuacct rw,relatime - cgroup cgroup rw,cpuacct
-34 31 0:31 / /sys/fs/cgroup/cpuset rw,relatime - cgroup cgroup rw,cpuset
-35 31 0:32 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory
-39 31 0:36 / /sys/fs/cgroup/pids rw,relatime - cgroup cgroup rw,pids
-41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw
-";
 const HYBRID_CG: &str = "9:name=systemd:/\n8:pids:/\n4:memory:/process_api/abc\n3:cpuset:/\n2:cpuacct:/\n1:cpu:/\n0::/\n";
 
 const COMOUNTED: &str = "\

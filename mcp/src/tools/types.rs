@@ -1,5 +1,9 @@
 //! The tools' arguments and results. Names follow the original PRIMS; the
 //! fields it did not have are optional arguments or extra result keys.
+//!
+//! The fields' doc comments are also their JSON schema descriptions, which
+//! models read as plain text, so they keep `<path>` placeholders as they are.
+#![allow(rustdoc::invalid_html_tags)]
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};

@@ -1,16 +1,17 @@
 //! Real loopback HTTP/1.1 servers for the egress tests (no mocks: the client
-//! under test talks TCP to them), and policy helpers.
+//! under test talks TCP to them), on `prims_tests::http`, and policy helpers.
 #![allow(dead_code)] // each test binary uses a different part
 
 pub mod s3;
 
 use prims_policy::{ByteSize, Egress as EgressPolicy, HumanDuration};
+use prims_tests::http::HttpServer;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpStream;
 
 /// A policy with `allow` and test-sized limits (1 MiB down, 64 KiB up, 5 s).
 pub fn policy(allow: &[&str]) -> EgressPolicy {
@@ -74,18 +75,10 @@ type Handler = dyn Fn(&Request) -> Reply + Send + Sync;
 /// A server on `bind` ("127.0.0.1:0", "[::1]:0"); one request per connection.
 pub struct Server {
     pub addr: SocketAddr,
-    /// TCP connections accepted.
-    pub connections: Arc<AtomicUsize>,
     pub requests: Arc<Mutex<Vec<Request>>>,
     /// Body bytes written by `Reply::Endless`.
     pub endless_sent: Arc<AtomicU64>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
+    http: HttpServer,
 }
 
 impl Server {
@@ -93,28 +86,21 @@ impl Server {
         bind: &str,
         handler: impl Fn(&Request) -> Reply + Send + Sync + 'static,
     ) -> Server {
-        let listener = TcpListener::bind(bind).await.expect("bind test server");
-        let addr = listener.local_addr().expect("local addr");
-        let connections = Arc::new(AtomicUsize::new(0));
         let requests = Arc::new(Mutex::new(Vec::new()));
         let endless_sent = Arc::new(AtomicU64::new(0));
         let handler: Arc<Handler> = Arc::new(handler);
-        let (c, r, e) = (connections.clone(), requests.clone(), endless_sent.clone());
-        let task = tokio::spawn(async move {
-            while let Ok((stream, _)) = listener.accept().await {
-                c.fetch_add(1, Ordering::SeqCst);
-                let (h, r, e) = (handler.clone(), r.clone(), e.clone());
-                tokio::spawn(async move {
-                    let _ = handle(stream, h, r, e).await;
-                });
+        let (r, e) = (requests.clone(), endless_sent.clone());
+        let http = HttpServer::bind(bind, move |req, stream| {
+            let (h, r, e) = (handler.clone(), r.clone(), e.clone());
+            async move {
+                let _ = handle(req, stream, h, r, e).await;
             }
         });
         Server {
-            addr,
-            connections,
+            addr: http.addr,
             requests,
             endless_sent,
-            task,
+            http,
         }
     }
 
@@ -122,8 +108,9 @@ impl Server {
         format!("http://{}{path}", self.addr)
     }
 
+    /// TCP connections accepted.
     pub fn connection_count(&self) -> usize {
-        self.connections.load(Ordering::SeqCst)
+        self.http.connections()
     }
 
     pub fn requests(&self) -> Vec<Request> {
@@ -131,48 +118,27 @@ impl Server {
     }
 }
 
-async fn read_request(stream: &mut TcpStream) -> std::io::Result<Request> {
-    let mut buf = Vec::new();
-    let mut byte = [0u8; 1];
-    while !buf.ends_with(b"\r\n\r\n") {
-        if stream.read(&mut byte).await? == 0 || buf.len() > 64 * 1024 {
-            return Err(std::io::ErrorKind::UnexpectedEof.into());
-        }
-        buf.push(byte[0]);
-    }
-    let head = String::from_utf8_lossy(&buf).into_owned();
-    let mut lines = head.split("\r\n");
-    let mut first = lines.next().unwrap_or_default().split(' ');
-    let method = first.next().unwrap_or_default().to_string();
-    let path = first.next().unwrap_or_default().to_string();
-    let headers: Vec<(String, String)> = lines
-        .filter_map(|l| l.split_once(':'))
-        .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
-        .collect();
-    let mut req = Request {
-        method,
-        path,
-        headers,
-        body: Vec::new(),
-    };
-    if let Some(len) = req
-        .header("content-length")
-        .and_then(|v| v.parse::<usize>().ok())
-    {
-        let mut body = vec![0u8; len];
-        stream.read_exact(&mut body).await?;
-        req.body = body;
-    }
-    Ok(req)
+/// The request `head` read, with its body (Content-Length bytes).
+async fn read_request(
+    head: prims_tests::http::Request,
+    stream: &mut TcpStream,
+) -> std::io::Result<Request> {
+    Ok(Request {
+        method: head.method().to_string(),
+        path: head.path().to_string(),
+        headers: head.headers(),
+        body: head.body(stream).await?,
+    })
 }
 
 async fn handle(
+    head: prims_tests::http::Request,
     mut stream: TcpStream,
     handler: Arc<Handler>,
     requests: Arc<Mutex<Vec<Request>>>,
     endless_sent: Arc<AtomicU64>,
 ) -> std::io::Result<()> {
-    let req = read_request(&mut stream).await?;
+    let req = read_request(head, &mut stream).await?;
     let reply = handler(&req);
     requests.lock().unwrap().push(req);
     let head = |status: u16, extra: &str| {

@@ -1,11 +1,12 @@
-//! A tiny loopback HTTP/1.1 server that serves fixed files and records
-//! every request (method, headers, body), one request per connection.
+//! A tiny loopback HTTP/1.1 server (on `prims_tests::http`) that serves
+//! fixed files and records every request (method, headers, body), one
+//! request per connection.
 
+use prims_tests::http::HttpServer;
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpListener;
+use tokio::io::AsyncWriteExt;
 
 #[derive(Debug, Clone)]
 pub struct Recorded {
@@ -27,52 +28,48 @@ impl Recorded {
 pub struct FileServer {
     pub addr: SocketAddr,
     pub requests: Arc<Mutex<Vec<Recorded>>>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Drop for FileServer {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
+    _http: HttpServer,
 }
 
 impl FileServer {
     /// Serves GET of `files` (path → body); answers PUT with `put_status`.
     pub async fn start(files: HashMap<String, Vec<u8>>, put_status: u16) -> FileServer {
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-        let addr = listener.local_addr().expect("addr");
         let requests: Arc<Mutex<Vec<Recorded>>> = Default::default();
         let (reqs, files) = (requests.clone(), Arc::new(files));
-        let task = tokio::spawn(async move {
-            while let Ok((mut conn, _)) = listener.accept().await {
-                let (reqs, files) = (reqs.clone(), files.clone());
-                tokio::spawn(async move {
-                    let Some(req) = read_request(&mut conn).await else {
-                        return;
-                    };
-                    let (status, body) = match req.method.as_str() {
-                        "GET" => match files.get(&req.path) {
-                            Some(b) => (200, b.clone()),
-                            None => (404, b"not found".to_vec()),
-                        },
-                        "PUT" => (put_status, Vec::new()),
-                        _ => (405, Vec::new()),
-                    };
-                    reqs.lock().unwrap().push(req);
-                    let head = format!(
-                        "HTTP/1.1 {status} X\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-                        body.len()
-                    );
-                    let _ = conn.write_all(head.as_bytes()).await;
-                    let _ = conn.write_all(&body).await;
-                    let _ = conn.shutdown().await;
-                });
+        let http = HttpServer::loopback(move |head, mut conn| {
+            let (reqs, files) = (reqs.clone(), files.clone());
+            async move {
+                let Ok(body) = head.body_until_eof(&mut conn).await else {
+                    return;
+                };
+                let req = Recorded {
+                    method: head.method().to_owned(),
+                    path: head.path().to_owned(),
+                    headers: head.headers(),
+                    body,
+                };
+                let (status, body) = match req.method.as_str() {
+                    "GET" => match files.get(&req.path) {
+                        Some(b) => (200, b.clone()),
+                        None => (404, b"not found".to_vec()),
+                    },
+                    "PUT" => (put_status, Vec::new()),
+                    _ => (405, Vec::new()),
+                };
+                reqs.lock().unwrap().push(req);
+                let head = format!(
+                    "HTTP/1.1 {status} X\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                    body.len()
+                );
+                let _ = conn.write_all(head.as_bytes()).await;
+                let _ = conn.write_all(&body).await;
+                let _ = conn.shutdown().await;
             }
         });
         FileServer {
-            addr,
+            addr: http.addr,
             requests,
-            task,
+            _http: http,
         }
     }
 
@@ -88,46 +85,4 @@ impl FileServer {
             .filter(|r| r.method == method)
             .count()
     }
-}
-
-async fn read_request(conn: &mut tokio::net::TcpStream) -> Option<Recorded> {
-    let mut buf = Vec::new();
-    let mut chunk = [0u8; 8192];
-    let head_end = loop {
-        let n = conn.read(&mut chunk).await.ok()?;
-        if n == 0 {
-            return None;
-        }
-        buf.extend_from_slice(&chunk[..n]);
-        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            break i;
-        }
-    };
-    let head = String::from_utf8_lossy(&buf[..head_end]).into_owned();
-    let mut lines = head.split("\r\n");
-    let mut first = lines.next()?.split(' ');
-    let (method, path) = (first.next()?.to_owned(), first.next()?.to_owned());
-    let headers: Vec<(String, String)> = lines
-        .filter_map(|l| l.split_once(':'))
-        .map(|(k, v)| (k.trim().to_owned(), v.trim().to_owned()))
-        .collect();
-    let len: usize = headers
-        .iter()
-        .find(|(k, _)| k.eq_ignore_ascii_case("content-length"))
-        .and_then(|(_, v)| v.parse().ok())
-        .unwrap_or(0);
-    let mut body = buf[head_end + 4..].to_vec();
-    while body.len() < len {
-        let n = conn.read(&mut chunk).await.ok()?;
-        if n == 0 {
-            break;
-        }
-        body.extend_from_slice(&chunk[..n]);
-    }
-    Some(Recorded {
-        method,
-        path,
-        headers,
-        body,
-    })
 }

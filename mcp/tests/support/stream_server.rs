@@ -2,14 +2,15 @@
 //! sent, so a test can serve hundreds of megabytes without holding them.
 //! GET `/chunked/<n>` answers `n` bytes with `Transfer-Encoding: chunked`
 //! and no Content-Length; `/sized/<n>` the same bytes with a Content-Length.
-//! One request per connection.
+//! One request per connection, on `prims_tests::http`.
 
+use prims_tests::http::HttpServer;
 use sha2::{Digest, Sha256};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpStream;
 
 /// Bodies are made of blocks of this size (the last one cut short).
 pub const BLOCK: usize = 64 * 1024;
@@ -68,31 +69,25 @@ pub struct StreamServer {
     pub addr: SocketAddr,
     /// GET requests answered.
     pub gets: Arc<AtomicUsize>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Drop for StreamServer {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
+    _http: HttpServer,
 }
 
 impl StreamServer {
     pub async fn start() -> StreamServer {
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-        let addr = listener.local_addr().expect("addr");
         let gets = Arc::new(AtomicUsize::new(0));
         let pattern = Arc::new(Pattern::new());
         let counter = gets.clone();
-        let task = tokio::spawn(async move {
-            while let Ok((conn, _)) = listener.accept().await {
-                let (pattern, counter) = (pattern.clone(), counter.clone());
-                tokio::spawn(async move {
-                    let _ = serve(conn, &pattern, &counter).await;
-                });
+        let http = HttpServer::loopback(move |head, conn| {
+            let (pattern, counter) = (pattern.clone(), counter.clone());
+            async move {
+                let _ = serve(head.path(), conn, &pattern, &counter).await;
             }
         });
-        StreamServer { addr, gets, task }
+        StreamServer {
+            addr: http.addr,
+            gets,
+            _http: http,
+        }
     }
 
     pub fn url(&self, path: &str) -> String {
@@ -104,17 +99,12 @@ impl StreamServer {
     }
 }
 
-async fn serve(mut conn: TcpStream, pattern: &Pattern, gets: &AtomicUsize) -> std::io::Result<()> {
-    let mut head = Vec::new();
-    let mut byte = [0u8; 1];
-    while !head.ends_with(b"\r\n\r\n") {
-        if conn.read(&mut byte).await? == 0 || head.len() > 16 * 1024 {
-            return Ok(());
-        }
-        head.push(byte[0]);
-    }
-    let head = String::from_utf8_lossy(&head).into_owned();
-    let path = head.split(' ').nth(1).unwrap_or_default().to_owned();
+async fn serve(
+    path: &str,
+    mut conn: TcpStream,
+    pattern: &Pattern,
+    gets: &AtomicUsize,
+) -> std::io::Result<()> {
     gets.fetch_add(1, Ordering::SeqCst);
     let (chunked, n) = match path.split('/').collect::<Vec<_>>()[..] {
         ["", "chunked", n] => (true, n.parse::<u64>().ok()),

@@ -98,10 +98,8 @@ fn mount(envs_dir: &Path, key: &str) -> Result<(), EnvError> {
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
         Err(e) => return Err(EnvError::io("creating", &dir)(e)),
     }
-    crate::volume::mount_read_only(&image_path(envs_dir, key), &dir).map_err(|message| {
-        EnvError::Build {
-            message: format!("mounting environment {key}: {message}"),
-        }
+    crate::volume::mount_read_only(&image_path(envs_dir, key), &dir).map_err(|e| EnvError::Build {
+        message: format!("mounting environment {key}: {e}"),
     })
 }
 

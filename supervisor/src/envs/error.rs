@@ -78,8 +78,8 @@ impl EnvError {
     ) -> impl FnOnce(crate::volume::VolumeError) -> EnvError {
         move |e| match e {
             crate::volume::VolumeError::NoSpace { size } => EnvError::Disk { what, bytes: size },
-            crate::volume::VolumeError::Other(message) => EnvError::Build {
-                message: format!("making {what}: {message}"),
+            e => EnvError::Build {
+                message: format!("making {what}: {e}"),
             },
         }
     }

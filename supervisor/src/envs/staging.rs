@@ -60,8 +60,8 @@ impl BuildVolume {
             .mode(0o755)
             .create(&vol.dir)
             .map_err(EnvError::io("creating", &vol.dir))?;
-        volume::mount_on(&vol.image, &vol.dir).map_err(|message| EnvError::Build {
-            message: format!("mounting the build volume: {message}"),
+        volume::mount_on(&vol.image, &vol.dir).map_err(|e| EnvError::Build {
+            message: format!("mounting the build volume: {e}"),
         })?;
         let _ = fs::remove_dir(vol.dir.join("lost+found"));
         for sub in ["work", "cache", "cache-upper", "cache-work"] {

@@ -26,7 +26,7 @@ pub(super) const ID_LEN: usize = 16;
 /// Separates what the hash covers from any other use of SHA-256.
 const DOMAIN: &[u8] = b"prims job cgroup instance v1\0";
 
-/// This supervisor's instance id: [`ID_LEN`] lowercase hex digits.
+/// This supervisor's instance id: `ID_LEN` (16) lowercase hex digits.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct InstanceId(String);
 
@@ -88,7 +88,7 @@ impl InstanceId {
         InstanceId(id)
     }
 
-    /// `text` if it is an id (exactly [`ID_LEN`] lowercase hex digits).
+    /// `text` if it is an id (exactly `ID_LEN` (16) lowercase hex digits).
     pub fn parse(text: &str) -> Option<InstanceId> {
         is_lower_hex(text, ID_LEN).then(|| InstanceId(text.to_string()))
     }

@@ -52,7 +52,8 @@ impl Cancel {
         let mut st = self.0.lock().unwrap_or_else(|p| p.into_inner());
         st.pid = Some(pid);
         if st.cancelled {
-            // SAFETY: as in cancel().
+            // SAFETY: kill has no memory-safety preconditions; pid is our
+            // unreaped child, so it names no other process.
             unsafe { libc::kill(pid, libc::SIGKILL) };
         }
     }

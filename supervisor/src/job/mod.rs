@@ -6,7 +6,7 @@
 //! It places the job in a cgroup under the resolved parents, named by
 //! [`JobNames`] after the supervisor instance that owns it, hands the spec
 //! to a prims-jailer process, and removes the job cgroup that a jailer
-//! killed mid-setup or by a cancel leaves behind; [`sweep_leftovers`]
+//! killed mid-setup or by a cancel leaves behind; `sweep_leftovers`
 //! removes those an earlier start of the same instance left.
 
 mod cgroup_parents;

@@ -59,9 +59,9 @@ pub(super) fn build(
                     keep,
                     free: free_bytes(dir),
                 },
-                image::VolumeError::Other(e) => SessionError::Workspace(e),
+                e => SessionError::Workspace(e.to_string()),
             })?;
-            image::mount_on(&img, &ws).map_err(SessionError::Workspace)?;
+            image::mount_on(&img, &ws).map_err(|e| SessionError::Workspace(e.to_string()))?;
             match fs::remove_dir(ws.join("lost+found")) {
                 Ok(()) => {}
                 Err(e) if e.kind() == ErrorKind::NotFound => {}
@@ -101,8 +101,8 @@ pub(super) fn ensure_mounted(dir: &Path, name: &str) -> Result<bool, String> {
         Err(e) if e.kind() == ErrorKind::AlreadyExists => {}
         Err(e) => return Err(format!("creating the workspace directory: {e}")),
     }
-    image::check(&img)?;
-    image::mount_on(&img, &ws)?;
+    image::check(&img).map_err(|e| e.to_string())?;
+    image::mount_on(&img, &ws).map_err(|e| e.to_string())?;
     Ok(true)
 }
 
@@ -117,7 +117,7 @@ pub(super) fn teardown(dir: &Path, name: &str) -> Result<(), String> {
     let ws = workspace(dir, name);
     match fs::symlink_metadata(&ws) {
         Ok(_) => {
-            image::unmount(&ws)?;
+            image::unmount(&ws).map_err(|e| e.to_string())?;
             if let Err(e) = fs::remove_dir_all(&ws) {
                 if e.kind() != ErrorKind::NotFound {
                     return Err(format!("removing the workspace: {e}"));

@@ -42,7 +42,7 @@ fn move_session(dir: &Path, id: &str, name: &str) -> Result<(), String> {
     let mut m = meta::read(dir, id)?;
     let ws = layout::workspace(dir, id);
     // A mount point cannot be renamed; the load mounts it again by name.
-    image::unmount(&ws)?;
+    image::unmount(&ws).map_err(|e| e.to_string())?;
     for (from, to) in [
         (layout::image_path(dir, id), layout::image_path(dir, name)),
         (ws, layout::workspace(dir, name)),

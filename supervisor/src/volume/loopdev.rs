@@ -5,6 +5,7 @@
 //! close our fd) goes away, so an unmounted or lazily detached workspace
 //! never leaks a loop device.
 
+use super::VolumeError;
 use nix::errno::Errno;
 use std::fs::{File, OpenOptions};
 use std::os::fd::AsRawFd;
@@ -85,43 +86,60 @@ fn open_rw(path: &Path) -> std::io::Result<File> {
 }
 
 /// Attaches `image` to a free loop device, read-only if asked.
-pub(super) fn attach(image: &Path, read_only: bool) -> std::io::Result<LoopDevice> {
+pub(super) fn attach(image: &Path, read_only: bool) -> Result<LoopDevice, VolumeError> {
     let backing = if read_only {
         OpenOptions::new()
             .read(true)
             .custom_flags(libc::O_CLOEXEC | libc::O_NOFOLLOW)
-            .open(image)?
+            .open(image)
     } else {
-        open_rw(image)?
-    };
-    let control = open_rw(Path::new("/dev/loop-control")).map_err(|e| {
-        std::io::Error::new(
-            e.kind(),
-            format!("/dev/loop-control: {e} (on hosts without loop devices, set sessions.quota = \"none\")"),
-        )
+        open_rw(image)
+    }
+    .map_err(|source| VolumeError::OpenBacking {
+        path: image.to_path_buf(),
+        source,
     })?;
+    let control = open_rw(Path::new("/dev/loop-control"))
+        .map_err(|source| VolumeError::LoopControl { source })?;
     // Another process may take the device between GET_FREE and our
     // configure (EBUSY); ask again.
-    for _ in 0..32 {
+    const TRIES: u32 = 32;
+    for _ in 0..TRIES {
         // SAFETY: LOOP_CTL_GET_FREE takes no argument and returns a number.
         let n = unsafe { libc::ioctl(control.as_raw_fd(), LOOP_CTL_GET_FREE) };
         if n < 0 {
-            return Err(std::io::Error::last_os_error());
+            return Err(VolumeError::LoopGetFree {
+                errno: Errno::last(),
+            });
         }
         let path = PathBuf::from(format!("/dev/loop{n}"));
-        let dev = open_rw(&path)?;
+        let dev = open_rw(&path).map_err(|source| VolumeError::OpenLoop {
+            device: path.clone(),
+            source,
+        })?;
         match configure(&dev, &backing, image, read_only) {
             Ok(()) => return Ok(LoopDevice { path, _dev: dev }),
-            Err(Errno::EBUSY) => continue,
-            Err(e) => return Err(e.into()),
+            Err((_, Errno::EBUSY)) => continue,
+            Err((op, errno)) => {
+                return Err(VolumeError::LoopConfigure {
+                    op,
+                    device: path,
+                    image: image.to_path_buf(),
+                    errno,
+                })
+            }
         }
     }
-    Err(std::io::Error::other(
-        "every free loop device was taken by others (32 tries)",
-    ))
+    Err(VolumeError::LoopsTaken { tries: TRIES })
 }
 
-fn configure(dev: &File, backing: &File, image: &Path, read_only: bool) -> Result<(), Errno> {
+/// Attaches `backing` to `dev`; on failure, the ioctl that failed and why.
+fn configure(
+    dev: &File,
+    backing: &File,
+    image: &Path,
+    read_only: bool,
+) -> Result<(), (&'static str, Errno)> {
     let config = LoopConfig {
         fd: backing.as_raw_fd() as u32,
         block_size: 0,
@@ -142,7 +160,7 @@ fn configure(dev: &File, backing: &File, image: &Path, read_only: bool) -> Resul
     }
     let e = Errno::last();
     if !matches!(e, Errno::EINVAL | Errno::ENOTTY) {
-        return Err(e);
+        return Err(("LOOP_CONFIGURE", e));
     }
     // Kernels before 5.8: two steps.
     // SAFETY: LOOP_SET_FD takes the backing fd as its integer argument.
@@ -154,7 +172,7 @@ fn configure(dev: &File, backing: &File, image: &Path, read_only: bool) -> Resul
         )
     } < 0
     {
-        return Err(Errno::last());
+        return Err(("LOOP_SET_FD", Errno::last()));
     }
     let status = info(image, read_only);
     // SAFETY: `status` is a fully initialized struct loop_info64 that lives
@@ -170,7 +188,7 @@ fn configure(dev: &File, backing: &File, image: &Path, read_only: bool) -> Resul
         let e = Errno::last();
         // SAFETY: LOOP_CLR_FD takes no argument; undoes our LOOP_SET_FD.
         unsafe { libc::ioctl(dev.as_raw_fd(), LOOP_CLR_FD) };
-        return Err(e);
+        return Err(("LOOP_SET_STATUS64", e));
     }
     Ok(())
 }

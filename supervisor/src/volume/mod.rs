@@ -15,7 +15,10 @@
 //! The image file lives outside the volume, so the kernel's ext4 driver
 //! only ever parses a filesystem mke2fs made, never bytes from jailed code.
 
+mod error;
 mod loopdev;
+
+pub(crate) use error::VolumeError;
 
 use nix::errno::Errno;
 use nix::mount::{mount, umount2, MntFlags, MsFlags};
@@ -25,23 +28,13 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-/// What went wrong making a volume.
-#[derive(Debug, thiserror::Error)]
-pub(crate) enum VolumeError {
-    /// The disk cannot hold the whole image: nothing was left behind.
-    #[error("the disk has no room for {size} more bytes")]
-    NoSpace { size: u64 },
-    #[error("{0}")]
-    Other(String),
-}
-
 /// Makes `image` (which must not exist): `size` bytes, all allocated,
 /// holding an ext4 filesystem with no journal (volumes are scratch space;
 /// a restart runs e2fsck instead), no reserved blocks, no resize inode, and
 /// its root directory owned by `uid`. On failure the file is removed.
 pub(crate) fn create(image: &Path, size: u64, uid: u32) -> Result<(), VolumeError> {
     reserved_file(image, size)?;
-    let made = mkfs(image, uid).map_err(VolumeError::Other);
+    let made = mkfs(image, uid);
     if made.is_err() {
         let _ = std::fs::remove_file(image);
     }
@@ -57,8 +50,11 @@ fn reserved_file(image: &Path, size: u64) -> Result<(), VolumeError> {
         .mode(0o600)
         .custom_flags(libc::O_CLOEXEC | libc::O_NOFOLLOW)
         .open(image)
-        .map_err(|e| VolumeError::Other(format!("creating the image file: {e}")))?;
-    let reserved = reserve(&f, size);
+        .map_err(|source| VolumeError::CreateImage {
+            path: image.to_path_buf(),
+            source,
+        })?;
+    let reserved = reserve(&f, image, size);
     drop(f);
     if reserved.is_err() {
         let _ = std::fs::remove_file(image);
@@ -66,10 +62,9 @@ fn reserved_file(image: &Path, size: u64) -> Result<(), VolumeError> {
     reserved
 }
 
-/// Allocates every block of the file up front.
-fn reserve(f: &std::fs::File, size: u64) -> Result<(), VolumeError> {
-    let len = libc::off_t::try_from(size)
-        .map_err(|_| VolumeError::Other(format!("{size} bytes is too large for an image")))?;
+/// Allocates every block of the file (at `path`) up front.
+fn reserve(f: &std::fs::File, path: &Path, size: u64) -> Result<(), VolumeError> {
+    let len = libc::off_t::try_from(size).map_err(|_| VolumeError::TooLarge { size })?;
     // SAFETY: fallocate on a file descriptor we own; no memory is passed.
     if unsafe { libc::fallocate(f.as_raw_fd(), 0, 0, len) } == 0 {
         return Ok(());
@@ -80,22 +75,25 @@ fn reserve(f: &std::fs::File, size: u64) -> Result<(), VolumeError> {
             // Some filesystems (overlayfs on a few container hosts) cannot
             // allocate ahead; the image is sparse there, and says so.
             tracing::warn!("this filesystem cannot reserve volume space (fallocate); images are sparse and the disk may be overcommitted");
-            f.set_len(size)
-                .map_err(|e| VolumeError::Other(format!("sizing the image file: {e}")))
+            f.set_len(size).map_err(|source| VolumeError::SetLen {
+                path: path.to_path_buf(),
+                source,
+            })
         }
-        e => Err(VolumeError::Other(format!(
-            "reserving the image's space: {e}"
-        ))),
+        errno => Err(VolumeError::Fallocate {
+            path: path.to_path_buf(),
+            errno,
+        }),
     }
 }
 
-fn mkfs(image: &Path, uid: u32) -> Result<(), String> {
+fn mkfs(image: &Path, uid: u32) -> Result<(), VolumeError> {
     let ext = format!("root_owner={uid}:{uid},nodiscard,lazy_itable_init=1");
     let mut cmd = Command::new(tool("mke2fs"));
     cmd.args(["-t", "ext4", "-q", "-F", "-m", "0"])
         .args(["-O", "^has_journal,^resize_inode", "-E", &ext])
         .arg(image);
-    run(cmd, "mke2fs").map(|_| ())
+    run(cmd, "mke2fs", image).map(|_| ())
 }
 
 /// Makes `image` (which must not exist) holding a copy of the tree `src`,
@@ -104,11 +102,14 @@ fn mkfs(image: &Path, uid: u32) -> Result<(), String> {
 /// image's size. Ownership and modes are copied as they are; symlinks stay
 /// symlinks.
 pub(crate) fn create_from_dir(image: &Path, src: &Path) -> Result<u64, VolumeError> {
-    let (bytes, inodes) = tree_size(src)
-        .map_err(|e| VolumeError::Other(format!("measuring {}: {e}", src.display())))?;
+    let (bytes, inodes) = tree_size(src).map_err(|source| VolumeError::MeasureTree {
+        path: src.to_path_buf(),
+        source,
+    })?;
     let mut size = (bytes + bytes / 5 + inodes * 512 + (8 << 20)).next_multiple_of(1 << 20);
     let inodes = (inodes + 256).to_string();
-    for attempt in 0..3 {
+    let mut attempt = 0;
+    loop {
         reserved_file(image, size)?;
         let mut cmd = Command::new(tool("mke2fs"));
         // 4 KiB blocks: a venv is mostly small files, and mke2fs fills a
@@ -120,19 +121,19 @@ pub(crate) fn create_from_dir(image: &Path, src: &Path) -> Result<u64, VolumeErr
         .arg("-d")
         .arg(src)
         .arg(image);
-        match run(cmd, "mke2fs") {
+        match run(cmd, "mke2fs", image) {
             Ok(_) => return Ok(size),
             Err(e) => {
                 let _ = std::fs::remove_file(image);
                 if attempt == 2 {
-                    return Err(VolumeError::Other(e));
+                    return Err(e);
                 }
                 tracing::info!(size, error = %e, "the image was too small; trying a larger one");
                 size *= 2;
+                attempt += 1;
             }
         }
     }
-    Err(VolumeError::Other("mke2fs failed".into()))
 }
 
 /// Bytes in 4 KiB blocks, and inodes, that the tree at `dir` needs.
@@ -156,31 +157,36 @@ fn tree_size(dir: &Path) -> std::io::Result<(u64, u64)> {
 /// Checks an image before mounting it again after a restart: e2fsck -p
 /// returns at once for a cleanly unmounted filesystem and repairs what it
 /// safely can otherwise (exit 1: errors fixed). 4 and up is unusable.
-pub(crate) fn check(image: &Path) -> Result<(), String> {
+pub(crate) fn check(image: &Path) -> Result<(), VolumeError> {
     let mut cmd = Command::new(tool("e2fsck"));
     cmd.arg("-p").arg(image);
-    run(cmd, "e2fsck").map(|_| ())
+    run(cmd, "e2fsck", image).map(|_| ())
 }
 
 /// Mounts `image` on the directory `dir` through a loop device.
-pub(crate) fn mount_on(image: &Path, dir: &Path) -> Result<(), String> {
+pub(crate) fn mount_on(image: &Path, dir: &Path) -> Result<(), VolumeError> {
     mount_image(image, dir, false)
 }
 
 /// Mounts `image` read-only (device and filesystem) on `dir`.
-pub(crate) fn mount_read_only(image: &Path, dir: &Path) -> Result<(), String> {
+pub(crate) fn mount_read_only(image: &Path, dir: &Path) -> Result<(), VolumeError> {
     mount_image(image, dir, true)
 }
 
-fn mount_image(image: &Path, dir: &Path, read_only: bool) -> Result<(), String> {
-    let dev = loopdev::attach(image, read_only).map_err(|e| format!("loop device: {e}"))?;
+fn mount_image(image: &Path, dir: &Path, read_only: bool) -> Result<(), VolumeError> {
+    let dev = loopdev::attach(image, read_only)?;
     refuse_discards(&dev.path);
     let mut flags = MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOATIME;
     if read_only {
         flags |= MsFlags::MS_RDONLY;
     }
-    mount(Some(&dev.path), dir, Some("ext4"), flags, None::<&str>)
-        .map_err(|e| format!("mounting {} on {}: {e}", dev.path.display(), dir.display()))?;
+    mount(Some(&dev.path), dir, Some("ext4"), flags, None::<&str>).map_err(|errno| {
+        VolumeError::Mount {
+            device: dev.path.clone(),
+            dir: dir.to_path_buf(),
+            errno,
+        }
+    })?;
     // The mount now holds the device; dropping ours lets autoclear work.
     drop(dev);
     Ok(())
@@ -201,8 +207,9 @@ fn refuse_discards(dev: &Path) {
 /// Unmounts everything stacked on `dir`. A busy filesystem is detached
 /// lazily: gone from here at once, freed (with its loop device) when its
 /// last user closes it.
-pub(crate) fn unmount(dir: &Path) -> Result<(), String> {
-    for _ in 0..8 {
+pub(crate) fn unmount(dir: &Path) -> Result<(), VolumeError> {
+    const TRIES: u32 = 8;
+    for _ in 0..TRIES {
         if !crate::fsops::is_mount_point(dir) {
             return Ok(());
         }
@@ -210,13 +217,25 @@ pub(crate) fn unmount(dir: &Path) -> Result<(), String> {
             Ok(()) | Err(Errno::EINVAL) => {}
             Err(Errno::EBUSY) => {
                 tracing::warn!(dir = %dir.display(), "workspace busy; detaching it lazily");
-                umount2(dir, MntFlags::UMOUNT_NOFOLLOW | MntFlags::MNT_DETACH)
-                    .map_err(|e| format!("detaching the workspace: {e}"))?;
+                umount2(dir, MntFlags::UMOUNT_NOFOLLOW | MntFlags::MNT_DETACH).map_err(
+                    |errno| VolumeError::Detach {
+                        dir: dir.to_path_buf(),
+                        errno,
+                    },
+                )?;
             }
-            Err(e) => return Err(format!("unmounting the workspace: {e}")),
+            Err(errno) => {
+                return Err(VolumeError::Unmount {
+                    dir: dir.to_path_buf(),
+                    errno,
+                })
+            }
         }
     }
-    Err("the workspace is still mounted after 8 unmounts".to_string())
+    Err(VolumeError::StillMounted {
+        dir: dir.to_path_buf(),
+        tries: TRIES,
+    })
 }
 
 /// The absolute path of an e2fsprogs tool, so PATH does not matter.
@@ -230,7 +249,9 @@ fn tool(name: &str) -> String {
     name.to_string()
 }
 
-fn run(mut cmd: Command, name: &str) -> Result<i32, String> {
+/// Runs the e2fsprogs tool `name` on `image`; its exit code when it did
+/// what was asked.
+fn run(mut cmd: Command, name: &'static str, image: &Path) -> Result<i32, VolumeError> {
     let out = cmd
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -238,13 +259,17 @@ fn run(mut cmd: Command, name: &str) -> Result<i32, String> {
         .env_clear()
         .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
         .output()
-        .map_err(|e| format!("running {name} (is e2fsprogs installed?): {e}"))?;
+        .map_err(|source| VolumeError::SpawnTool { tool: name, source })?;
     let code = out.status.code().unwrap_or(-1);
     // e2fsck: 1 = errors corrected, 2 = corrected, reboot advised (root fs).
     let ok = code == 0 || (name == "e2fsck" && (code == 1 || code == 2));
     if ok {
         return Ok(code);
     }
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    Err(format!("{name} failed ({}): {}", out.status, stderr.trim()))
+    Err(VolumeError::ToolFailed {
+        tool: name,
+        image: image.to_path_buf(),
+        status: out.status,
+        stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+    })
 }

@@ -159,34 +159,19 @@ pub fn size_of(state: &Path, key: &str) -> u64 {
 
 /// Runs `code` in a run jail (no network, no package cache) on `venv`.
 pub async fn run_in(venv: &Path, code: &str) -> RunResult {
-    use prims_protocol::jail::{JobSpec, LimitRequest, NetworkMode};
+    use prims_protocol::jail::LimitRequest;
     let ws = tempfile::tempdir().unwrap();
     std::os::unix::fs::chown(ws.path(), Some(RUN_UID), Some(RUN_UID)).unwrap();
     let mut limits = Policy::default().job_limits(&LimitRequest::default());
     limits.memory_bytes = 2 << 30;
-    let spec = JobSpec {
-        interpreter: INTERPRETER.into(),
-        venv: venv.to_path_buf(),
-        workspace: ws.path().to_path_buf(),
-        code: code.into(),
-        limits,
-        network: NetworkMode::None,
-        ro_binds: ["/usr", "/lib", "/lib64", "/bin"]
-            .map(PathBuf::from)
-            .to_vec(),
-        seccomp_extra_deny: vec![],
-        socket_families: vec![libc::AF_UNIX],
-        landlock_required: false,
-        cgroup: jails().cgroup("envs-test-run"),
-        host_uid: RUN_UID,
-        host_gid: RUN_UID,
-        argv: vec![],
-        env: vec![],
-        binds: vec![],
-        venv_writable: false,
-        proxy_port: 0,
-        cpu_idle: false,
-    };
+    let spec = prims_tests::jail_spec::job_spec()
+        .venv(venv)
+        .workspace(ws.path())
+        .code(code)
+        .limits(limits)
+        .cgroup(jails().cgroup("envs-test-run"))
+        .host_id(RUN_UID)
+        .build();
     let res = tokio::task::spawn_blocking(move || {
         jails()
             .run(&spec, &|_, _| {}, &Default::default(), None)
