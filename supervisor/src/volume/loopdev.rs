@@ -5,7 +5,7 @@
 //! close our fd) goes away, so an unmounted or lazily detached workspace
 //! never leaks a loop device.
 
-use super::VolumeError;
+use super::error::VolumeError;
 use nix::errno::Errno;
 use std::fs::{File, OpenOptions};
 use std::os::fd::AsRawFd;

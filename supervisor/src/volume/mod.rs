@@ -273,3 +273,23 @@ fn run(mut cmd: Command, name: &'static str, image: &Path) -> Result<i32, Volume
         stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failed_step_names_its_file_and_the_errno() {
+        let dir = tempfile::tempdir().unwrap();
+        let image = dir.path().join("missing/x.img");
+        let e = create(&image, 1 << 20, 0).unwrap_err();
+        assert!(
+            matches!(&e, VolumeError::CreateImage { path, source }
+                if *path == image && source.raw_os_error() == Some(libc::ENOENT)),
+            "{e:?}"
+        );
+        let text = e.to_string();
+        assert!(text.starts_with("creating the image file "), "{text}");
+        assert!(text.contains(&*image.to_string_lossy()), "{text}");
+    }
+}
