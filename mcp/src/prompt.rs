@@ -40,8 +40,10 @@ fn render(task: &str, mounted_files: Option<&str>) -> String {
          - The session keeps one live Python interpreter, like notebook cells: variables, \
          imports and functions of earlier run_code calls are still defined, so build on them \
          instead of repeating work. print() what you want to see; a final expression's value \
-         also comes back as result. If a result says state \"reset\", earlier variables are \
-         gone: recompute them.\n\
+         also comes back as result, and display() and IPython magics work as in Jupyter. If a \
+         result says state \"reset\", earlier variables are gone: recompute them.\n\
+         - Plots: matplotlib figures come back as images (plt.show(), or leave the figure \
+         open), and are saved under output/figures/.\n\
          - Read input files by their mount path, e.g. pd.read_csv('mounts/my_data.csv').\n\
          - Write every file you want back (tables, plots as PNG) to output/, e.g. \
          plt.savefig('output/plot.png').\n\

@@ -256,6 +256,15 @@ pub struct Python {
     /// Modules the warm pool's interpreters import before any session
     /// claims them, so a first call that uses them pays nothing.
     pub prewarm_imports: Vec<String>,
+    /// The kernel layer: packages every interpreter sees after its own
+    /// environment's, which give cells notebook semantics (IPython runs
+    /// them) and plots. Built once, like an environment. Empty: no layer.
+    pub kernel_packages: Vec<String>,
+    /// A directory of packages to use as the kernel layer instead of
+    /// building `kernel_packages` (an offline host's, made with `pip
+    /// install --target`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kernel_site: Option<std::path::PathBuf>,
 }
 
 impl Default for Python {
@@ -275,6 +284,11 @@ impl Default for Python {
             build_memory: ByteSize::gib(2),
             build_disk: ByteSize::gib(4),
             prewarm_imports: ["pandas", "numpy"].into_iter().map(String::from).collect(),
+            kernel_packages: ["ipython", "matplotlib", "matplotlib-inline"]
+                .into_iter()
+                .map(String::from)
+                .collect(),
+            kernel_site: None,
         }
     }
 }

@@ -274,6 +274,7 @@ fn python(p: &Policy, f: &mut Findings) {
     let py = &p.python;
     let lists = [
         ("default_packages", &py.default_packages),
+        ("kernel_packages", &py.kernel_packages),
         ("extra_index_urls", &py.extra_index_urls),
         ("find_links", &py.find_links),
     ];
@@ -298,6 +299,14 @@ fn python(p: &Policy, f: &mut Findings) {
             KeyPath::new(&["python", "build_timeout"]),
             format!("{t} is out of range (must be more than 0s and at most {MAX_RUN_TIME})"),
         );
+    }
+    if let Some(site) = &py.kernel_site {
+        if !site.is_absolute() {
+            f.add(
+                KeyPath::new(&["python", "kernel_site"]),
+                format!("{} is not an absolute path", site.display()),
+            );
+        }
     }
     if py.prewarm_imports.len() > MAX_PREWARM_IMPORTS {
         f.add(

@@ -273,6 +273,43 @@ pub struct RunReply {
     /// In allowlist mode: what the code reached and what was refused.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub network: Option<crate::egress::NetworkReport>,
+    /// The cell's rich outputs, in order: its `display()`s and its last
+    /// expression's value, as IPython formats them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub outputs: Vec<CellOutput>,
+    /// Outputs left out past the limits of one call.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub outputs_dropped: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+/// One rich output of a cell: a mime bundle (mime type to value: text,
+/// base64 for images, any JSON for `application/json`), `text/plain`
+/// always among them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CellOutput {
+    #[serde(rename = "type")]
+    pub kind: OutputKind,
+    pub data: std::collections::BTreeMap<String, serde_json::Value>,
+    /// A value was cut or left out to keep within the limits.
+    #[serde(default)]
+    pub cut: bool,
+    /// For a figure: its copy, `output/figures/<name>.png`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OutputKind {
+    /// Shown by `display()` (or a figure).
+    Display,
+    /// The value of the cell's last expression.
+    Result,
 }
 
 /// What happened to the session's interpreter for one run, and the value

@@ -16,6 +16,33 @@ pub const HARD_TIMEOUT: Duration = Duration::from_secs(90);
 /// ends quickly.
 pub const DEFAULT_POLICY: &str = "[limits]\nwall_time = \"10s\"\n";
 
+/// The kernel layer the tests bind into their interpreters' jails
+/// (`python.kernel_site`): `target/kernel-site`, which
+/// `scripts/kernel-site.sh` makes (`scripts/test.sh` runs it first).
+pub fn kernel_site() -> PathBuf {
+    let site = target_dir()
+        .parent()
+        .expect("target/<profile> has a parent")
+        .join("kernel-site");
+    assert!(
+        site.join("IPython").is_dir(),
+        "{} has no IPython: run scripts/kernel-site.sh (scripts/test.sh does) \
+         before the tests that start live interpreters",
+        site.display()
+    );
+    site
+}
+
+/// The `[python]` key that gives interpreters the tests' kernel layer.
+pub fn kernel_site_key() -> String {
+    format!("kernel_site = {:?}\n", kernel_site().display().to_string())
+}
+
+/// A `[python]` table that gives interpreters the tests' kernel layer.
+pub fn kernel_policy() -> String {
+    format!("[python]\n{}", kernel_site_key())
+}
+
 /// Panics unless the test process is root: the jail needs it.
 pub fn require_root() {
     // SAFETY: geteuid has no preconditions.
@@ -174,6 +201,12 @@ impl Job {
         }
         if let Some(p) = &self.policy {
             let pf = dir.path().join("policy.toml");
+            // A live cell runs through IPython, as the daemon's do.
+            let p = if self.live || live_mode() {
+                crate::policy::with_defaults(p, &kernel_policy())
+            } else {
+                p.clone()
+            };
             std::fs::write(&pf, p).expect("write policy");
             cmd.arg("--policy").arg(pf);
         }

@@ -165,7 +165,7 @@ const CONFINED: &str = "/workspace/w.txt ok\n\
 /proc/self/comm EACCES\n\
 / EACCES\n\
 /workspace/.. EACCES\n\
-/workspace ['mounts', 'output', 'w.txt']\n\
+/workspace ['.prims', 'mounts', 'output', 'w.txt']\n\
 /tmp ['t.txt']\n\
 CapInh 0000000000000000\n\
 CapPrm 0000000000000000\n\
@@ -190,7 +190,9 @@ async fn live_lifecycle_a_pool_claim_is_warm_clean_and_confined() {
     let first = run(
         &c,
         &a,
-        "print(sorted(k for k in globals() if not k.startswith('__')))\n\
+        // IPython's own names (In, Out, get_ipython...) are no user code's.
+        "print(sorted(k for k in globals() \
+         if not k.startswith('_') and k not in get_ipython().user_ns_hidden))\n\
          import sys\n\
          print([m in sys.modules for m in ('sqlite3', 'xml.dom.minidom')])",
     )

@@ -16,7 +16,7 @@ fn live_uncaught_exception_is_error_with_traceback() {
     let err = run.stderr();
     assert!(
         err.contains("Traceback")
-            && err.contains("<cell 1>")
+            && err.contains("Cell In[1], line 2")
             && err.contains("ValueError: boom 42"),
         "stderr has the traceback:\n{}",
         run.describe()

@@ -21,17 +21,20 @@ fn looks_like(mime: &str, data: &[u8]) -> bool {
     }
 }
 
-/// Image blocks for the changed PNG/JPEG files of `files`, within the caps.
+/// Image blocks for the changed PNG/JPEG files of `files`, within the
+/// caps, but those in `shown` (figures the outputs already show).
 pub(crate) async fn inline(
     app: &AppState,
     session: &SessionRef,
     files: &[OutputFile],
+    shown: &[String],
 ) -> Vec<ContentBlock> {
     let mut blocks = Vec::new();
     let mut total = 0u64;
     let mut candidates: Vec<&OutputFile> = files
         .iter()
         .filter(|f| f.changed && matches!(f.mime.as_str(), "image/png" | "image/jpeg"))
+        .filter(|f| !shown.contains(&format!("output/{}", f.path)))
         .collect();
     candidates.sort_by(|a, b| a.path.cmp(&b.path));
     for f in candidates {

@@ -6,6 +6,7 @@
 mod files;
 mod images;
 mod mount;
+mod outputs;
 mod persist;
 pub(crate) mod run_code;
 pub(crate) mod shim;
@@ -23,9 +24,12 @@ use types::*;
 
 const RUN_CODE: &str = "Run Python in an isolated sandbox (a Linux jail with no network) and \
 return its stdout, stderr, status and the files it wrote. Calls of one session share one live \
-interpreter, like notebook cells: variables, imports and functions defined by one call are \
-there in the next (state: kept). If the code ends with an expression, its repr comes back as \
-result. An exception fails the call (status error, traceback in stderr) but keeps the state. \
+IPython interpreter, like notebook cells: variables, imports and functions defined by one call \
+are there in the next (state: kept), and magics (%time, %%capture, !ls), display() and a \
+trailing ; work as in Jupyter. If the code ends with an expression, its value comes back as \
+result; every display() and matplotlib figure (plt.show(), or one left open) comes back in \
+outputs as mime bundles, figures also as images and as files under output/figures/. An \
+exception fails the call (status error, traceback in stderr) but keeps the state. \
 The state is lost when a call times out and does not stop when interrupted, runs out of \
 memory, or exits the interpreter; fresh: true starts over on purpose; changed requirements \
 start a new interpreter; an interpreter idle for long is stopped and its picklable variables \

@@ -5,7 +5,7 @@ use super::shim::until_cancelled;
 use super::types::{
     Artifact, NetAllowed, NetDenied, NetworkOut, RunCodeOutput, RunCodeParams, Truncated,
 };
-use super::{images, mount};
+use super::{images, mount, outputs};
 use crate::error::ToolError;
 use crate::paths::base_name;
 use crate::sessions::SessionRef;
@@ -134,8 +134,10 @@ pub(crate) async fn report(
         .map(|f| format!("output/{}", f.path))
         .collect();
     app.watch.changed(&app.sup, session, &written).await;
-    let mut extra = links(session, &reply.files);
-    extra.extend(images::inline(app, session, &reply.files).await);
+    let mut extra = outputs::blocks(&reply.outputs);
+    extra.extend(links(session, &reply.files));
+    let shown = outputs::shown_files(&reply.outputs);
+    extra.extend(images::inline(app, session, &reply.files, &shown).await);
     Ok((output(session, status, reply), extra))
 }
 
@@ -272,6 +274,8 @@ fn output(session: &SessionRef, status: &str, reply: &RunReply) -> RunCodeOutput
             stderr: reply.stderr_truncated,
         },
         result: it.result.clone(),
+        outputs: reply.outputs.iter().map(outputs::out).collect(),
+        outputs_dropped: reply.outputs_dropped,
         state: snake(&it.state),
         state_reason: it.reason.as_ref().map(snake),
         restored: it.restored.clone(),

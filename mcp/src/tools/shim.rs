@@ -101,7 +101,9 @@ fn success<T: Serialize>(value: &T, extra: Vec<ContentBlock>) -> CallToolResult 
         tracing::error!(error = %e, "serializing a tool result");
         serde_json::Value::Null
     });
-    let mut content = vec![ContentBlock::text(json.to_string())];
+    let mut mirror = json.clone();
+    super::outputs::elide_images(&mut mirror);
+    let mut content = vec![ContentBlock::text(mirror.to_string())];
     content.extend(extra);
     let mut result = CallToolResult::success(content);
     result.structured_content = Some(json);

@@ -84,10 +84,21 @@ pub(crate) struct RunCodeOutput {
     /// ok; error (an exception, traceback in stderr); exit (sys.exit with a
     /// non-zero code, or the interpreter exited); signal; timeout; or oom.
     pub(crate) status: String,
-    /// repr() of the code's last expression, when it ends with one whose
-    /// value is not None (as a notebook shows it), cut to 16,384 characters.
+    /// The text of the code's last expression, when it ends with one whose
+    /// value is not None and no `;` (as a notebook shows it), cut to 16,384
+    /// characters.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) result: Option<String>,
+    /// Rich outputs, in order: every display() (and matplotlib figure) and
+    /// the last expression's value, each a mime bundle: text/plain always,
+    /// and text/html, text/markdown, image/png, image/jpeg (base64),
+    /// image/svg+xml or application/json where the object gives them.
+    /// Images also come back as image content.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub(crate) outputs: Vec<CellOutputOut>,
+    /// Outputs left out past the limits of one call (32 outputs, 4 MiB).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub(crate) outputs_dropped: u32,
     /// kept: same interpreter as the previous call, variables intact;
     /// new: the session's first interpreter; reset: a new interpreter
     /// replaced one whose variables are gone (see state_reason).
@@ -116,6 +127,26 @@ pub(crate) struct RunCodeOutput {
     /// and the connections refused, with why.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) network: Option<NetworkOut>,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub(crate) struct CellOutputOut {
+    /// display (a display() call or a figure) or result (the last
+    /// expression's value).
+    #[serde(rename = "type")]
+    pub(crate) kind: String,
+    /// Mime type to value.
+    pub(crate) data: std::collections::BTreeMap<String, serde_json::Value>,
+    /// A value was cut or left out to keep within the limits.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub(crate) cut: bool,
+    /// A figure's copy in the workspace, output/figures/<name>.png.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) file: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, JsonSchema)]

@@ -83,9 +83,10 @@ impl Stack {
         std::fs::write(
             &policy,
             format!(
-                "{}\n[python]\ndefault_packages = []\n[cgroup]\nparent = \"{cgroup_parent}\"\n\
+                "{}\n[python]\ndefault_packages = []\n{}[cgroup]\nparent = \"{cgroup_parent}\"\n\
                  [identity]\nuid_base = {uid_base}\nuid_count = 1000\n",
-                with_defaults(policy_extra, TEST_DEFAULTS)
+                with_defaults(policy_extra, TEST_DEFAULTS),
+                prims_tests::harness::kernel_site_key()
             ),
         )
         .expect("policy");

@@ -10,6 +10,7 @@ use crate::audit::{now_secs, sha256_hex, RunRecord};
 use crate::egress::{call_rules, NetCall};
 use crate::envs::EnvLease;
 use crate::fsops::Snapshot;
+use crate::interpreters::kernel::Kernel;
 use crate::interpreters::{LiveCall, LiveRun};
 use crate::job::Stream;
 use crate::server::Ctx;
@@ -34,6 +35,7 @@ pub(super) async fn run(d: &Arc<Daemon>, req: RunRequest, ctx: Ctx) -> Result<Re
     let lease = unless_cancelled(&ctx, d.envs.ensure(&requirements, &progress))
         .await?
         .map_err(|e| e.to_reply())?;
+    let kernel = unless_cancelled(&ctx, Kernel::get(&d.policy(), &d.envs, &progress)).await?;
     let events = ctx.events.clone();
     let _slot = d
         .scheduler
@@ -45,7 +47,7 @@ pub(super) async fn run(d: &Arc<Daemon>, req: RunRequest, ctx: Ctx) -> Result<Re
     let before = begin(d, &session).await?;
     ctx.events.send(Event::Started).await;
     let (env, env_built) = (lease.key.clone(), lease.built);
-    let result = execute(d, &session, lease, &req, net.as_ref(), &ctx).await;
+    let result = execute(d, &session, (lease, kernel), &req, net.as_ref(), &ctx).await;
     let after = end(d, &session).await;
     let LiveRun {
         end: cell,
@@ -83,6 +85,8 @@ pub(super) async fn run(d: &Arc<Daemon>, req: RunRequest, ctx: Ctx) -> Result<Re
         env_built,
         interpreter,
         network,
+        outputs: cell.outputs,
+        outputs_dropped: cell.outputs_dropped,
     }))
 }
 
@@ -120,7 +124,7 @@ async fn begin(d: &Arc<Daemon>, session: &Arc<Session>) -> Result<Snapshot, Erro
 async fn execute(
     d: &Arc<Daemon>,
     session: &Session,
-    lease: EnvLease,
+    (lease, kernel): (EnvLease, Option<Kernel>),
     req: &RunRequest,
     net: Option<&NetCall>,
     ctx: &Ctx,
@@ -142,7 +146,12 @@ async fn execute(
         .run(
             &policy,
             session,
-            LiveCall { req, lease, net },
+            LiveCall {
+                req,
+                lease,
+                kernel,
+                net,
+            },
             tx,
             &ctx.cancel,
         )

@@ -26,6 +26,34 @@ impl Core {
     ) -> Result<EnvLease, EnvError> {
         let settings = self.settings();
         let (key, packages) = self.key_for(&settings, &reqs);
+        self.ensure_key(settings, key, packages, reqs, progress)
+            .await
+    }
+
+    /// The kernel layer, built if needed; `None` when the policy asks for
+    /// no layer to be built.
+    pub(super) async fn ensure_kernel(
+        self: &Arc<Self>,
+        progress: &(dyn Fn(String) + Send + Sync),
+    ) -> Result<Option<EnvLease>, EnvError> {
+        let settings = self.settings();
+        let Some((key, packages)) = self.kernel_key_for(&settings) else {
+            return Ok(None);
+        };
+        let reqs = packages.clone();
+        self.ensure_key(settings, key, packages, reqs, progress)
+            .await
+            .map(Some)
+    }
+
+    async fn ensure_key(
+        self: &Arc<Self>,
+        settings: std::sync::Arc<super::key::Settings>,
+        key: String,
+        packages: Vec<String>,
+        reqs: Vec<String>,
+        progress: &(dyn Fn(String) + Send + Sync),
+    ) -> Result<EnvLease, EnvError> {
         for _ in 0..MAX_ATTEMPTS {
             if let Some(lease) = self.try_lease(&key, false) {
                 return Ok(lease);

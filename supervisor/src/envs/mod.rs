@@ -117,10 +117,29 @@ impl Envs {
         self.core.ensure(reqs, progress).await
     }
 
-    /// Start building the base environment in the background.
+    /// Start building the base environment, and the kernel layer, in the
+    /// background.
     pub fn spawn_base_build(self: &Arc<Self>) {
         self.core.base_wanted.store(true, Ordering::Relaxed);
         Core::spawn_base_build(&self.core);
+        Core::spawn_kernel_build(&self.core);
+    }
+
+    /// The kernel layer (packages every interpreter sees after its own:
+    /// IPython, matplotlib), built if needed; `None` when the policy asks
+    /// for no layer to be built (none at all, or an admin's directory).
+    pub async fn ensure_kernel(
+        &self,
+        progress: &(dyn Fn(String) + Send + Sync),
+    ) -> Result<Option<EnvLease>, EnvError> {
+        self.core.ensure_kernel(progress).await
+    }
+
+    /// The site-packages directory of the environment `lease` holds.
+    pub fn site_packages(&self, lease: &EnvLease) -> std::path::PathBuf {
+        lease
+            .dir
+            .join(format!("lib/python{}/site-packages", self.core.cfg.version))
     }
 
     /// The base environment of the current policy is built.
@@ -168,6 +187,10 @@ impl Envs {
         }
         if old_base != self.core.base_key() && self.core.base_wanted.load(Ordering::Relaxed) {
             Core::spawn_base_build(&self.core);
+        }
+        if self.core.base_wanted.load(Ordering::Relaxed) {
+            // A no-op lookup when the layer is already built.
+            Core::spawn_kernel_build(&self.core);
         }
     }
 }

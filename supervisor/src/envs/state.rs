@@ -65,6 +65,22 @@ impl Core {
         self.key_for(&self.settings(), &[]).0
     }
 
+    /// The kernel layer's key and packages (no default packages), if the
+    /// policy asks for a layer to be built.
+    pub(super) fn kernel_key_for(&self, settings: &Settings) -> Option<(String, Vec<String>)> {
+        if settings.kernel_packages.is_empty() {
+            return None;
+        }
+        let packages = settings.kernel_packages.clone();
+        let key = env_key(
+            &self.cfg.interpreter,
+            &self.cfg.version,
+            &packages,
+            settings,
+        );
+        Some((key, packages))
+    }
+
     /// A lease on `key` if it is cached; records the use.
     pub(super) fn try_lease(&self, key: &str, built: bool) -> Option<EnvLease> {
         let mut index = self.lock_index();
@@ -77,6 +93,24 @@ impl Core {
             built,
             index: self.index.clone(),
         })
+    }
+
+    /// Builds the kernel layer in the background, if the policy asks for one.
+    pub(super) fn spawn_kernel_build(core: &Arc<Core>) {
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let core = core.clone();
+        rt.spawn(async move {
+            let progress = |m: String| tracing::debug!(message = %m, "kernel layer");
+            match core.ensure_kernel(&progress).await {
+                Ok(Some(lease)) => {
+                    tracing::info!(key = %lease.key, built = lease.built, "kernel layer ready")
+                }
+                Ok(None) => {}
+                Err(e) => tracing::error!(error = %e, "building the kernel layer failed; cells run without notebook semantics until it is built"),
+            }
+        });
     }
 
     pub(super) fn spawn_base_build(core: &Arc<Core>) {
@@ -98,11 +132,14 @@ impl Core {
         });
     }
 
-    /// Collect above the cap, keeping the base environment and `keep`.
+    /// Collect above the cap, keeping the base environment, the kernel
+    /// layer and `keep`.
     pub(super) fn gc(&self, keep: &[&str]) -> Vec<String> {
         let base = self.base_key();
+        let kernel = self.kernel_key_for(&self.settings()).map(|(k, _)| k);
         let mut keep: Vec<&str> = keep.to_vec();
         keep.push(&base);
+        keep.extend(kernel.as_deref());
         let cap = self.settings().cache_bytes;
         let (keys, trash) = {
             let mut index = self.lock_index();

@@ -1,5 +1,6 @@
 # The PRIMS interpreter agent. It runs inside a session's jail as
-# `python -I -u -c <this source>` and keeps one live interpreter for that
+# `python -I -u -c <this source>` (this file, then notebook.py, then a call
+# of main()) and keeps one live interpreter for that
 # session: cells arrive as frames on fd 3, run in one persistent globals
 # dict, and each answers with a frame. Stdlib only; CPython 3.8 to 3.13.
 #
@@ -217,6 +218,18 @@ def _fit(msg):
             msg[k] = msg[k][: len(msg[k]) // 2]
 
 
+def _not_state(name):
+    """Dunders, and the output cache's `_`, `__`, `_7`, `_i`, `_i7`, `_oh`."""
+    if name.startswith("__"):
+        return True
+    rest = name[1:] if name.startswith("_") else None
+    if rest is None:
+        return False
+    return rest in ("", "_", "__", "i", "ii", "iii", "oh", "dh", "ih") or (
+        rest.lstrip("i").isdigit() and len(rest) - len(rest.lstrip("i")) <= 1
+    )
+
+
 def _named(name, why):
     return {"name": _name(name), "why": _name(why)}
 
@@ -278,6 +291,10 @@ class Agent:
         self.site = None
         self.site_seen = None
         self.pickle = None
+        # IPython's shell, when the kernel layer is there (notebook.py).
+        self.notebook = None
+        # Names in the globals that are IPython's, not the user's state.
+        self.hidden = set()
 
     def import_own(self):
         """What the agent imports for itself, bound before any user code
@@ -440,13 +457,17 @@ class Agent:
             self.user_sigint = previous
 
     def _run_user(self, code, filename):
-        """Run a cell with SIGINT live: ((repr, cut) or None, exception or None)."""
+        """Run a cell with SIGINT live: ((repr, cut) or None, exception or None).
+        Through IPython, which reports (prints) exceptions itself, when the
+        kernel layer is there."""
         env = self.main.__dict__
         _drain_sigint()
         signal.signal(signal.SIGINT, self.user_sigint)
         try:
             try:
                 signal.pthread_sigmask(signal.SIG_UNBLOCK, _SIGINT)
+                if self.notebook is not None:
+                    return self.notebook.run(code)
                 value = _execute(code, filename, env)
                 if value is None:
                     return None, None
@@ -483,7 +504,8 @@ class Agent:
         self._notice_installs()
         self.cells += 1
         filename = "<cell %d>" % self.cells
-        self._remember_source(filename, code)
+        if self.notebook is None:
+            self._remember_source(filename, code)
         try:
             shown, exc = self._run_user(code, filename)
         except BaseException as e:
@@ -499,6 +521,7 @@ class Agent:
             "exception": None,
             "result": None,
             "result_truncated": False,
+            "outputs_dropped": 0,
         }
         if shown is not None:
             done["result"], done["result_truncated"] = shown
@@ -506,8 +529,17 @@ class Agent:
             done["status"], done["exit_code"] = _exit_outcome(exc, self.err)
         elif exc is not None:
             done["status"], done["exit_code"] = "error", 1
-            done["exception"] = self._report(exc)
+            if self.notebook is None:
+                done["exception"] = self._report(exc)
+            else:
+                done["exception"] = _exception_name(type(exc))
         del exc
+        if self.notebook is not None:
+            for item in self.notebook.take_outputs():
+                item["op"] = "output"
+                item["id"] = cid
+                self.send(item)
+            done["outputs_dropped"] = self.notebook.dropped
         _flush_stdio()
         end = MARKER_PREFIX + marker.encode("ascii") + MARKER_SUFFIX
         _write_all(self.out, end)
@@ -532,7 +564,7 @@ class Agent:
             with os.fdopen(os.open(tmp, flags, 0o600), "wb") as f:
                 f.write(STATE_MAGIC)
                 for name, value in list(self.main.__dict__.items()):
-                    if isinstance(name, str) and (name.startswith("__") or name == "_"):
+                    if isinstance(name, str) and (_not_state(name) or name in self.hidden):
                         continue
                     if not isinstance(name, str):
                         skipped.append(_named(repr(name), "not a string name"))
@@ -709,6 +741,7 @@ def main():
     agent = Agent()
     # Before the imports, so whatever they capture as __main__ is the user's.
     agent.install_main()
+    agent.notebook, notebook_error = _load_notebook(agent)
     imported, failed, import_ms = agent.prewarm()
     version = "%d.%d.%d" % sys.version_info[:3]
     agent.send(
@@ -718,11 +751,10 @@ def main():
             "imported": imported,
             "failed": failed,
             "import_ms": import_ms,
+            "notebook": _name(agent.notebook.version) if agent.notebook else None,
+            "notebook_error": _name(notebook_error) if notebook_error else None,
         }
     )
     # While the supervisor readies the first cell.
     agent.import_own()
     agent.serve()
-
-
-main()

@@ -7,8 +7,14 @@
 #[cfg(test)]
 use std::os::fd::RawFd;
 
-/// The agent's program text, for `python -I -u -c`.
-pub(crate) const AGENT_SOURCE: &str = include_str!("agent.py");
+/// The agent's program text, for `python -I -u -c`: the agent, its
+/// notebook half, and the call that starts it.
+pub(crate) const AGENT_SOURCE: &str = concat!(
+    include_str!("agent.py"),
+    "\n",
+    include_str!("notebook.py"),
+    "\nmain()\n"
+);
 
 #[cfg(test)]
 /// Where the agent finds its channel when it starts.
@@ -50,6 +56,28 @@ pub(crate) const MARKER_SUFFIX: &[u8] = b"\0";
 
 /// Lowercase hex digits in a cell marker.
 pub(crate) const MARKER_HEX_LEN: usize = 32;
+
+/// The kernel layer's site directory, in the jail (notebook.py reads it).
+pub(crate) const KERNEL_ENV: &str = "PRIMS_KERNEL";
+
+/// The mime types an `output` may carry (notebook.py's MIME_KEPT).
+pub(crate) const MIME_KEPT: [&str; 7] = [
+    "text/plain",
+    "text/html",
+    "text/markdown",
+    "image/png",
+    "image/jpeg",
+    "image/svg+xml",
+    "application/json",
+];
+
+/// `output` frames one cell may send, and their values' bytes together
+/// (notebook.py's OUTPUTS_MAX and OUTPUTS_BYTES_MAX).
+pub(crate) const OUTPUTS_MAX: usize = 32;
+pub(crate) const OUTPUTS_BYTES_MAX: usize = 4 * 1024 * 1024;
+
+/// Where figures are copied, relative to the workspace (FIGURES_REL).
+pub(crate) const FIGURES_REL: &str = "output/figures";
 
 #[cfg(test)]
 /// True for a marker the agent accepts: [`MARKER_HEX_LEN`] lowercase hex.

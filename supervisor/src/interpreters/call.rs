@@ -5,6 +5,7 @@
 
 use super::cell::{self, CellEnd};
 use super::channel::Named;
+use super::kernel::Kernel;
 use super::live::{Carried, HeldLimits, Live};
 use super::pumps::OutputTx;
 use super::registry::Interpreters;
@@ -26,6 +27,8 @@ use tokio_util::sync::CancellationToken;
 pub(crate) struct LiveCall<'a> {
     pub req: &'a RunRequest,
     pub lease: EnvLease,
+    /// The kernel layer a new interpreter would see.
+    pub kernel: Option<Kernel>,
     pub net: Option<&'a NetCall>,
 }
 
@@ -49,7 +52,12 @@ impl Interpreters {
         out: OutputTx,
         cancel: &CancellationToken,
     ) -> Result<LiveRun, StartError> {
-        let LiveCall { req, lease, net } = call;
+        let LiveCall {
+            req,
+            lease,
+            kernel,
+            net,
+        } = call;
         let slot = self.slot(session);
         let mut guard = slot.live.lock().await;
         let limits = policy.job_limits(&req.limits);
@@ -63,7 +71,7 @@ impl Interpreters {
             Some(live) => Got::kept(live),
             None => {
                 let (live, got) = self
-                    .replace(policy, session, &slot, req, lease, unfit)
+                    .replace(policy, session, &slot, req, (lease, kernel), unfit)
                     .await?;
                 *guard = Some(live);
                 got
@@ -103,7 +111,7 @@ impl Interpreters {
         session: &Session,
         slot: &Arc<Slot>,
         req: &RunRequest,
-        lease: EnvLease,
+        (lease, kernel): (EnvLease, Option<Kernel>),
         unfit: Option<ResetReason>,
     ) -> Result<(Live, Got), StartError> {
         let pending = slot.meta().next_reason.take();
@@ -124,6 +132,7 @@ impl Interpreters {
             lease: Some(lease),
             limits: req.limits,
             prewarm: Vec::new(),
+            kernel,
             warm: false,
         };
         let mut live = start::start(&self.jails, Some(&self.egress), policy, spec).await?;

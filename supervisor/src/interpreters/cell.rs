@@ -3,14 +3,15 @@
 //! grace period), and measure it from the cgroup, never from the agent.
 
 use super::agent::CHANNEL_LOST_EXIT;
-use super::channel::{CellDone, CellStatus, ChannelError, FromAgent, ToAgent};
+use super::agent::{OUTPUTS_BYTES_MAX, OUTPUTS_MAX};
+use super::channel::{AgentOutput, CellDone, CellStatus, ChannelError, FromAgent, ToAgent};
 use super::live::Live;
 use super::output::new_marker;
 use super::pumps::{Captured, OutputTx};
 use super::settled::{Confirm, Step, MAX_DONES};
 use prims_cgroup::{PeakMeter, Usage};
 use prims_protocol::jail::{JobLimits, Outcome, Status};
-use prims_protocol::wire::ResetReason;
+use prims_protocol::wire::{CellOutput, ResetReason};
 use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 use tokio::time::Instant as TokioInstant;
@@ -30,6 +31,10 @@ pub(crate) struct CellEnd {
     pub stderr: Captured,
     pub result: Option<String>,
     pub result_truncated: bool,
+    /// Its rich outputs, in order, within the caps of one call.
+    pub outputs: Vec<CellOutput>,
+    /// Outputs past the caps (the agent's and the supervisor's).
+    pub outputs_dropped: u32,
     /// `None`: the interpreter lives on with its state. Otherwise it is
     /// gone, and the next call reports this reason.
     pub gone: Option<ResetReason>,
@@ -66,9 +71,19 @@ pub(crate) async fn run(
     let before = usage(live);
     live.cells += 1;
     let id = live.cells;
+    let mut outputs = Outputs::default();
     let ending = match live.writer.send(&ToAgent::Cell { id, code, marker }).await {
         Err(e) => Ending::Broken(e),
-        Ok(()) => follow(live, id, limits, grace, cancel, started, before.cpu_ns).await,
+        Ok(()) => {
+            let waiting = Waiting {
+                id,
+                limits,
+                grace,
+                started,
+                cpu_start: before.cpu_ns,
+            };
+            follow(live, &waiting, &mut outputs, cancel).await
+        }
     };
     let timed_out = live_timeout(&ending);
     let marker_deadline = TokioInstant::now() + MARKER_WAIT;
@@ -94,6 +109,8 @@ pub(crate) async fn run(
         stderr: Captured::default(),
         result: None,
         result_truncated: false,
+        outputs: outputs.kept,
+        outputs_dropped: outputs.dropped,
         gone: None,
         cancelled: false,
     };
@@ -109,6 +126,7 @@ pub(crate) async fn run(
             end.outcome.timeout_kind = timed_out.map(str::to_string);
             end.result = d.result;
             end.result_truncated = d.result_truncated;
+            end.outputs_dropped = end.outputs_dropped.saturating_add(d.outputs_dropped);
         }
         Ending::Killed => {
             end.outcome.status = Status::Timeout;
@@ -184,13 +202,11 @@ fn usage(live: &Live) -> Usage {
 /// held until then.
 async fn follow(
     live: &mut Live,
-    id: u64,
-    limits: &JobLimits,
-    grace: Duration,
+    w: &Waiting<'_>,
+    outputs: &mut Outputs,
     cancel: &tokio_util::sync::CancellationToken,
-    started: Instant,
-    cpu_start: Option<u64>,
 ) -> Ending {
+    let (id, limits, grace, started, cpu_start) = (w.id, w.limits, w.grace, w.started, w.cpu_start);
     let wall = TokioInstant::from_std(started) + Duration::from_millis(limits.wall_time_ms);
     let cpu_limit_ns = limits.cpu_time_ms.saturating_mul(1_000_000);
     let sample_cpu = cpu_start.is_some();
@@ -202,6 +218,10 @@ async fn follow(
         let step = tokio::select! {
             m = live.rx.recv() => match m {
                 Some(Ok(FromAgent::Done(d))) if d.id == id => confirm.done(&live.main, d).await,
+                Some(Ok(FromAgent::Output(o))) if o.id == id => {
+                    outputs.take(o);
+                    Step::Wait
+                }
                 Some(Ok(FromAgent::Synced { nonce })) => match confirm.synced(&nonce) {
                     Some(step) => step,
                     None => return Ending::Broken(ChannelError::Malformed(
@@ -248,6 +268,36 @@ async fn follow(
                 )))
             }
         }
+    }
+}
+
+/// What `follow` waits for: the cell, its limits, and when it started.
+struct Waiting<'a> {
+    id: u64,
+    limits: &'a JobLimits,
+    grace: Duration,
+    started: Instant,
+    cpu_start: Option<u64>,
+}
+
+/// A cell's outputs as they arrive, within the caps of one call whatever
+/// the agent (or code posing as it) sends.
+#[derive(Default)]
+struct Outputs {
+    kept: Vec<CellOutput>,
+    bytes: usize,
+    dropped: u32,
+}
+
+impl Outputs {
+    fn take(&mut self, o: AgentOutput) {
+        let size = o.bytes();
+        if self.kept.len() >= OUTPUTS_MAX || self.bytes + size > OUTPUTS_BYTES_MAX {
+            self.dropped = self.dropped.saturating_add(1);
+            return;
+        }
+        self.bytes += size;
+        self.kept.push(o.into_output());
     }
 }
 

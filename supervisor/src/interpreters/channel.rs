@@ -36,7 +36,13 @@
 //!   cell: the interpreter's version and which `PRIMS_PREWARM` modules
 //!   imported or failed (with why). `import_ms` is the agent's own word,
 //!   good only for logs.
-//! - `done {id, status, exit_code, exception, result, result_truncated}`:
+//! - `output {id, type, data, cut, file?}`: a rich output of the running
+//!   cell (`type` `display` or `result`), sent before its `done`: a mime
+//!   bundle of the types in [`MIME_KEPT`], `text/plain` among them; `file`
+//!   names a figure's copy under `output/figures/`. At most [`OUTPUTS_MAX`]
+//!   per cell, the rest dropped and counted in `done`.
+//! - `done {id, status, exit_code, exception, result, result_truncated,
+//!   outputs_dropped}`:
 //!   a cell ended. `status` is `ok`, `error` (an exception, whose type name
 //!   is `exception`; the traceback went to stderr) or `exit` (SystemExit
 //!   with a non-zero code). `result` is the repr of a last expression that
@@ -53,13 +59,17 @@
 //! business; this module vouches only for its shape and size.
 
 #[cfg(doc)]
+use super::agent::OUTPUTS_MAX;
+#[cfg(doc)]
 use super::agent::{marker_bytes, MARKER_HEX_LEN};
 use super::agent::{
-    AGENT_FRAME_MAX, LIST_MAX, MESSAGE_MAX_CHARS, NAME_MAX_CHARS, RESULT_MAX_CHARS,
-    SUPERVISOR_FRAME_MAX,
+    AGENT_FRAME_MAX, FIGURES_REL, LIST_MAX, MESSAGE_MAX_CHARS, MIME_KEPT, NAME_MAX_CHARS,
+    RESULT_MAX_CHARS, SUPERVISOR_FRAME_MAX,
 };
 use prims_protocol::frame::{self, FrameError, FrameReader, HEADER_BYTES};
+use prims_protocol::wire::{CellOutput, OutputKind};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::io;
 use std::os::fd::OwnedFd;
 use std::time::Duration;
@@ -113,7 +123,15 @@ pub(crate) enum FromAgent {
         imported: Vec<String>,
         failed: Vec<Named>,
         import_ms: u64,
+        /// The IPython version cells run through, if the kernel layer is
+        /// there and started.
+        #[serde(default)]
+        notebook: Option<String>,
+        /// Why IPython did not start, when the layer is there.
+        #[serde(default)]
+        notebook_error: Option<String>,
     },
+    Output(AgentOutput),
     Done(CellDone),
     Saved {
         saved: Vec<String>,
@@ -137,6 +155,7 @@ impl FromAgent {
     pub(crate) fn op(&self) -> &'static str {
         match self {
             FromAgent::Ready { .. } => "ready",
+            FromAgent::Output(_) => "output",
             FromAgent::Done(_) => "done",
             FromAgent::Saved { .. } => "saved",
             FromAgent::Restored { .. } => "restored",
@@ -159,6 +178,41 @@ pub(crate) struct CellDone {
     /// The repr of a last expression that was not None.
     pub result: Option<String>,
     pub result_truncated: bool,
+    /// Outputs past the agent's limits, not sent.
+    #[serde(default)]
+    pub outputs_dropped: u32,
+}
+
+/// A rich output of the running cell.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct AgentOutput {
+    pub id: u64,
+    #[serde(rename = "type")]
+    pub kind: OutputKind,
+    pub data: BTreeMap<String, serde_json::Value>,
+    pub cut: bool,
+    #[serde(default)]
+    pub file: Option<String>,
+}
+
+impl AgentOutput {
+    /// Its bytes as the caps count them: its values, as JSON.
+    pub(crate) fn bytes(&self) -> usize {
+        self.data
+            .values()
+            .map(|v| serde_json::to_vec(v).map_or(0, |b| b.len()))
+            .sum()
+    }
+
+    pub(crate) fn into_output(self) -> CellOutput {
+        CellOutput {
+            kind: self.kind,
+            data: self.data,
+            cut: self.cut,
+            file: self.file,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -289,7 +343,15 @@ fn check(msg: &FromAgent) -> Result<(), String> {
             imported,
             failed,
             import_ms: _,
+            notebook,
+            notebook_error,
         } => {
+            if let Some(v) = notebook {
+                chars("ready.notebook", v, NAME_MAX_CHARS)?;
+            }
+            if let Some(e) = notebook_error {
+                chars("ready.notebook_error", e, NAME_MAX_CHARS)?;
+            }
             let version_ok = !python.is_empty()
                 && python.len() <= VERSION_MAX_CHARS
                 && python.bytes().all(|b| b.is_ascii_digit() || b == b'.');
@@ -299,6 +361,7 @@ fn check(msg: &FromAgent) -> Result<(), String> {
             names("ready.imported", imported)?;
             named("ready.failed", failed)
         }
+        FromAgent::Output(o) => output(o),
         FromAgent::Done(done) => {
             if let Some(exception) = &done.exception {
                 chars("done.exception", exception, NAME_MAX_CHARS)?;
@@ -320,6 +383,41 @@ fn check(msg: &FromAgent) -> Result<(), String> {
         FromAgent::Synced { nonce } => chars("synced.nonce", nonce, NAME_MAX_CHARS),
         FromAgent::Error { message } => chars("error.message", message, MESSAGE_MAX_CHARS),
     }
+}
+
+/// An output's mime types are the kept ones, `text/plain` among them, each
+/// a string but JSON's; a `file` is a PNG's name under `output/figures/`.
+fn output(o: &AgentOutput) -> Result<(), String> {
+    if !o.data.contains_key("text/plain") {
+        return Err("output has no text/plain".into());
+    }
+    for (mime, value) in &o.data {
+        if !MIME_KEPT.contains(&mime.as_str()) {
+            return Err(format!(
+                "output.data has a mime type not kept: {}",
+                shorten(mime)
+            ));
+        }
+        if mime != "application/json" && !value.is_string() {
+            return Err(format!("output.data[{mime}] is not a string"));
+        }
+    }
+    if let Some(file) = &o.file {
+        let name = file
+            .strip_prefix(FIGURES_REL)
+            .and_then(|f| f.strip_prefix('/'))
+            .unwrap_or_default();
+        let ok = name.len() <= NAME_MAX_CHARS
+            && name.ends_with(".png")
+            && !name.starts_with('.')
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_'));
+        if !ok {
+            return Err("output.file is not a figure's name under output/figures/".into());
+        }
+    }
+    Ok(())
 }
 
 fn chars(what: &str, text: &str, max: usize) -> Result<(), String> {

@@ -25,6 +25,8 @@ pub(crate) struct Live {
     /// it from being collected meanwhile.
     pub env_key: String,
     pub _lease: Option<EnvLease>,
+    /// The kernel layer it sees, kept (a built one's lease) for its life.
+    pub _kernel: Option<super::kernel::Kernel>,
     /// Memory and process limits of its cgroup, for its whole life.
     pub held: HeldLimits,
     pub kill: JailKiller,

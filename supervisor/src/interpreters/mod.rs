@@ -22,6 +22,7 @@ mod call;
 pub(crate) mod cell;
 pub(crate) mod channel;
 mod enforced;
+pub(crate) mod kernel;
 pub(crate) mod live;
 pub(crate) mod output;
 mod pool;

@@ -2,6 +2,7 @@
 //! the caps on how many live (least recently used stopped first), the idle
 //! stop, and the warm pool that new sessions take from.
 
+use super::kernel::Kernel;
 use super::live::{Carried, Live};
 use super::pool::{Pool, Warm};
 use super::slot::{Carry, Slot};
@@ -266,6 +267,7 @@ impl Interpreters {
             .ensure(&[], &|_| {})
             .await
             .map_err(|e| format!("the base environment: {e}"))?;
+        let kernel = Kernel::get(policy, envs, &|_| {}).await;
         let store = sessions.clone();
         let spare = tokio::task::spawn_blocking(move || store.create_spare())
             .await
@@ -281,6 +283,7 @@ impl Interpreters {
             lease: Some(lease),
             limits: Default::default(),
             prewarm: policy.python.prewarm_imports.clone(),
+            kernel,
             warm: true,
         };
         match start::start(&self.jails, Some(&self.egress), policy, spec).await {

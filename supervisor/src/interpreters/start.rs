@@ -4,6 +4,7 @@
 use super::agent::{AGENT_SOURCE, PREWARM_ENV, SESSION_SITE, SITE_ENV};
 use super::channel::{self, ChannelError, FromAgent, Incoming, Named};
 use super::enforced::enforced;
+use super::kernel::Kernel;
 use super::live::Live;
 use super::pumps::Pump;
 use super::settled::MainThread;
@@ -47,6 +48,8 @@ pub(crate) struct StartSpec {
     pub limits: LimitRequest,
     /// For the pool: import these first, at idle CPU priority.
     pub prewarm: Vec<String>,
+    /// The kernel layer, if there is one: cells then run through IPython.
+    pub kernel: Option<Kernel>,
     pub warm: bool,
 }
 
@@ -92,6 +95,7 @@ pub(crate) async fn start(
         held: (&spec.limits).into(),
         env_key: s.env_key,
         _lease: s.lease,
+        _kernel: s.kernel,
         kill,
         exit: up.exit,
         writer,
@@ -135,6 +139,9 @@ fn agent_spec(jails: &Jails, policy: &Policy, s: &StartSpec) -> JobSpec {
     // environment is read-only) is importable from the next cell on. The
     // agent drops this variable before any user code runs.
     spec.env.push(format!("{SITE_ENV}={SESSION_SITE}"));
+    if let Some(k) = &s.kernel {
+        k.apply(&mut spec);
+    }
     spec
 }
 
@@ -275,9 +282,14 @@ async fn wait_ready(
             imported,
             failed,
             import_ms,
+            notebook,
+            notebook_error,
         }))) => {
             log_failed_imports(job, &failed);
-            tracing::debug!(job = %job, python, ?imported, import_ms, ms = t0.elapsed().as_millis() as u64, "interpreter ready");
+            if let Some(why) = notebook_error {
+                tracing::warn!(job = %job, why, "IPython did not start from the kernel layer; cells run without notebook semantics");
+            }
+            tracing::debug!(job = %job, python, ?notebook, ?imported, import_ms, ms = t0.elapsed().as_millis() as u64, "interpreter ready");
             Ok(())
         }
         Ok(Some(Ok(_))) => not_ready("the agent's first message was not ready".into()),

@@ -5,6 +5,7 @@
 //! outcome says is the cell's, as a daemon call reports it.
 
 use crate::interpreters::cell::{self, CellEnd};
+use crate::interpreters::kernel::Kernel;
 use crate::interpreters::live::Live;
 use crate::interpreters::start::{self, StartError, StartSpec};
 use crate::job::{Jails, PythonJob, RunResult, Sink, Stream};
@@ -52,6 +53,8 @@ pub(super) fn run(
         lease: None,
         limits: job.limits,
         prewarm: Vec::new(),
+        // No environment builds here: only an admin's kernel directory.
+        kernel: Kernel::from_policy(policy),
         warm: false,
     };
     let mut live = match rt.block_on(start::start(jails, None, policy, spec)) {

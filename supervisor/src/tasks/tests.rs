@@ -24,6 +24,8 @@ fn reply(stdout: usize) -> RunReply {
             not_restored: Vec::new(),
         },
         network: None,
+        outputs: Vec::new(),
+        outputs_dropped: 0,
     }
 }
 

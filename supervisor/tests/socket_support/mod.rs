@@ -61,6 +61,8 @@ pub fn run_reply(stdout: &[u8]) -> RunReply {
             not_restored: Vec::new(),
         },
         network: None,
+        outputs: Vec::new(),
+        outputs_dropped: 0,
     }
 }
 

@@ -1,9 +1,9 @@
 //! Starting the agent and driving it as the supervisor will.
 
-use crate::interpreters::agent::{AGENT_SOURCE, CHANNEL_FD, PREWARM_ENV};
+use crate::interpreters::agent::{AGENT_SOURCE, CHANNEL_FD, KERNEL_ENV, PREWARM_ENV};
 use crate::interpreters::channel::{
-    spawn_reader_within, AgentWriter, CellDone, ChannelError, FromAgent, Incoming, Named, ToAgent,
-    FRAME_DEADLINE,
+    spawn_reader_within, AgentOutput, AgentWriter, CellDone, ChannelError, FromAgent, Incoming,
+    Named, ToAgent, FRAME_DEADLINE,
 };
 use crate::interpreters::output::{new_marker, MarkerScan};
 use nix::sys::signal::{kill, Signal};
@@ -43,6 +43,9 @@ pub(super) struct Start {
     pub dir: PathBuf,
     pub prewarm: Option<String>,
     pub deadline: Duration,
+    /// The kernel layer's site directory (PRIMS_KERNEL): cells run
+    /// through IPython.
+    pub kernel: Option<PathBuf>,
 }
 
 impl Start {
@@ -52,8 +55,30 @@ impl Start {
             dir: dir.to_path_buf(),
             prewarm: None,
             deadline: FRAME_DEADLINE,
+            kernel: None,
         }
     }
+
+    /// With the tests' kernel layer (`target/kernel-site`, which
+    /// `scripts/kernel-site.sh` makes): cells run through IPython.
+    pub fn notebook(dir: &Path) -> Start {
+        Start {
+            kernel: Some(kernel_site()),
+            ..Start::new(dir)
+        }
+    }
+}
+
+/// `target/kernel-site`, which must hold IPython.
+pub(super) fn kernel_site() -> PathBuf {
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let site = manifest.join("../target/kernel-site");
+    assert!(
+        site.join("IPython").is_dir(),
+        "{} has no IPython: run scripts/kernel-site.sh (scripts/test.sh does)",
+        site.display()
+    );
+    site
 }
 
 /// One cell's outcome and its output, cut at its markers.
@@ -62,6 +87,8 @@ pub(super) struct CellRun {
     pub done: CellDone,
     pub stdout: String,
     pub stderr: String,
+    /// Its `output` frames, in order.
+    pub outputs: Vec<AgentOutput>,
 }
 
 /// What the agent's `ready` said.
@@ -70,6 +97,8 @@ pub(super) struct Ready {
     pub python: String,
     pub imported: Vec<String>,
     pub failed: Vec<Named>,
+    pub notebook: Option<String>,
+    pub notebook_error: Option<String>,
 }
 
 /// A running agent and the supervisor's side of it.
@@ -106,10 +135,14 @@ impl Live {
                 imported,
                 failed,
                 import_ms: _,
+                notebook,
+                notebook_error,
             }))) => Ready {
                 python,
                 imported,
                 failed,
+                notebook,
+                notebook_error,
             },
             other => panic!("no ready from the agent: {other:?}"),
         };
@@ -147,12 +180,24 @@ impl Live {
 
     /// The `done` of the cell sent last.
     pub async fn done(&mut self) -> CellDone {
-        match self.next_frame().await {
-            Some(Ok(FromAgent::Done(done))) => {
-                assert_eq!(done.id, self.next_id - 1, "{done:?}");
-                done
+        self.done_and_outputs().await.0
+    }
+
+    /// The `done` of the cell sent last, and the outputs it sent first.
+    pub async fn done_and_outputs(&mut self) -> (CellDone, Vec<AgentOutput>) {
+        let mut outputs = Vec::new();
+        loop {
+            match self.next_frame().await {
+                Some(Ok(FromAgent::Output(o))) => {
+                    assert_eq!(o.id, self.next_id - 1, "{o:?}");
+                    outputs.push(o);
+                }
+                Some(Ok(FromAgent::Done(done))) => {
+                    assert_eq!(done.id, self.next_id - 1, "{done:?}");
+                    return (done, outputs);
+                }
+                other => panic!("expected done, got {other:?}"),
             }
-            other => panic!("expected done, got {other:?}"),
         }
     }
 
@@ -165,12 +210,13 @@ impl Live {
 
     pub async fn cell(&mut self, code: &str) -> CellRun {
         let marker = self.send_cell(code).await;
-        let done = self.done().await;
+        let (done, outputs) = self.done_and_outputs().await;
         let (stdout, stderr) = self.output(&marker).await;
         CellRun {
             done,
             stdout,
             stderr,
+            outputs,
         }
     }
 
@@ -215,6 +261,10 @@ fn spawn(start: &Start, theirs: &OwnedFd) -> tokio::process::Child {
         .kill_on_drop(true);
     if let Some(prewarm) = &start.prewarm {
         cmd.env(PREWARM_ENV, prewarm);
+    }
+    if let Some(kernel) = &start.kernel {
+        cmd.env(KERNEL_ENV, kernel);
+        cmd.env("IPYTHONDIR", start.dir.join(".ipython"));
     }
     // SAFETY: between fork and exec only async-signal-safe calls (dup2,
     // fcntl) on an fd the parent keeps open until the spawn returns.

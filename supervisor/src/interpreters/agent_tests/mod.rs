@@ -8,6 +8,7 @@ mod harness;
 mod cells;
 mod exits;
 mod hostile;
+mod notebook;
 mod signals;
 mod state;
 mod streams;

@@ -28,7 +28,9 @@ fn every_message_the_agent_sends_parses() {
                 name: "x".into(),
                 why: "ModuleNotFoundError: no".into()
             }],
-            import_ms: 512
+            import_ms: 512,
+            notebook: None,
+            notebook_error: None,
         }
     );
     let done = parse(
@@ -43,7 +45,8 @@ fn every_message_the_agent_sends_parses() {
             exit_code: Some(1),
             exception: Some("ZeroDivisionError".into()),
             result: None,
-            result_truncated: false
+            result_truncated: false,
+            outputs_dropped: 0,
         })
     );
     let saved =

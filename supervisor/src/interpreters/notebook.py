@@ -1,0 +1,256 @@
+# The notebook half of the PRIMS interpreter agent (agent.py is the rest;
+# the supervisor runs the two as one source, this part first). When the
+# kernel layer is there (PRIMS_KERNEL, a read-only site directory with
+# IPython, matplotlib and matplotlib-inline), each cell runs through
+# IPython's own InteractiveShell: magics, `!cmd`, the display hook, `_`,
+# `Out`, a trailing `;`, `display()`. Its display hook and publisher are
+# replaced by ones that collect mime bundles, which the agent sends the
+# supervisor as `output` frames, and tracebacks go to stderr. Without the
+# layer (or if IPython will not start) the agent runs cells itself.
+
+KERNEL_ENV = "PRIMS_KERNEL"
+# Figures go here too (under the workspace, the agent's first working
+# directory), so they can be listed, previewed and persisted.
+FIGURES_REL = "output/figures"
+# The mime types kept of a bundle, in this order; text/plain always.
+MIME_KEPT = (
+    "text/plain",
+    "text/html",
+    "text/markdown",
+    "image/png",
+    "image/jpeg",
+    "image/svg+xml",
+    "application/json",
+)
+# One bundle, as the JSON of its values: it must fit a frame.
+OUTPUT_ITEM_MAX = 900 * 1024
+# Bundles one cell may send, and their bytes together.
+OUTPUTS_MAX = 32
+OUTPUTS_BYTES_MAX = 4 * 1024 * 1024
+TEXT_PLAIN_MAX = 16384
+
+
+def _load_notebook(agent):
+    """A `_Notebook` over the agent's `__main__`, or (None, why not)."""
+    site = os.environ.get(KERNEL_ENV)
+    if not site:
+        return None, None
+    # After the environment's own packages and the session's: the layer
+    # never stands in for a package the code chose.
+    sys.path.append(site)
+    try:
+        with _Silenced(agent.saved):
+            return _Notebook(agent), None
+    except BaseException as e:
+        try:
+            sys.path.remove(site)
+        except ValueError:
+            pass
+        return None, _why(e)
+
+
+_MAGIC = {"image/png": b"\x89PNG\r\n\x1a\n", "image/jpeg": b"\xff\xd8\xff"}
+
+
+def _bundle(data, kind):
+    """A collected output: the kept mime types of `data`, JSON-ready and
+    capped; a value that does not fit is left out, and the item says so."""
+    import base64
+
+    item = {"type": kind, "data": {}, "cut": False}
+    if not isinstance(data, dict):
+        data = {}
+    size = 0
+    for mime in MIME_KEPT:
+        if mime not in data:
+            continue
+        value = data[mime]
+        try:
+            if mime in ("image/png", "image/jpeg"):
+                if isinstance(value, str):
+                    raw = base64.b64decode(value, validate=True)
+                else:
+                    raw = bytes(value)
+                    value = base64.b64encode(raw).decode("ascii")
+                if not raw.startswith(_MAGIC[mime]):
+                    raise TypeError("not a %s" % mime)
+            elif mime == "application/json":
+                value = _DECODER.decode(_ENCODER.encode(value))
+            elif not isinstance(value, str):
+                raise TypeError("not text")
+            if mime == "text/plain":
+                value, cut = _cap(value, TEXT_PLAIN_MAX)
+                item["cut"] = item["cut"] or cut
+            cost = len(_ENCODER.encode(value))
+        except BaseException:
+            item["cut"] = True
+            continue
+        if size + cost > OUTPUT_ITEM_MAX:
+            item["cut"] = True
+            continue
+        size += cost
+        item["data"][mime] = value
+    if "text/plain" not in item["data"]:
+        item["data"]["text/plain"] = ""
+    return item, size
+
+
+class _Notebook:
+    def __init__(self, agent):
+        # The workspace: where the agent starts.
+        self.root = os.getcwd()
+        # IPython's profile directory, in the session: never a shared path.
+        ipython_dir = os.environ.setdefault("IPYTHONDIR", os.path.join(self.root, ".prims", "ipython"))
+        # Made here: IPython falls back to a directory in /tmp otherwise.
+        os.makedirs(ipython_dir, exist_ok=True)
+        os.environ.setdefault("MPLBACKEND", "module://matplotlib_inline.backend_inline")
+        # matplotlib's font cache, built once per session.
+        os.environ.setdefault("MPLCONFIGDIR", os.path.join(self.root, ".prims", "matplotlib"))
+        import warnings
+
+        import IPython
+        from IPython.core.displayhook import DisplayHook
+        from IPython.core.displaypub import DisplayPublisher
+        from IPython.core.interactiveshell import InteractiveShell
+        from traitlets.config import Config
+
+        nb = self
+        self.agent = agent
+        self.version = IPython.__version__
+        self.outputs = []
+        self.output_bytes = 0
+        self.dropped = 0
+        self.result = None
+        self.figures = 0
+        self.cell_number = 0
+        self.figure_pending = False
+
+        class Hook(DisplayHook):
+            def write_output_prompt(self):
+                pass
+
+            def write_format_data(self, format_dict, md_dict=None):
+                nb._collect(format_dict, "result")
+
+            def finish_displayhook(self):
+                _flush_stdio()
+
+        class Publisher(DisplayPublisher):
+            def publish(self, data, metadata=None, source=None, **kwargs):
+                nb._collect(data, "display")
+
+            def clear_output(self, wait=False):
+                pass
+
+        class Shell(InteractiveShell):
+            def showtraceback(self, exc_tuple=None, *args, **kwargs):
+                try:
+                    etype = (exc_tuple or sys.exc_info())[0]
+                except BaseException:
+                    etype = None
+                if isinstance(etype, type) and issubclass(etype, SystemExit):
+                    # The agent reports it as Python would.
+                    return
+                return super().showtraceback(exc_tuple, *args, **kwargs)
+
+            def _showtraceback(self, etype, evalue, stb):
+                text = self.InteractiveTB.stb2text(stb)
+                _write_all(nb.agent.err, (text + "\n").encode("utf-8", "backslashreplace"))
+
+        c = Config()
+        c.HistoryManager.enabled = False
+        c.HistoryManager.hist_file = ":memory:"
+        c.InteractiveShell.colors = "NoColor"
+        c.InteractiveShell.xmode = "Context"
+        c.InteractiveShell.autocall = 0
+        c.InteractiveShell.cache_size = 100
+        self.shell = Shell.instance(
+            config=c,
+            user_module=agent.main,
+            displayhook_class=Hook,
+            display_pub_class=Publisher,
+        )
+        # Output at the file-descriptor level, as a terminal shows it: no
+        # pty in the jail, and the supervisor cuts the pipes into cells.
+        self.shell.system = self.shell.system_raw
+        warnings.filterwarnings("ignore", message="To exit: use")
+        # What IPython put in the user's globals is not the user's state.
+        agent.hidden = set(self.shell.user_ns_hidden)
+        formatter = self.shell.display_formatter
+        plain_format = formatter.format
+
+        def format_and_note(obj, include=None, exclude=None):
+            data = plain_format(obj, include=include, exclude=exclude)
+            module = getattr(type(obj), "__module__", "") or ""
+            nb.figure_pending = module.startswith("matplotlib.figure")
+            return data
+
+        formatter.format = format_and_note
+        self.shell.events.register("post_execute", self._flush_figures)
+
+    def _collect(self, data, kind):
+        figure, self.figure_pending = self.figure_pending, False
+        if len(self.outputs) >= OUTPUTS_MAX:
+            self.dropped += 1
+            return
+        item, size = _bundle(data, kind)
+        if self.output_bytes + size > OUTPUTS_BYTES_MAX:
+            self.dropped += 1
+            return
+        self.output_bytes += size
+        if kind == "result":
+            self.result = (item["data"]["text/plain"], item["cut"])
+        if figure and "image/png" in item["data"]:
+            item["file"] = self._save_figure(data.get("image/png"))
+        self.outputs.append(item)
+
+    def _save_figure(self, png):
+        """Writes the figure's PNG under output/figures; its path, or None."""
+        if isinstance(png, str):
+            # IPython hands figures over base64-encoded.
+            import base64
+            import binascii
+
+            try:
+                png = base64.b64decode(png, validate=True)
+            except (binascii.Error, ValueError):
+                return None
+        if not isinstance(png, (bytes, bytearray)):
+            return None
+        self.figures += 1
+        name = "cell%d-%d.png" % (self.cell_number, self.figures)
+        figures = os.path.join(self.root, FIGURES_REL)
+        try:
+            os.makedirs(figures, exist_ok=True)
+            flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
+            with os.fdopen(os.open(os.path.join(figures, name), flags, 0o644), "wb") as f:
+                f.write(png)
+        except OSError:
+            return None
+        return FIGURES_REL + "/" + name
+
+    def _flush_figures(self):
+        # Figures the cell left open are shown (and closed) after it.
+        if "matplotlib.pyplot" not in sys.modules:
+            return
+        backend = sys.modules.get("matplotlib_inline.backend_inline")
+        if backend is not None:
+            backend.flush_figures()
+
+    def run(self, code):
+        """Runs a cell: ((text/plain, cut) of its result or None, the
+        exception it ended with or None). Outputs are in `self.outputs`."""
+        self.outputs = []
+        self.output_bytes = 0
+        self.dropped = 0
+        self.result = None
+        self.figures = 0
+        # In[n] of this cell: its figures are named after it.
+        self.cell_number = self.shell.execution_count
+        result = self.shell.run_cell(code, store_history=True)
+        error = result.error_before_exec or result.error_in_exec
+        return self.result, error
+
+    def take_outputs(self):
+        outputs, self.outputs = self.outputs, []
+        return outputs
