@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
-# Makes target/kernel-site: the kernel layer the tests bind into their jails
+# Makes the kernel layer the tests bind into their jails
 # (python.kernel_site), with the packages of python.kernel_packages installed
 # for the host's python3 with pip --target, wheels only. The daemon builds
 # its own layer from the index; tests share this one instead of each
-# downloading it. Idempotent: a stamp records what was installed.
+# downloading it. Idempotent: a stamp records what was installed. It lives
+# outside the checkout (PRIMS_KERNEL_SITE, else /var/lib/prims-tests/
+# kernel-site): a jail's mountinfo shows a bind's host path, and the escape
+# tests check that no jail names the checkout's.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 packages=(ipython matplotlib matplotlib-inline)
-site=target/kernel-site
+site="${PRIMS_KERNEL_SITE:-/var/lib/prims-tests/kernel-site}"
 stamp="$site/.prims-kernel-site"
 want="$(/usr/bin/python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])') ${packages[*]}"
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
@@ -16,7 +19,7 @@ if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
 fi
 echo "== kernel-site: pip install --target $site ${packages[*]} (wheels only)"
 rm -rf "$site" "$site.tmp"
-mkdir -p target
+mkdir -p "$(dirname "$site")"
 /usr/bin/python3 -m pip install --quiet --disable-pip-version-check --no-warn-script-location \
   --root-user-action=ignore --only-binary :all: --target "$site.tmp" "${packages[@]}"
 echo "$want" > "$site.tmp/.prims-kernel-site"

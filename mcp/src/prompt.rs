@@ -47,7 +47,8 @@ fn render(task: &str, mounted_files: Option<&str>) -> String {
          - Read input files by their mount path, e.g. pd.read_csv('mounts/my_data.csv').\n\
          - Write every file you want back (tables, plots as PNG) to output/, e.g. \
          plt.savefig('output/plot.png').\n\
-         - The sandbox has no network; list extra pip packages in run_code's requirements.\n\
+         - The sandbox has no network; list extra pip packages in run_code's requirements \
+         (once: the session keeps them) or use %pip install in a cell.\n\
          - Keep the session_id of a result to reuse the workspace in the next call.\n\n\
          {mounts}\n\nThen call run_code with the script."
     )

@@ -338,6 +338,14 @@ pub struct Interpreter {
     /// Saved globals that could not be saved or restored, with why.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub not_restored: Vec<NotRestored>,
+    /// Why, in words, when the reason needs them (the package and both
+    /// versions of a `requirements_conflict`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason_message: Option<String>,
+    /// Distributions (`name==version`) this run installed into the
+    /// session, its interpreter kept.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub installed: Vec<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -359,6 +367,9 @@ pub enum ResetReason {
     FreshRequested,
     /// The run's requirements (or interpreter) differ from the last run's.
     RequirementsChanged,
+    /// The run asked for a package at another version than the one the
+    /// session has, which only a new environment could give it.
+    RequirementsConflict,
     /// The run's memory or process limit differs from the one the
     /// interpreter was started with, which holds for its whole life.
     LimitsChanged,

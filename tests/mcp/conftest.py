@@ -35,7 +35,7 @@ import pytest
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
 PRIMS = Path(os.environ.get("PRIMS_BIN", str(REPO / "target" / "debug" / "prims")))
-KERNEL_SITE = REPO / "target" / "kernel-site"
+KERNEL_SITE = Path(os.environ.get("PRIMS_KERNEL_SITE", "/var/lib/prims-tests/kernel-site"))
 HEALTH_TIMEOUT_S = float(os.environ.get("PRIMS_MCP_HEALTH_TIMEOUT", "120"))
 
 

@@ -124,21 +124,125 @@ async fn live_state_fresh_drops_the_state() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn live_state_other_requirements_replace_the_interpreter() {
+async fn live_state_requirements_accumulate_and_keep_the_state() {
+    let (_d, c, s) = session("").await;
+    let first = send(&c, requiring(&s, "import six\nx = 1", &["six==1.16.0"])).await;
+    assert_eq!(first.outcome.status, Status::Ok, "{}", stderr(&first));
+    // Left out: the session keeps its packages and its interpreter.
+    let without = run(&c, &s, "print(x, six.__version__)").await;
+    assert_kept(&without);
+    assert_eq!(stdout(&without), "1 1.16.0\n");
+    // Added: installed into the session, only what it lacks (six stays).
+    let added = send(
+        &c,
+        requiring(
+            &s,
+            "import dateutil, six\nprint(x, dateutil.__name__, six.__version__)",
+            &["python-dateutil==2.9.0.post0"],
+        ),
+    )
+    .await;
+    assert_kept(&added);
+    assert_eq!(stdout(&added), "1 dateutil 1.16.0\n", "{}", stderr(&added));
+    assert_eq!(
+        added.interpreter.installed,
+        ["python_dateutil==2.9.0.post0"],
+        "six was there already"
+    );
+    let site = run(
+        &c,
+        &s,
+        "import os\nprint(sorted(os.listdir('/workspace/.prims/site-packages')))",
+    )
+    .await;
+    assert!(
+        stdout(&site).contains("'dateutil'") && !stdout(&site).contains("six"),
+        "{}",
+        stdout(&site)
+    );
+    // A subset of what it has: nothing to do.
+    let subset = send(&c, requiring(&s, "print(x)", &["six==1.16.0"])).await;
+    assert_kept(&subset);
+    assert!(subset.interpreter.installed.is_empty());
+    // Another version of an imported package: only a new environment.
+    let conflict = send(
+        &c,
+        requiring(
+            &s,
+            "import six, dateutil\nprint(six.__version__, 'x' in globals())",
+            &["six==1.17.0"],
+        ),
+    )
+    .await;
+    assert_reset(&conflict, ResetReason::RequirementsConflict);
+    assert_eq!(stdout(&conflict), "1.17.0 False\n", "{}", stderr(&conflict));
+    let words = conflict.interpreter.reason_message.as_deref().unwrap_or("");
+    assert!(
+        words.contains("six==1.17.0") && words.contains("1.16.0"),
+        "names the package and both versions: {words}"
+    );
+    let after = run(&c, &s, "print(six.__version__)").await;
+    assert_kept(&after);
+    assert_eq!(stdout(&after), "1.17.0\n");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn live_state_pip_in_a_cell_installs_into_the_session_and_keeps_the_state() {
     let (_d, c, s) = session("").await;
     run(&c, &s, "x = 1").await;
-    let code = "import six\nprint(six.__name__, 'x' in globals())\nx = 2";
-    let with_six = send(&c, requiring(&s, code, &["six"])).await;
-    assert_reset(&with_six, ResetReason::RequirementsChanged);
-    assert_eq!(stdout(&with_six), "six False\n", "{}", stderr(&with_six));
+    // The cell itself has no network; %pip goes through the install jail.
+    let code = "%pip install idna\n\
+        import idna, socket\n\
+        try:\n\
+        \x20   socket.create_connection(('pypi.org', 443), timeout=3)\n\
+        except OSError as e:\n\
+        \x20   print('no network:', type(e).__name__)\n\
+        print(x, idna.__name__)";
+    let pip = run(&c, &s, code).await;
+    assert_kept(&pip);
+    assert_eq!(pip.outcome.status, Status::Ok, "{}", stderr(&pip));
+    let out = stdout(&pip);
+    assert!(out.contains("+ idna=="), "uv's progress in the cell: {out}");
+    assert!(out.contains("Successfully installed idna-"), "{out}");
+    assert!(out.ends_with("1 idna\n"), "{out}");
+    assert!(out.contains("no network:"), "{out}");
+    // `!pip install` is the same; the session has it now.
+    let again = run(
+        &c,
+        &s,
+        "!pip install -q idna six==1.16.0\nimport six\nprint(six.__version__)",
+    )
+    .await;
+    assert_kept(&again);
+    assert!(stdout(&again).ends_with("1.16.0\n"), "{}", stdout(&again));
+    // A version other than the one it has: told what to do, state kept.
+    let conflict = run(&c, &s, "%pip install six==1.17.0\nprint(x)").await;
+    assert_kept(&conflict);
+    assert!(
+        stderr(&conflict)
+            .contains("ERROR: six==1.17.0 asks for another version of six than the 1.16.0"),
+        "{}",
+        stderr(&conflict)
+    );
+    assert_eq!(stdout(&conflict).lines().last(), Some("1"));
+    // What %pip installed is the session's: a call that repeats it keeps.
+    let repeat = send(&c, requiring(&s, "print(x)", &["idna", "six==1.16.0"])).await;
+    assert_kept(&repeat);
+    assert!(repeat.interpreter.installed.is_empty(), "{repeat:?}");
+}
 
-    let same = send(&c, requiring(&s, "print(x)", &["six"])).await;
-    assert_kept(&same);
-    assert_eq!(stdout(&same), "2\n");
-
-    let without = run(&c, &s, "print('x' in globals())").await;
-    assert_reset(&without, ResetReason::RequirementsChanged);
-    assert_eq!(stdout(&without), "False\n");
+#[tokio::test(flavor = "multi_thread")]
+async fn live_state_a_session_install_is_invisible_to_another_session() {
+    let (_d, c, a) = session("").await;
+    let b = c.open_session(None).await.unwrap().session_id;
+    run(&c, &a, "x = 1").await;
+    run(&c, &b, "y = 1").await;
+    let added = send(&c, requiring(&a, "import idna\nprint(x)", &["idna"])).await;
+    assert_kept(&added);
+    assert_eq!(stdout(&added), "1\n", "{}", stderr(&added));
+    let other = run(&c, &b, "import idna").await;
+    assert_kept(&other);
+    assert_stderr_ends_with(&other, "ModuleNotFoundError: No module named 'idna'\n");
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -31,8 +31,11 @@ result; every display() and matplotlib figure (plt.show(), or one left open) com
 outputs as mime bundles, figures also as images and as files under output/figures/. An \
 exception fails the call (status error, traceback in stderr) but keeps the state. \
 The state is lost when a call times out and does not stop when interrupted, runs out of \
-memory, or exits the interpreter; fresh: true starts over on purpose; changed requirements \
-start a new interpreter; an interpreter idle for long is stopped and its picklable variables \
+memory, or exits the interpreter; fresh: true starts over on purpose. Requirements \
+accumulate: a call that leaves them out keeps the session's packages, and new ones (or \
+%pip install in a cell) are installed into the session with the state kept; only a version \
+that conflicts with one the session has starts a new interpreter \
+(state_reason requirements_conflict). An interpreter idle for long is stopped and its picklable variables \
 restored on the next call (state and state_reason say which). Pass the session_id from an \
 earlier result (or reuse this MCP connection) to continue a session. Files written under \
 output/ come back as artifacts (PNG/JPEG plots also as images) and can be downloaded from \

@@ -278,6 +278,8 @@ fn output(session: &SessionRef, status: &str, reply: &RunReply) -> RunCodeOutput
         outputs_dropped: reply.outputs_dropped,
         state: snake(&it.state),
         state_reason: it.reason.as_ref().map(snake),
+        state_message: it.reason_message.clone(),
+        installed: it.installed.clone(),
         restored: it.restored.clone(),
         not_restored: it
             .not_restored
@@ -299,9 +301,14 @@ fn reset_note(it: &prims_protocol::wire::Interpreter) -> String {
             it.restored.join(", ")
         )
     };
+    let words = it
+        .reason_message
+        .as_ref()
+        .map(|m| format!(" ({m})"))
+        .unwrap_or_default();
     format!(
-        "This call ran in a new interpreter (state_reason: {why}): variables, imports and \
-         functions of earlier calls are gone{kept}."
+        "This call ran in a new interpreter (state_reason: {why}{words}): variables, imports \
+         and functions of earlier calls are gone{kept}."
     )
 }
 

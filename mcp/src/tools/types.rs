@@ -104,12 +104,21 @@ pub(crate) struct RunCodeOutput {
     /// replaced one whose variables are gone (see state_reason).
     pub(crate) state: String,
     /// Why the interpreter is new: first_call, fresh_requested,
-    /// requirements_changed, limits_changed, network_changed, timed_out,
-    /// out_of_memory, code_exited,
+    /// requirements_changed, requirements_conflict (a requirement needs
+    /// another version of a package the session has), limits_changed,
+    /// network_changed, timed_out, out_of_memory, code_exited,
     /// channel_broken, stopped_idle, stopped_for_room, cancelled or
     /// server_restarted.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) state_reason: Option<String>,
+    /// The reason in words, where it needs them: for requirements_conflict,
+    /// the package and both versions.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) state_message: Option<String>,
+    /// Packages (name==version) this call's requirements installed into
+    /// the session; the interpreter and its variables were kept.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub(crate) installed: Vec<String>,
     /// After stopped_idle or stopped_for_room: the globals restored from
     /// the previous interpreter, and those that could not be (name: why).
     #[serde(skip_serializing_if = "Vec::is_empty")]

@@ -3,7 +3,9 @@
 
 mod handler;
 mod mount;
+mod pip;
 mod replies;
+mod requirements;
 mod run;
 mod scheduler;
 mod startup;

@@ -3,21 +3,26 @@
 //! code in the session's live interpreter, then report the files the run
 //! wrote and audit it.
 
+use super::pip;
 use super::replies::{bad_request, internal};
+use super::requirements::{merged, plan, Plan};
 use super::scheduler::cancelled;
 use super::state::Daemon;
 use crate::audit::{now_secs, sha256_hex, RunRecord};
 use crate::egress::{call_rules, NetCall};
-use crate::envs::EnvLease;
+use crate::envs::{Added, EnvLease, SessionTarget};
 use crate::fsops::Snapshot;
+use crate::interpreters::install::Installer;
 use crate::interpreters::kernel::Kernel;
-use crate::interpreters::{LiveCall, LiveRun};
+use crate::interpreters::{LiveCall, LiveRun, SessionRequirements};
 use crate::job::Stream;
 use crate::server::Ctx;
 use crate::sessions::Session;
-use prims_protocol::wire::{ErrorReply, Event, OutputStream, Reply, RunReply, RunRequest};
+use prims_protocol::wire::{
+    ErrorReply, Event, OutputStream, Reply, ResetReason, RunReply, RunRequest,
+};
 use std::future::Future;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 /// Code larger than this is refused before anything else happens.
 const MAX_CODE_BYTES: usize = 1 << 20;
@@ -32,9 +37,51 @@ pub(super) async fn run(d: &Arc<Daemon>, req: RunRequest, ctx: Ctx) -> Result<Re
     let _turn = unless_cancelled(&ctx, session.run_lock.lock()).await?;
     let events = ctx.events.clone();
     let progress = move |message: String| events.try_send(Event::Building { message });
-    let lease = unless_cancelled(&ctx, d.envs.ensure(&requirements, &progress))
-        .await?
-        .map_err(|e| e.to_reply())?;
+    let had = d.interpreters.requirements(&session);
+    let (lease, session_reqs, env_change, installed) = match plan(had, &requirements) {
+        Plan::Base(reqs) => {
+            let lease = ensure(d, &ctx, &reqs, &progress).await?;
+            let now = SessionRequirements {
+                base: reqs.clone(),
+                all: reqs,
+            };
+            (lease, now, None, Vec::new())
+        }
+        Plan::Keep(had) => (
+            ensure(d, &ctx, &had.base, &progress).await?,
+            had,
+            None,
+            Vec::new(),
+        ),
+        Plan::Add { had, missing } => {
+            let lease = ensure(d, &ctx, &had.base, &progress).await?;
+            match install(d, &session, &lease, &missing, &progress)? {
+                Added::Installed(added) => {
+                    let all = merged(&had.all, &missing);
+                    let now = SessionRequirements {
+                        base: had.base,
+                        all,
+                    };
+                    (lease, now, None, added)
+                }
+                Added::Conflict(c) => {
+                    drop(lease);
+                    let all = merged(&had.all, &missing);
+                    progress(format!(
+                        "{}: a new environment replaces the session's",
+                        c.message()
+                    ));
+                    let lease = ensure(d, &ctx, &all, &progress).await?;
+                    let now = SessionRequirements {
+                        base: all.clone(),
+                        all,
+                    };
+                    let why = (ResetReason::RequirementsConflict, c.message());
+                    (lease, now, Some(why), Vec::new())
+                }
+            }
+        }
+    };
     let kernel = unless_cancelled(&ctx, Kernel::get(&d.policy(), &d.envs, &progress)).await?;
     let events = ctx.events.clone();
     let _slot = d
@@ -47,7 +94,36 @@ pub(super) async fn run(d: &Arc<Daemon>, req: RunRequest, ctx: Ctx) -> Result<Re
     let before = begin(d, &session).await?;
     ctx.events.send(Event::Started).await;
     let (env, env_built) = (lease.key.clone(), lease.built);
-    let result = execute(d, &session, (lease, kernel), &req, net.as_ref(), &ctx).await;
+    let pip_added = Arc::new(Mutex::new(Vec::new()));
+    let installer = pip::installer(
+        d.clone(),
+        session.clone(),
+        lease.dir.clone(),
+        session_reqs.all.clone(),
+        pip_added.clone(),
+    );
+    let result = execute(
+        d,
+        &session,
+        (lease, kernel),
+        (env_change, installed, installer),
+        &req,
+        net.as_ref(),
+        &ctx,
+    )
+    .await;
+    if result.is_ok() {
+        let mut now = session_reqs;
+        now.all.extend(
+            pip_added
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .drain(..),
+        );
+        now.all.sort();
+        now.all.dedup();
+        d.interpreters.set_requirements(&session, now);
+    }
     let after = end(d, &session).await;
     let LiveRun {
         end: cell,
@@ -90,6 +166,42 @@ pub(super) async fn run(d: &Arc<Daemon>, req: RunRequest, ctx: Ctx) -> Result<Re
     }))
 }
 
+/// The environment for `reqs`, built now (with `progress`) if it is not.
+async fn ensure(
+    d: &Arc<Daemon>,
+    ctx: &Ctx,
+    reqs: &[String],
+    progress: &(dyn Fn(String) + Send + Sync),
+) -> Result<EnvLease, ErrorReply> {
+    unless_cancelled(ctx, d.envs.ensure(reqs, progress))
+        .await?
+        .map_err(|e| e.to_reply())
+}
+
+/// Installs `missing` into the session, whose environment is `lease`.
+fn install(
+    d: &Arc<Daemon>,
+    session: &Session,
+    lease: &EnvLease,
+    missing: &[String],
+    progress: &(dyn Fn(String) + Send + Sync),
+) -> Result<Added, ErrorReply> {
+    progress(format!(
+        "installing into the session: {}",
+        missing.join(" ")
+    ));
+    let to = SessionTarget {
+        env_dir: &lease.dir,
+        workspace: &session.workspace,
+        uid: session.host_uid,
+        name: &session.name,
+    };
+    // The install jail's own limits bound it; the proxy it needs runs on
+    // the daemon's other threads meanwhile.
+    tokio::task::block_in_place(|| d.envs.install_into_session(to, missing, &|m| progress(m)))
+        .map_err(|e| e.to_reply())
+}
+
 /// The request's size and requirements, checked before any work.
 fn check(req: &RunRequest) -> Result<Vec<String>, ErrorReply> {
     if req.code.len() > MAX_CODE_BYTES {
@@ -125,6 +237,11 @@ async fn execute(
     d: &Arc<Daemon>,
     session: &Session,
     (lease, kernel): (EnvLease, Option<Kernel>),
+    (env_change, installed, installer): (
+        Option<(ResetReason, String)>,
+        Vec<String>,
+        Box<Installer>,
+    ),
     req: &RunRequest,
     net: Option<&NetCall>,
     ctx: &Ctx,
@@ -151,6 +268,9 @@ async fn execute(
                 lease,
                 kernel,
                 net,
+                env_change,
+                installed,
+                installer: Some(installer),
             },
             tx,
             &ctx.cancel,

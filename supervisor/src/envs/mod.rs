@@ -24,6 +24,7 @@ mod output;
 mod pkgcache;
 mod proxy;
 mod requirements;
+mod session_install;
 mod staging;
 mod state;
 mod uv;
@@ -32,6 +33,7 @@ pub use config::EnvConfig;
 pub use error::EnvError;
 pub use lease::EnvLease;
 pub(crate) use requirements::validate_requirements;
+pub use session_install::{Added, Conflict, SessionTarget};
 
 use cache::Index;
 use key::Settings;

@@ -19,6 +19,7 @@ import importlib
 import json
 import linecache
 import os
+import re
 import signal
 import struct
 import sys
@@ -502,6 +503,7 @@ class Agent:
             return _error("a cell marker is %d lowercase hex digits" % MARKER_HEX_LEN)
         self._restore_fds()
         self._notice_installs()
+        self.cell_id = cid
         self.cells += 1
         filename = "<cell %d>" % self.cells
         if self.notebook is None:
@@ -545,6 +547,25 @@ class Agent:
         _write_all(self.out, end)
         _write_all(self.err, end)
         return done
+
+    def install(self, requirements):
+        """Has the supervisor install `requirements` into the session
+        (`%pip install`), printing its progress; its answer."""
+        self.send({"op": "install", "id": self.cell_id, "requirements": list(requirements)[:LIST_MAX]})
+        while True:
+            msg = self.recv()
+            if not isinstance(msg, dict):
+                _exit(CHANNEL_LOST_EXIT)
+            op = msg.get("op")
+            if op == "install_progress":
+                line = msg.get("line")
+                if isinstance(line, str):
+                    print(line, flush=True)
+            elif op == "installed":
+                importlib.invalidate_caches()
+                return msg
+            else:
+                _exit(CHANNEL_LOST_EXIT)
 
     # --- state across interpreters ---
 

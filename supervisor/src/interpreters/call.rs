@@ -5,6 +5,7 @@
 
 use super::cell::{self, CellEnd};
 use super::channel::Named;
+use super::install::Installer;
 use super::kernel::Kernel;
 use super::live::{Carried, HeldLimits, Live};
 use super::pumps::OutputTx;
@@ -30,6 +31,13 @@ pub(crate) struct LiveCall<'a> {
     /// The kernel layer a new interpreter would see.
     pub kernel: Option<Kernel>,
     pub net: Option<&'a NetCall>,
+    /// Why a new environment, if this call's differs from the session's
+    /// (a conflict), in place of `requirements_changed`, and in words.
+    pub env_change: Option<(ResetReason, String)>,
+    /// What this call installed into the session first.
+    pub installed: Vec<String>,
+    /// Serves the cell's `%pip install`.
+    pub installer: Option<Box<Installer>>,
 }
 
 /// A call's result, with what happened to the interpreter.
@@ -57,13 +65,20 @@ impl Interpreters {
             lease,
             kernel,
             net,
+            env_change,
+            installed,
+            installer,
         } = call;
         let slot = self.slot(session);
         let mut guard = slot.live.lock().await;
         let limits = policy.job_limits(&req.limits);
         let unfit = guard
             .as_mut()
-            .and_then(|live| unfit(live, req, &lease.key, &limits, net));
+            .and_then(|live| unfit(live, req, &lease.key, &limits, net))
+            .map(|why| match (&env_change, why) {
+                (Some((instead, _)), ResetReason::RequirementsChanged) => *instead,
+                _ => why,
+            });
         if unfit.is_some() {
             retire(&slot, &mut guard);
         }
@@ -83,7 +98,14 @@ impl Interpreters {
             return Err(StartError::NotReady("no interpreter".into()));
         };
         let grace = policy.interpreters.interrupt_grace.0;
-        let (end, network) = run_cell(live, req, &limits, grace, net, out, cancel).await?;
+        let cell = CellCall {
+            req,
+            limits: &limits,
+            grace,
+            net,
+            installer: installer.as_deref(),
+        };
+        let (end, network) = run_cell(live, cell, out, cancel).await?;
         after_cell(&slot, &mut guard, &end);
         let (restored, not_restored) = carried_report(got.carried);
         Ok(LiveRun {
@@ -95,6 +117,10 @@ impl Interpreters {
                 result_truncated: end.result_truncated,
                 restored,
                 not_restored,
+                reason_message: env_change
+                    .filter(|(r, _)| Some(*r) == reason)
+                    .map(|(_, m)| m),
+                installed,
             },
             end,
             network,
@@ -222,15 +248,28 @@ fn reported(
 
 /// The call's code as one cell in `live`, inside a run of the egress
 /// proxy (allowlist mode), whose record is the call's network report.
+/// A cell to run, and what it runs under.
+struct CellCall<'a> {
+    req: &'a RunRequest,
+    limits: &'a JobLimits,
+    grace: Duration,
+    net: Option<&'a NetCall>,
+    installer: Option<&'a Installer>,
+}
+
 async fn run_cell(
     live: &mut Live,
-    req: &RunRequest,
-    limits: &JobLimits,
-    grace: Duration,
-    net: Option<&NetCall>,
+    cell: CellCall<'_>,
     out: OutputTx,
     cancel: &CancellationToken,
 ) -> Result<(CellEnd, Option<NetworkReport>), StartError> {
+    let CellCall {
+        req,
+        limits,
+        grace,
+        net,
+        installer,
+    } = cell;
     let proxied = match (&live.egress, net) {
         (Some(jail), Some(n)) => match jail.begin(&n.rules, n.budget).await {
             Ok(run) => Some(run),
@@ -238,7 +277,16 @@ async fn run_cell(
         },
         _ => None,
     };
-    let end = cell::run(live, req.code.clone(), limits, grace, out, cancel).await;
+    let end = cell::run(
+        live,
+        req.code.clone(),
+        limits,
+        grace,
+        out,
+        cancel,
+        installer,
+    )
+    .await;
     let network = match (proxied, &live.egress) {
         (Some(run), Some(jail)) => {
             let mut report = jail.end(run).await;

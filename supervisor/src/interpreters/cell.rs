@@ -5,6 +5,7 @@
 use super::agent::CHANNEL_LOST_EXIT;
 use super::agent::{OUTPUTS_BYTES_MAX, OUTPUTS_MAX};
 use super::channel::{AgentOutput, CellDone, CellStatus, ChannelError, FromAgent, ToAgent};
+use super::install::{self, Installer, Interrupted, MAX_INSTALLS};
 use super::live::Live;
 use super::output::new_marker;
 use super::pumps::{Captured, OutputTx};
@@ -61,6 +62,7 @@ pub(crate) async fn run(
     grace: Duration,
     out: OutputTx,
     cancel: &tokio_util::sync::CancellationToken,
+    installer: Option<&Installer>,
 ) -> CellEnd {
     let started = Instant::now();
     let marker = new_marker();
@@ -81,6 +83,7 @@ pub(crate) async fn run(
                 grace,
                 started,
                 cpu_start: before.cpu_ns,
+                installer,
             };
             follow(live, &waiting, &mut outputs, cancel).await
         }
@@ -207,7 +210,8 @@ async fn follow(
     cancel: &tokio_util::sync::CancellationToken,
 ) -> Ending {
     let (id, limits, grace, started, cpu_start) = (w.id, w.limits, w.grace, w.started, w.cpu_start);
-    let wall = TokioInstant::from_std(started) + Duration::from_millis(limits.wall_time_ms);
+    let mut wall = TokioInstant::from_std(started) + Duration::from_millis(limits.wall_time_ms);
+    let mut installs = 0u32;
     let cpu_limit_ns = limits.cpu_time_ms.saturating_mul(1_000_000);
     let sample_cpu = cpu_start.is_some();
     let mut tick = tokio::time::interval(CPU_TICK);
@@ -220,6 +224,23 @@ async fn follow(
                 Some(Ok(FromAgent::Done(d))) if d.id == id => confirm.done(&live.main, d).await,
                 Some(Ok(FromAgent::Output(o))) if o.id == id => {
                     outputs.take(o);
+                    Step::Wait
+                }
+                Some(Ok(FromAgent::Install { id: asker, requirements })) if asker == id => {
+                    installs += 1;
+                    if installs > MAX_INSTALLS {
+                        return Ending::Broken(ChannelError::Malformed(format!(
+                            "over {MAX_INSTALLS} installs in cell {id}"
+                        )));
+                    }
+                    // An install is not the cell's work: its time is given back.
+                    let t = TokioInstant::now();
+                    match install::serve(live, w.installer, requirements, cancel).await {
+                        Ok(()) => {}
+                        Err(Interrupted::Cancelled) => return Ending::Cancelled,
+                        Err(Interrupted::Broken(e)) => return Ending::Broken(e),
+                    }
+                    wall += t.elapsed();
                     Step::Wait
                 }
                 Some(Ok(FromAgent::Synced { nonce })) => match confirm.synced(&nonce) {
@@ -278,6 +299,7 @@ struct Waiting<'a> {
     grace: Duration,
     started: Instant,
     cpu_start: Option<u64>,
+    installer: Option<&'a Installer>,
 }
 
 /// A cell's outputs as they arrive, within the caps of one call whatever

@@ -113,6 +113,16 @@ pub(crate) enum ToAgent {
     Sync {
         nonce: String,
     },
+    /// A line of an install's progress (`%pip install` in the cell).
+    InstallProgress {
+        line: String,
+    },
+    /// The install the cell asked for is over.
+    Installed {
+        ok: bool,
+        added: Vec<String>,
+        message: String,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -145,6 +155,11 @@ pub(crate) enum FromAgent {
     Synced {
         nonce: String,
     },
+    /// The running cell asks for packages (`%pip install`).
+    Install {
+        id: u64,
+        requirements: Vec<String>,
+    },
     Error {
         message: String,
     },
@@ -161,6 +176,7 @@ impl FromAgent {
             FromAgent::Restored { .. } => "restored",
             FromAgent::Discarded {} => "discarded",
             FromAgent::Synced { .. } => "synced",
+            FromAgent::Install { .. } => "install",
             FromAgent::Error { .. } => "error",
         }
     }
@@ -381,6 +397,7 @@ fn check(msg: &FromAgent) -> Result<(), String> {
         }
         FromAgent::Discarded {} => Ok(()),
         FromAgent::Synced { nonce } => chars("synced.nonce", nonce, NAME_MAX_CHARS),
+        FromAgent::Install { requirements, .. } => names("install.requirements", requirements),
         FromAgent::Error { message } => chars("error.message", message, MESSAGE_MAX_CHARS),
     }
 }

@@ -22,6 +22,7 @@ mod call;
 pub(crate) mod cell;
 pub(crate) mod channel;
 mod enforced;
+pub(crate) mod install;
 pub(crate) mod kernel;
 pub(crate) mod live;
 pub(crate) mod output;
@@ -37,3 +38,4 @@ mod agent_tests;
 
 pub(crate) use call::{LiveCall, LiveRun};
 pub(crate) use registry::Interpreters;
+pub(crate) use slot::SessionRequirements;

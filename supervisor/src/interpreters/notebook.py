@@ -49,6 +49,11 @@ def _load_notebook(agent):
         return None, _why(e)
 
 
+# `!pip install ...`, `!python -m pip install ...`: served as %pip.
+_PIP_COMMAND = re.compile(r"^\s*(?:python3?(?:\.\d+)?\s+-m\s+pip|pip3?)\s+(install\b.*)$", re.S)
+# pip options that change nothing here.
+_PIP_IGNORED = frozenset(("-q", "-qq", "--quiet", "-U", "--upgrade", "--no-cache-dir", "--user"))
+
 _MAGIC = {"image/png": b"\x89PNG\r\n\x1a\n", "image/jpeg": b"\xff\xd8\xff"}
 
 
@@ -172,7 +177,17 @@ class _Notebook:
         )
         # Output at the file-descriptor level, as a terminal shows it: no
         # pty in the jail, and the supervisor cuts the pipes into cells.
-        self.shell.system = self.shell.system_raw
+        system_raw = self.shell.system_raw
+
+        def system(cmd):
+            # `!pip install x` is `%pip install x`: the cell has no network.
+            m = _PIP_COMMAND.match(cmd)
+            if m:
+                return self._pip(m.group(1))
+            return system_raw(cmd)
+
+        self.shell.system = system
+        self.shell.register_magic_function(self._pip, "line", "pip")
         warnings.filterwarnings("ignore", message="To exit: use")
         # What IPython put in the user's globals is not the user's state.
         agent.hidden = set(self.shell.user_ns_hidden)
@@ -187,6 +202,44 @@ class _Notebook:
 
         formatter.format = format_and_note
         self.shell.events.register("post_execute", self._flush_figures)
+
+    def _pip(self, line):
+        """%pip install: packages from the server's package index, into
+        this session; the interpreter and its variables stay."""
+        import shlex
+
+        try:
+            args = shlex.split(line)
+        except ValueError as e:
+            print("%%pip: %s" % e, file=sys.stderr)
+            return
+        if not args or args[0] != "install":
+            print(
+                "%pip: only `%pip install <requirement>...` works here: packages come from "
+                "the server's package index and go into this session",
+                file=sys.stderr,
+            )
+            return
+        reqs = []
+        for a in args[1:]:
+            if a in _PIP_IGNORED:
+                continue
+            if a.startswith("-"):
+                print("%%pip: the option %s is not supported here" % a, file=sys.stderr)
+                return
+            reqs.append(a)
+        if not reqs:
+            print("%pip install: name at least one requirement", file=sys.stderr)
+            return
+        answer = self.agent.install(reqs)
+        added = [a for a in answer.get("added") or () if isinstance(a, str)]
+        message = answer.get("message") if isinstance(answer.get("message"), str) else ""
+        if not answer.get("ok"):
+            print("ERROR: " + (message or "the install failed"), file=sys.stderr)
+        elif added:
+            print("Successfully installed " + " ".join(a.replace("==", "-") for a in added))
+        else:
+            print("Requirement already satisfied: " + " ".join(reqs))
 
     def _collect(self, data, kind):
         figure, self.figure_pending = self.figure_pending, False

@@ -5,7 +5,7 @@
 use super::kernel::Kernel;
 use super::live::{Carried, Live};
 use super::pool::{Pool, Warm};
-use super::slot::{Carry, Slot};
+use super::slot::{Carry, SessionRequirements, Slot};
 use super::start::{self, StartSpec};
 use crate::egress::EgressProxy;
 use crate::envs::Envs;
@@ -65,6 +65,16 @@ impl Interpreters {
             .entry(session.name.clone())
             .or_insert_with(|| Arc::new(Slot::new(session.tenant.clone(), None)))
             .clone()
+    }
+
+    /// What the session's calls asked for so far; None before its first.
+    pub(crate) fn requirements(&self, session: &Session) -> Option<SessionRequirements> {
+        self.slot(session).meta().requirements.clone()
+    }
+
+    /// Records what the session's calls asked for, after a call ran.
+    pub(crate) fn set_requirements(&self, session: &Session, reqs: SessionRequirements) {
+        self.slot(session).meta().requirements = Some(reqs);
     }
 
     /// A new session for `tenant`, taken from the warm pool when one is

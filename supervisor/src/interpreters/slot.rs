@@ -44,6 +44,16 @@ pub(super) struct SlotMeta {
     pub kill: Option<JailKiller>,
     /// Memory it held when last measured.
     pub memory: u64,
+    /// What the session's calls asked for so far.
+    pub requirements: Option<SessionRequirements>,
+}
+
+/// A session's requirements: those its environment was built for, and
+/// all it asked for since (the rest installed into the session).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SessionRequirements {
+    pub base: Vec<String>,
+    pub all: Vec<String>,
 }
 
 impl Slot {
@@ -60,6 +70,7 @@ impl Slot {
                 cells: 0,
                 kill,
                 memory: 0,
+                requirements: None,
             }),
         }
     }

@@ -82,7 +82,7 @@ async fn one_cell(
     let (tx, mut rx) = mpsc::unbounded_channel::<(Stream, Vec<u8>)>();
     let never = CancellationToken::new();
     let end = {
-        let cell = cell::run(live, code, limits, grace, tx, &never);
+        let cell = cell::run(live, code, limits, grace, tx, &never, None);
         tokio::pin!(cell);
         loop {
             tokio::select! {

@@ -22,6 +22,8 @@ fn reply(stdout: usize) -> RunReply {
             result_truncated: false,
             restored: Vec::new(),
             not_restored: Vec::new(),
+            reason_message: None,
+            installed: Vec::new(),
         },
         network: None,
         outputs: Vec::new(),

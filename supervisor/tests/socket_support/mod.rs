@@ -59,6 +59,8 @@ pub fn run_reply(stdout: &[u8]) -> RunReply {
             result_truncated: false,
             restored: Vec::new(),
             not_restored: Vec::new(),
+            reason_message: None,
+            installed: Vec::new(),
         },
         network: None,
         outputs: Vec::new(),

@@ -1,0 +1,396 @@
+//! Packages a session adds to its environment without a new interpreter:
+//! installed into the session's own site directory
+//! (`/workspace/.prims/site-packages`, after the environment on
+//! `sys.path`) by an install jail that runs as the session's uid, sees the
+//! environment read-only and reaches nothing but the package index through
+//! the proxy. What it writes is the session's, on the session's disk
+//! quota; the packages the session already has keep their versions (uv
+//! resolves with them pinned), and a requirement that needs another
+//! version of one of them is a conflict, which only a new environment can
+//! settle. The jail's program is `session_install.py`.
+
+use super::error::EnvError;
+use super::output::clean_line;
+use super::proxy;
+use super::Envs;
+use crate::job::{Cancel, Stream};
+use prims_protocol::jail::{Bind, JobLimits, JobSpec, NetworkMode, Status};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+const PROGRAM: &str = include_str!("session_install.py");
+/// The line that carries the program's verdict.
+const VERDICT: &str = "PRIMS-INSTALL ";
+/// Lines of uv's output passed on as progress; the rest are counted.
+const PROGRESS_LINES: usize = 200;
+const INSTALL_PIDS: u64 = 256;
+const INSTALL_OPEN_FILES: u64 = 4096;
+const INSTALL_TMP: u64 = 64 << 20;
+const INSTALL_OUTPUT: u64 = 1 << 20;
+
+/// Where the session's packages go, in its jail (agent.rs SESSION_SITE).
+pub const SESSION_SITE: &str = "/workspace/.prims/site-packages";
+
+/// The session an install is for.
+#[derive(Debug, Clone, Copy)]
+pub struct SessionTarget<'a> {
+    /// The session's environment (leased by the caller for the install's
+    /// time), which the install sees at `/venv`.
+    pub env_dir: &'a Path,
+    pub workspace: &'a Path,
+    pub uid: u32,
+    /// Names the install's job cgroup.
+    pub name: &'a str,
+}
+
+/// What an install did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Added {
+    /// These distributions (`name==version`) are new in the session.
+    Installed(Vec<String>),
+    /// The requirements need another version of a package the session has.
+    Conflict(Conflict),
+}
+
+/// A requirement that needs another version of what the session has.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Conflict {
+    /// The package, the requirement and the version installed, when one
+    /// requirement names a package the session has.
+    pub package: Option<(String, String, String)>,
+    /// uv's explanation, cut short.
+    pub said: String,
+}
+
+impl Conflict {
+    /// Names the package and both versions, or gives uv's words.
+    pub fn message(&self) -> String {
+        match &self.package {
+            Some((name, asked, installed)) => format!(
+                "{asked} asks for another version of {name} than the {installed} this session has"
+            ),
+            None => format!(
+                "the new requirements need other versions of packages this session has: {}",
+                self.said
+            ),
+        }
+    }
+}
+
+impl Envs {
+    /// Installs what `requirements` (validated) add to the session `to`,
+    /// streaming uv's lines to `progress`. Blocks until the jail has ended:
+    /// call it from a blocking thread inside the daemon's runtime.
+    pub fn install_into_session(
+        &self,
+        to: SessionTarget<'_>,
+        requirements: &[String],
+        progress: &(dyn Fn(String) + Sync),
+    ) -> Result<Added, EnvError> {
+        let rt = tokio::runtime::Handle::try_current().map_err(|_| EnvError::Jail {
+            message: "session installs need the daemon's async runtime (for the proxy)".into(),
+        })?;
+        let uv = rt.block_on(self.core.uv.get(
+            &self.core.cfg.state_dir,
+            &self.core.cfg.interpreter,
+            &self.core.settings(),
+            &|m| progress(m),
+        ))?;
+        let spec = self.install_spec(to, requirements, &uv);
+        let lines = Lines::new(progress);
+        let sink = |s: Stream, b: &[u8]| lines.feed(s, b);
+        let (ours, theirs) =
+            std::os::unix::net::UnixStream::pair().map_err(|e| EnvError::Jail {
+                message: format!("the proxy channel: {e}"),
+            })?;
+        let stop = tokio_util::sync::CancellationToken::new();
+        let served = rt.spawn(proxy::serve(
+            self.core.cfg.egress.clone(),
+            ours.into(),
+            proxy::index_rules(&self.core.settings()),
+            stop.clone(),
+        ));
+        let res = self
+            .core
+            .cfg
+            .jails
+            .run(&spec, &sink, &Cancel::default(), Some(theirs.into()));
+        stop.cancel();
+        drop(served);
+        let res = res.map_err(|e| EnvError::Jail {
+            message: format!("running the install jail: {e}"),
+        })?;
+        let (verdict, said) = lines.finish();
+        let settings = self.core.settings();
+        match res.outcome.status {
+            Status::Ok | Status::Exit => {}
+            Status::Timeout => {
+                return Err(EnvError::Timeout {
+                    after: settings.build_timeout,
+                })
+            }
+            Status::Oom => {
+                return Err(EnvError::OutOfMemory {
+                    limit_bytes: settings.build_memory,
+                })
+            }
+            _ => {
+                let why = res.outcome.setup_error.as_ref().map(ToString::to_string);
+                return Err(EnvError::Build {
+                    message: why.unwrap_or(said),
+                });
+            }
+        }
+        judge(verdict.as_deref(), said)
+    }
+
+    fn install_spec(&self, to: SessionTarget<'_>, requirements: &[String], uv: &Path) -> JobSpec {
+        let s = self.core.settings();
+        let cfg = &self.core.cfg;
+        let uv_dir = uv.parent().unwrap_or(Path::new("/")).to_path_buf();
+        let uv_name = uv.file_name().map_or("uv".into(), |n| n.to_string_lossy());
+        let mut uv_argv: Vec<String> = vec![
+            format!("/opt/uv/{uv_name}"),
+            "pip".into(),
+            "install".into(),
+            "--python".into(),
+            "/venv/bin/python".into(),
+            "--no-config".into(),
+        ];
+        if s.only_binary {
+            uv_argv.extend(["--only-binary".into(), ":all:".into()]);
+        }
+        if !s.index_url.is_empty() {
+            uv_argv.extend(["--index-url".into(), s.index_url.clone()]);
+        }
+        for u in &s.extra_index_urls {
+            uv_argv.extend(["--extra-index-url".into(), u.clone()]);
+        }
+        let mut binds = vec![Bind {
+            source: uv_dir,
+            target: "/opt/uv".into(),
+            writable: false,
+        }];
+        for l in &s.find_links {
+            uv_argv.extend(["--find-links".into(), l.clone()]);
+            let p = Path::new(l);
+            if p.is_absolute() && p.is_dir() {
+                binds.push(Bind {
+                    source: p.to_path_buf(),
+                    target: p.to_path_buf(),
+                    writable: false,
+                });
+            }
+        }
+        let args = serde_json::json!({
+            "uv": uv_argv,
+            "requirements": requirements,
+            "site": SESSION_SITE,
+            "venv_site": format!("/venv/lib/python{}/site-packages", cfg.version),
+        });
+        let mut env: Vec<String> = [
+            "UV_PYTHON_DOWNLOADS=never",
+            "UV_NO_PROGRESS=1",
+            "UV_LINK_MODE=copy",
+            "UV_COMPILE_BYTECODE=0",
+            "NO_COLOR=1",
+        ]
+        .into_iter()
+        .map(String::from)
+        .collect();
+        env.extend(crate::egress::proxy_env());
+        let mut ro_binds = s.ro_binds.clone();
+        ro_binds.push(PathBuf::from(crate::egress::CA_DIR));
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get() as u64);
+        let wall_ms = u64::try_from(s.build_timeout.as_millis()).unwrap_or(u64::MAX);
+        JobSpec {
+            interpreter: cfg.interpreter.clone(),
+            venv: to.env_dir.to_path_buf(),
+            workspace: to.workspace.to_path_buf(),
+            code: String::new(),
+            limits: JobLimits {
+                wall_time_ms: wall_ms,
+                cpu_time_ms: wall_ms.saturating_mul(cores),
+                memory_bytes: s.build_memory,
+                swap_bytes: 0,
+                pids: INSTALL_PIDS,
+                open_files: INSTALL_OPEN_FILES,
+                // The workspace's quota bounds what it writes.
+                file_size_bytes: s.build_disk,
+                output_bytes: INSTALL_OUTPUT,
+                tmp_size_bytes: INSTALL_TMP,
+                cpu_millis: cores.saturating_mul(1000),
+            },
+            network: NetworkMode::Proxy,
+            ro_binds,
+            seccomp_extra_deny: s.seccomp_extra_deny.clone(),
+            socket_families: vec![libc::AF_UNIX, libc::AF_INET],
+            landlock_required: s.landlock_required,
+            cgroup: cfg.jails.cgroup(&cfg.jails.names.build(to.name, "pip")),
+            host_uid: to.uid,
+            host_gid: to.uid,
+            argv: vec![
+                "/venv/bin/python".into(),
+                "-I".into(),
+                "-S".into(),
+                "-c".into(),
+                PROGRAM.into(),
+                args.to_string(),
+            ],
+            env,
+            binds,
+            venv_writable: false,
+            proxy_port: crate::egress::JAIL_PORT,
+            cpu_idle: false,
+        }
+    }
+}
+
+/// The program's verdict line, read as hostile input: it ran as the
+/// session's uid, beside the session's files.
+fn judge(verdict: Option<&str>, said: String) -> Result<Added, EnvError> {
+    let failed = |said: String| EnvError::Build {
+        message: if said.is_empty() {
+            "the install ended without a word".into()
+        } else {
+            said
+        },
+    };
+    let Some(v) = verdict.and_then(|v| serde_json::from_str::<serde_json::Value>(v).ok()) else {
+        return Err(failed(said));
+    };
+    let text = |k: &str| v.get(k).and_then(|x| x.as_str()).map(short);
+    match v.get("status").and_then(|s| s.as_str()) {
+        Some("installed") => Ok(Added::Installed(
+            v.get("added")
+                .and_then(|a| a.as_array())
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|x| x.as_str())
+                        .take(500)
+                        .map(short)
+                        .collect()
+                })
+                .unwrap_or_default(),
+        )),
+        Some("conflict") => {
+            let package = match (text("package"), text("asked"), text("installed")) {
+                (Some(p), Some(a), Some(i)) => Some((p, a, i)),
+                _ => None,
+            };
+            Ok(Added::Conflict(Conflict { package, said }))
+        }
+        _ => Err(failed(said)),
+    }
+}
+
+fn short(s: &str) -> String {
+    s.chars().filter(|c| !c.is_control()).take(200).collect()
+}
+
+/// uv's lines as they come: passed on (up to [`PROGRESS_LINES`]) and the
+/// tail kept; the verdict line is kept apart and never shown.
+struct Lines<'a> {
+    state: Mutex<LinesState>,
+    progress: &'a (dyn Fn(String) + Sync),
+}
+
+#[derive(Default)]
+struct LinesState {
+    partial: Vec<u8>,
+    shown: usize,
+    tail: Vec<String>,
+    verdict: Option<String>,
+}
+
+impl<'a> Lines<'a> {
+    fn new(progress: &'a (dyn Fn(String) + Sync)) -> Self {
+        Lines {
+            state: Mutex::default(),
+            progress,
+        }
+    }
+
+    fn feed(&self, _stream: Stream, chunk: &[u8]) {
+        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        st.partial.extend_from_slice(chunk);
+        while let Some(pos) = st.partial.iter().position(|b| *b == b'\n') {
+            let raw: Vec<u8> = st.partial.drain(..=pos).collect();
+            self.line(&mut st, clean_line(&raw));
+        }
+        if st.partial.len() > 4096 {
+            let raw = std::mem::take(&mut st.partial);
+            self.line(&mut st, clean_line(&raw));
+        }
+    }
+
+    fn line(&self, st: &mut LinesState, line: String) {
+        if let Some(v) = line.strip_prefix(VERDICT) {
+            st.verdict = Some(v.to_string());
+            return;
+        }
+        if line.is_empty() {
+            return;
+        }
+        if st.shown < PROGRESS_LINES {
+            st.shown += 1;
+            (self.progress)(line.clone());
+        }
+        if st.tail.len() == 20 {
+            st.tail.remove(0);
+        }
+        st.tail.push(line);
+    }
+
+    fn finish(&self) -> (Option<String>, String) {
+        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let raw = std::mem::take(&mut st.partial);
+        let last = clean_line(&raw);
+        if !last.is_empty() {
+            self.line(&mut st, last);
+        }
+        (st.verdict.take(), st.tail.join("\n"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_verdict_is_read_as_hostile_input() {
+        let ok = judge(
+            Some(r#"{"status":"installed","added":["six==1.17.0"]}"#),
+            String::new(),
+        );
+        assert_eq!(ok.unwrap(), Added::Installed(vec!["six==1.17.0".into()]));
+        let c = judge(
+            Some(r#"{"status":"conflict","package":"six","asked":"six==1.16.0","installed":"1.17.0"}"#),
+            "no".into(),
+        )
+        .unwrap();
+        let Added::Conflict(c) = c else {
+            panic!("{c:?}")
+        };
+        assert_eq!(
+            c.message(),
+            "six==1.16.0 asks for another version of six than the 1.17.0 this session has"
+        );
+        for bad in [
+            None,
+            Some("not json"),
+            Some(r#"{"status":"who"}"#),
+            Some("[]"),
+        ] {
+            assert!(judge(bad, "uv said".into()).is_err(), "{bad:?}");
+        }
+        let long = format!(
+            r#"{{"status":"installed","added":["{}"]}}"#,
+            "x".repeat(5000)
+        );
+        let Ok(Added::Installed(a)) = judge(Some(&long), String::new()) else {
+            panic!()
+        };
+        assert_eq!(a[0].len(), 200);
+    }
+}
