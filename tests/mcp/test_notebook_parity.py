@@ -70,13 +70,18 @@ CELLS = [
 ]
 
 # Placeholders for what differs from run to run: durations and addresses.
-DURATION = re.compile(r"\d+(?:\.\d+)?\s*(?:ns|µs|us|ms|s|min|h)\b")
+# IPython writes micro as U+03BC (μ) where the terminal can show it, else "us".
+DURATION = re.compile(r"\d+(?:\.\d+)?(?:e[+-]?\d+)?\s*(?:ns|[µμ]s|us|ms|s|min|h)\b")
 ADDRESS = re.compile(r"0x[0-9a-fA-F]+")
 # The exception line that ends a traceback: `NameError: ...` or `KeyboardInterrupt`.
 EXC_LINE = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit|Warning))\b(?::|$)")
 
 
 def shape(text: str) -> str:
+    # ipykernel runs `!cmd` on a pty, whose line discipline turns "\n" into
+    # "\r\n"; the jail has no pty, so a command's output is what it wrote.
+    # The line endings are compared as "\n" on both sides.
+    text = text.replace("\r\n", "\n")
     return ADDRESS.sub("0x…", DURATION.sub("<duration>", text))
 
 
@@ -132,7 +137,7 @@ def from_prims(sc: dict) -> Seen:
     seen = Seen(stdout=sc["stdout"], stderr=sc["stderr"])
     for out in sc.get("outputs", []):
         data = out["data"]
-        assert not out["cut"], f"an output was cut: {out}"
+        assert not out.get("cut"), f"an output was cut: {out}"
         if "image/png" in data:
             assert is_png(data["image/png"]), f"PRIMS sent an image/png that is no PNG: {out}"
         seen.outputs.append((out["type"], tuple(sorted(data))))
