@@ -177,8 +177,15 @@ class _Notebook:
                 # and what the command started (a fork bomb) would run on,
                 # holding every process the jail allows and its CPU.
                 import subprocess
+                import warnings
 
                 cmd = self.var_expand(cmd, depth=1)
+                main_cmd = cmd.split()[0] if cmd.split() else ""
+                if main_cmd in ("pip", "conda", "cd"):
+                    warnings.warn(
+                        "You executed the system command !{0} which may not work "
+                        "as expected. Try the IPython magic %{0} instead.".format(main_cmd)
+                    )
                 executable = os.environ.get("SHELL") or None
                 proc = subprocess.Popen(cmd, shell=True, executable=executable, start_new_session=True)
                 try:
@@ -190,6 +197,8 @@ class _Notebook:
                 if ec > 128:
                     ec = -(ec - 128)
                 self.user_ns["_exit_code"] = ec
+                if getattr(self, "system_raise_on_error", False) and ec != 0:
+                    raise subprocess.CalledProcessError(ec, cmd)
 
             def _showtraceback(self, etype, evalue, stb):
                 text = self.InteractiveTB.stb2text(stb)
