@@ -100,6 +100,23 @@ def _bundle(data, kind):
     return item, size
 
 
+def _kill_group(proc):
+    """SIGKILL every process of `proc`'s process group and reap `proc`.
+    Repeated until none is left (for at most 0.1 s): a process that forked
+    while the signal went out has a child the first pass missed."""
+    for _ in range(100):
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except OSError:
+            break
+        if proc.poll() is None:
+            try:
+                proc.wait()
+            except BaseException:
+                pass
+        time.sleep(0.001)
+
+
 class _Notebook:
     def __init__(self, agent):
         # The workspace: where the agent starts.
@@ -157,6 +174,36 @@ class _Notebook:
                     # The agent reports it as Python would.
                     return
                 return super().showtraceback(exc_tuple, *args, **kwargs)
+
+            def system_raw(self, cmd):
+                # IPython's, except that the command runs in a session of its
+                # own whose processes are all killed when the cell is
+                # interrupted (its time limit): IPython kills only the shell,
+                # and what the command started (a fork bomb) would run on,
+                # holding every process the jail allows and its CPU.
+                import subprocess
+                import warnings
+
+                cmd = self.var_expand(cmd, depth=1)
+                main_cmd = cmd.split()[0] if cmd.split() else ""
+                if main_cmd in ("pip", "conda", "cd"):
+                    warnings.warn(
+                        "You executed the system command !{0} which may not work "
+                        "as expected. Try the IPython magic %{0} instead.".format(main_cmd)
+                    )
+                executable = os.environ.get("SHELL") or None
+                proc = subprocess.Popen(cmd, shell=True, executable=executable, start_new_session=True)
+                try:
+                    ec = proc.wait()
+                except KeyboardInterrupt:
+                    _kill_group(proc)
+                    print("\n" + self.get_exception_only(), file=sys.stderr)
+                    ec = 130
+                if ec > 128:
+                    ec = -(ec - 128)
+                self.user_ns["_exit_code"] = ec
+                if getattr(self, "system_raise_on_error", False) and ec != 0:
+                    raise subprocess.CalledProcessError(ec, cmd)
 
             def _showtraceback(self, etype, evalue, stb):
                 text = self.InteractiveTB.stb2text(stb)
