@@ -37,6 +37,20 @@ png = (b'\\x89PNG\\r\\n\\x1a\\n'
 len(png) > 0
 """
 
+# pip's words differ from uv's (and ipykernel's %pip adds a note about
+# restarting): what a %pip cell prints is compared by whether it says the
+# package is installed; the next cell imports it with the state kept.
+PIP_CELL = "%pip install tomli-w==1.1.0"
+PIP_SAID = re.compile(r"Successfully installed tomli[-_]w-1\.1\.0|Requirement already satisfied: tomli[-_]w")
+
+
+def pip_shape(seen: "Seen") -> "Seen":
+    seen.stdout = "<installed>" if PIP_SAID.search(seen.stdout) else seen.stdout
+    if seen.stderr is not None and "WARNING" in seen.stderr and "ERROR" not in seen.stderr:
+        seen.stderr = ""
+    return seen
+
+
 CELLS = [
     'print("hello")',
     "40 + 2",
@@ -67,6 +81,8 @@ CELLS = [
     "1 / 0",
     "def broken(:\n    pass",
     "print('after the errors', Out[2], x)",
+    PIP_CELL,
+    "import tomli_w\nprint(tomli_w.dumps({'a': 1}), x)",
 ]
 
 # Placeholders for what differs from run to run: durations and addresses.
@@ -168,7 +184,7 @@ async def run_in_notebook(tmp_path) -> list[Seen]:
         resources={"metadata": {"path": str(tmp_path)}},
     )
     await client.async_execute()
-    return [from_notebook(cell) for cell in nb.cells]
+    return [pip_shape(from_notebook(c)) if c.source == PIP_CELL else from_notebook(c) for c in nb.cells]
 
 
 async def run_in_prims(server) -> list[Seen]:
@@ -183,7 +199,7 @@ async def run_in_prims(server) -> list[Seen]:
             sid = sc["session_id"]
             if i > 0:
                 assert sc["state"] == "kept", f"cell {i}: the interpreter was not kept: {sc}"
-            seen.append(from_prims(sc))
+            seen.append(pip_shape(from_prims(sc)) if src == PIP_CELL else from_prims(sc))
     return seen
 
 

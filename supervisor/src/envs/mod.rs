@@ -145,6 +145,18 @@ impl Envs {
     }
 
     /// The base environment of the current policy is built.
+    /// Installs what `requirements` (validated) add to the session `to`,
+    /// streaming uv's lines to `progress`. Blocks until the jail has ended:
+    /// call it from a blocking thread inside the daemon's runtime.
+    pub fn install_into_session(
+        &self,
+        to: SessionTarget<'_>,
+        requirements: &[String],
+        progress: &(dyn Fn(String) + Sync),
+    ) -> Result<Added, EnvError> {
+        self.core.install_into_session(to, requirements, progress)
+    }
+
     pub fn base_ready(&self) -> bool {
         let key = self.core.base_key();
         self.core.lock_index().entries.contains_key(&key)

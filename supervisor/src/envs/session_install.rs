@@ -12,7 +12,7 @@
 use super::error::EnvError;
 use super::output::clean_line;
 use super::proxy;
-use super::Envs;
+use super::state::Core;
 use crate::job::{Cancel, Stream};
 use prims_protocol::jail::{Bind, JobLimits, JobSpec, NetworkMode, Status};
 use std::path::{Path, PathBuf};
@@ -77,11 +77,9 @@ impl Conflict {
     }
 }
 
-impl Envs {
-    /// Installs what `requirements` (validated) add to the session `to`,
-    /// streaming uv's lines to `progress`. Blocks until the jail has ended:
-    /// call it from a blocking thread inside the daemon's runtime.
-    pub fn install_into_session(
+impl Core {
+    /// See `Envs::install_into_session`.
+    pub(super) fn install_into_session(
         &self,
         to: SessionTarget<'_>,
         requirements: &[String],
@@ -90,10 +88,10 @@ impl Envs {
         let rt = tokio::runtime::Handle::try_current().map_err(|_| EnvError::Jail {
             message: "session installs need the daemon's async runtime (for the proxy)".into(),
         })?;
-        let uv = rt.block_on(self.core.uv.get(
-            &self.core.cfg.state_dir,
-            &self.core.cfg.interpreter,
-            &self.core.settings(),
+        let uv = rt.block_on(self.uv.get(
+            &self.cfg.state_dir,
+            &self.cfg.interpreter,
+            &self.settings(),
             &|m| progress(m),
         ))?;
         let spec = self.install_spec(to, requirements, &uv);
@@ -105,13 +103,12 @@ impl Envs {
             })?;
         let stop = tokio_util::sync::CancellationToken::new();
         let served = rt.spawn(proxy::serve(
-            self.core.cfg.egress.clone(),
+            self.cfg.egress.clone(),
             ours.into(),
-            proxy::index_rules(&self.core.settings()),
+            proxy::index_rules(&self.settings()),
             stop.clone(),
         ));
         let res = self
-            .core
             .cfg
             .jails
             .run(&spec, &sink, &Cancel::default(), Some(theirs.into()));
@@ -121,7 +118,7 @@ impl Envs {
             message: format!("running the install jail: {e}"),
         })?;
         let (verdict, said) = lines.finish();
-        let settings = self.core.settings();
+        let settings = self.settings();
         match res.outcome.status {
             Status::Ok | Status::Exit => {}
             Status::Timeout => {
@@ -145,8 +142,8 @@ impl Envs {
     }
 
     fn install_spec(&self, to: SessionTarget<'_>, requirements: &[String], uv: &Path) -> JobSpec {
-        let s = self.core.settings();
-        let cfg = &self.core.cfg;
+        let s = self.settings();
+        let cfg = &self.cfg;
         let uv_dir = uv.parent().unwrap_or(Path::new("/")).to_path_buf();
         let uv_name = uv.file_name().map_or("uv".into(), |n| n.to_string_lossy());
         let mut uv_argv: Vec<String> = vec![
