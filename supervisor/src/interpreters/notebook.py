@@ -50,7 +50,9 @@ def _load_notebook(agent):
 
 
 # `!pip install ...`, `!python -m pip install ...`: served as %pip.
-_PIP_COMMAND = re.compile(r"^\s*(?:python3?(?:\.\d+)?\s+-m\s+pip|pip3?)\s+(install\b.*)$", re.S)
+# A command with shell syntax (a pipe, a redirect, a second command) is the
+# shell's.
+_PIP_COMMAND = re.compile(r"^\s*(?:python3?(?:\.\d+)?\s+-m\s+pip|pip3?)\s+(install\b[^|;&<>`$()\n]*)$")
 # pip options that change nothing here.
 _PIP_IGNORED = frozenset(("-q", "-qq", "--quiet", "-U", "--upgrade", "--no-cache-dir", "--user"))
 
