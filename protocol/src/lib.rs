@@ -20,6 +20,7 @@ pub mod b64;
 pub mod client;
 pub mod egress;
 pub mod frame;
+pub mod history;
 pub mod jail;
 pub mod node;
 pub mod wire;

@@ -13,7 +13,8 @@ use serde::{Deserialize, Serialize};
 /// session's live interpreter: `fresh`, and the reply's [`Interpreter`].
 /// 4: runs as tasks (`start_task`, `get_task`, `cancel_task`).
 /// 5: `Drain` and `Stats::draining`, `ErrorCode::Draining`.
-pub const PROTOCOL_VERSION: u32 = 5;
+/// 6: `History`, a session's runs for its notebook.
+pub const PROTOCOL_VERSION: u32 = 6;
 /// Largest frame either side accepts; bigger ones close the connection.
 pub const MAX_FRAME_BYTES: usize = 8 * 1024 * 1024;
 /// Largest chunk of file data in one frame.
@@ -129,6 +130,14 @@ pub enum RequestBody {
         #[serde(default)]
         tenant: Option<String>,
     },
+    /// A page of the session's recorded runs, from run number `from`.
+    History {
+        session_id: String,
+        #[serde(default)]
+        tenant: Option<String>,
+        #[serde(default)]
+        from: u64,
+    },
 }
 
 /// How many bytes a `WriteMount` brings.
@@ -230,6 +239,7 @@ pub enum Reply {
     Mounted { path: String, bytes: u64 },
     Stats(Stats),
     Task(TaskInfo),
+    History(crate::history::HistoryPage),
 }
 
 /// A session id: exactly 32 lowercase hex characters (128 bits, or in a
