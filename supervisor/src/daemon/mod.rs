@@ -3,6 +3,7 @@
 
 mod handler;
 mod mount;
+mod record;
 mod replies;
 mod run;
 mod scheduler;
