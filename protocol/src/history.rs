@@ -2,8 +2,8 @@
 //! supervisor next to the session's metadata and read back a page at a
 //! time, which the front-end turns into a Jupyter notebook.
 
+use crate::cell::{CellOutput, ResetReason};
 use crate::jail::Status;
-use crate::wire::{CellOutput, ResetReason};
 use serde::{Deserialize, Serialize};
 
 /// Most bytes of records one `History` reply carries (a single record

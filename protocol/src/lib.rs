@@ -16,6 +16,7 @@
 #![forbid(unsafe_code)]
 
 pub mod b64;
+pub mod cell;
 #[cfg(feature = "client")]
 pub mod client;
 pub mod egress;
