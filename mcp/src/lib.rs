@@ -35,6 +35,7 @@ mod error;
 mod handler;
 mod http;
 mod metrics;
+mod notebook;
 mod paths;
 mod pool;
 mod prompt;

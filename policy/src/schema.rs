@@ -304,6 +304,11 @@ pub struct Sessions {
     /// Free disk that new sessions never take: one is refused when the free
     /// space minus this cannot hold its quota.
     pub min_free_disk: ByteSize,
+    /// Runs a session's notebook keeps; past it the oldest are dropped.
+    pub history_cells: u32,
+    /// Bytes of recorded runs a session keeps (code, text, outputs); past
+    /// it the oldest are dropped.
+    pub history_bytes: ByteSize,
 }
 
 impl Default for Sessions {
@@ -314,6 +319,8 @@ impl Default for Sessions {
             max_sessions: 256,
             quota: SessionQuota::Loop,
             min_free_disk: ByteSize::gib(1),
+            history_cells: 500,
+            history_bytes: ByteSize::mib(16),
         }
     }
 }

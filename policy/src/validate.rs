@@ -342,6 +342,12 @@ fn python(p: &Policy, f: &mut Findings) {
     }
 }
 
+/// Bounds of a session's recorded runs: the whole file is read for each
+/// notebook and scanned after each run, so it stays modest.
+const MAX_HISTORY_CELLS: u32 = 100_000;
+const MIN_HISTORY_BYTES: ByteSize = ByteSize::kib(64);
+const MAX_HISTORY_BYTES: ByteSize = ByteSize::mib(256);
+
 fn sessions(p: &Policy, f: &mut Findings) {
     let s = &p.sessions;
     if s.idle_ttl.0 < Duration::from_secs(1) {
@@ -354,6 +360,24 @@ fn sessions(p: &Policy, f: &mut Findings) {
         f.add(
             KeyPath::new(&["sessions", "max_sessions"]),
             "0 would refuse every session (at least 1)".to_string(),
+        );
+    }
+    if !(1..=MAX_HISTORY_CELLS).contains(&s.history_cells) {
+        f.add(
+            KeyPath::new(&["sessions", "history_cells"]),
+            format!(
+                "{} is out of range (at least 1, at most {MAX_HISTORY_CELLS})",
+                s.history_cells
+            ),
+        );
+    }
+    if s.history_bytes < MIN_HISTORY_BYTES || s.history_bytes > MAX_HISTORY_BYTES {
+        f.add(
+            KeyPath::new(&["sessions", "history_bytes"]),
+            format!(
+                "{} is out of range (at least {MIN_HISTORY_BYTES}, at most {MAX_HISTORY_BYTES})",
+                s.history_bytes
+            ),
         );
     }
     if s.quota == SessionQuota::Loop && s.disk_quota < MIN_DISK_QUOTA {

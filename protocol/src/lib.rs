@@ -16,10 +16,12 @@
 #![forbid(unsafe_code)]
 
 pub mod b64;
+pub mod cell;
 #[cfg(feature = "client")]
 pub mod client;
 pub mod egress;
 pub mod frame;
+pub mod history;
 pub mod jail;
 pub mod node;
 pub mod wire;

@@ -4,6 +4,7 @@
 //! number of `Event`s and exactly one final `Reply`, all tagged with the
 //! request's id, so requests on one connection run concurrently.
 
+pub use crate::cell::{CellOutput, OutputKind, ResetReason};
 use crate::jail::{LimitRequest, Outcome};
 use serde::{Deserialize, Serialize};
 
@@ -13,7 +14,8 @@ use serde::{Deserialize, Serialize};
 /// session's live interpreter: `fresh`, and the reply's [`Interpreter`].
 /// 4: runs as tasks (`start_task`, `get_task`, `cancel_task`).
 /// 5: `Drain` and `Stats::draining`, `ErrorCode::Draining`.
-pub const PROTOCOL_VERSION: u32 = 5;
+/// 6: `History`, a session's runs for its notebook.
+pub const PROTOCOL_VERSION: u32 = 6;
 /// Largest frame either side accepts; bigger ones close the connection.
 pub const MAX_FRAME_BYTES: usize = 8 * 1024 * 1024;
 /// Largest chunk of file data in one frame.
@@ -129,6 +131,14 @@ pub enum RequestBody {
         #[serde(default)]
         tenant: Option<String>,
     },
+    /// A page of the session's recorded runs, from run number `from`.
+    History {
+        session_id: String,
+        #[serde(default)]
+        tenant: Option<String>,
+        #[serde(default)]
+        from: u64,
+    },
 }
 
 /// How many bytes a `WriteMount` brings.
@@ -230,6 +240,7 @@ pub enum Reply {
     Mounted { path: String, bytes: u64 },
     Stats(Stats),
     Task(TaskInfo),
+    History(crate::history::HistoryPage),
 }
 
 /// A session id: exactly 32 lowercase hex characters (128 bits, or in a
@@ -286,32 +297,6 @@ fn is_zero(n: &u32) -> bool {
     *n == 0
 }
 
-/// One rich output of a cell: a mime bundle (mime type to value: text,
-/// base64 for images, any JSON for `application/json`), `text/plain`
-/// always among them.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct CellOutput {
-    #[serde(rename = "type")]
-    pub kind: OutputKind,
-    pub data: std::collections::BTreeMap<String, serde_json::Value>,
-    /// A value was cut or left out to keep within the limits.
-    #[serde(default)]
-    pub cut: bool,
-    /// For a figure: its copy, `output/figures/<name>.png`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub file: Option<String>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum OutputKind {
-    /// Shown by `display()` (or a figure).
-    Display,
-    /// The value of the cell's last expression.
-    Result,
-}
-
 /// What happened to the session's interpreter for one run, and the value
 /// of the code's last expression.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -357,38 +342,6 @@ pub enum InterpreterState {
     New,
     /// A new interpreter replaced one whose state is gone (see `reason`).
     Reset,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ResetReason {
-    FirstCall,
-    /// The run asked for `fresh`.
-    FreshRequested,
-    /// The run's requirements (or interpreter) differ from the last run's.
-    RequirementsChanged,
-    /// The run asked for a package at another version than the one the
-    /// session has, which only a new environment could give it.
-    RequirementsConflict,
-    /// The run's memory or process limit differs from the one the
-    /// interpreter was started with, which holds for its whole life.
-    LimitsChanged,
-    /// The policy's network mode changed since the interpreter started.
-    NetworkChanged,
-    /// The previous run timed out and did not stop when interrupted.
-    TimedOut,
-    OutOfMemory,
-    /// The previous run ended the interpreter (`os._exit`, a fatal signal).
-    CodeExited,
-    /// Its channel broke: the code closed or wrote over it.
-    ChannelBroken,
-    /// Unused for `interpreters.idle_ttl`.
-    StoppedIdle,
-    /// Stopped to make room under `interpreters.max_live*`.
-    StoppedForRoom,
-    /// The previous run was cancelled, which stops its interpreter.
-    Cancelled,
-    ServerRestarted,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -21,7 +21,7 @@ use prims_protocol::client::ClientError;
 use prims_protocol::wire::{ErrorCode, FileData, MAX_CHUNK_BYTES};
 use std::sync::Arc;
 
-fn plain(status: StatusCode, message: &str) -> Response {
+pub(super) fn plain(status: StatusCode, message: &str) -> Response {
     (status, format!("{message}\n")).into_response()
 }
 
@@ -84,6 +84,23 @@ fn parse_range(value: &str, size: u64) -> Result<Option<(u64, u64)>, ()> {
     Ok(Some(range))
 }
 
+/// Session `id` of `tenant`, or the 404 that any other session, a
+/// malformed id or another tenant's session gets alike.
+pub(super) async fn checked(
+    app: &AppState,
+    id: &str,
+    tenant: Option<&str>,
+) -> Result<SessionRef, Response> {
+    let s = SessionRef {
+        id: id.to_owned(),
+        tenant: tenant.map(str::to_owned),
+    };
+    match app.sessions.check(&s).await {
+        Ok(()) => Ok(s),
+        Err(_) => Err(plain(StatusCode::NOT_FOUND, "no such session")),
+    }
+}
+
 async fn session_of(
     app: &AppState,
     headers: &HeaderMap,
@@ -97,14 +114,7 @@ async fn session_of(
             .filter(|s| !s.is_empty())
     };
     if let Some(id) = header("prims-session-id") {
-        let s = SessionRef {
-            id: id.to_owned(),
-            tenant: tenant.map(str::to_owned),
-        };
-        return match app.sessions.check(&s).await {
-            Ok(()) => Ok(s),
-            Err(_) => Err(plain(StatusCode::NOT_FOUND, "no such session")),
-        };
+        return checked(app, id, tenant).await;
     }
     if let Some(mcp) = header("mcp-session-id") {
         return app

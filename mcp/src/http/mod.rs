@@ -1,5 +1,5 @@
 //! The HTTP server: `/mcp` (rmcp streamable HTTP, both protocol eras),
-//! `/artifacts/<path>`, `/metrics` and `/health`, behind the Host/Origin
+//! `/artifacts/<path>`, `/sessions/<id>/notebook.ipynb`, `/metrics` and `/health`, behind the Host/Origin
 //! check; all but `/health` and `/health/live` also behind the bearer-token
 //! check (probes and routers that carry no token need those two).
 
@@ -7,6 +7,7 @@ mod artifacts;
 mod drain;
 mod health;
 mod node_sessions;
+mod notebook;
 mod origin;
 
 use crate::auth::{self, Auth, Tenant};
@@ -101,6 +102,7 @@ fn router(opts: &FrontendOptions, app: Arc<AppState>, shutdown: &CancellationTok
         .merge(
             Router::new()
                 .route("/artifacts/{*path}", get(artifacts::get))
+                .route("/sessions/{session_id}/notebook.ipynb", get(notebook::get))
                 // Any configured token reads the metrics: they are counts
                 // for the whole node, with no tenant, session or code in
                 // them, and a scraper gets a token of its own.

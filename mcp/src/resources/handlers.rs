@@ -14,6 +14,8 @@ use rmcp::model::{
 use rmcp::service::SubscriptionContext;
 use rmcp::ErrorData as McpError;
 
+/// The notebook of a session (`crate::notebook`).
+const NOTEBOOK_TEMPLATE: &str = "prims://sessions/{session_id}/notebook.ipynb";
 /// The resource template never changes while a server runs.
 const TEMPLATE_TTL_MS: u64 = 3_600_000;
 
@@ -60,8 +62,16 @@ impl PrimsServer {
                  (downloaded inputs) and the rest. session_id is the one tool results return; \
                  path is relative to the workspace root, e.g. output/plot.png.",
             );
+        let nb = ResourceTemplate::new(NOTEBOOK_TEMPLATE, "session-notebook")
+            .with_title("A PRIMS session's runs as a Jupyter notebook")
+            .with_description(
+                "Every run_code of the session (within the history's bounds) as a cell of an \
+                 nbformat 4.5 notebook, with its outputs; it opens in Jupyter and re-runs top \
+                 to bottom. session_id is the one tool results return.",
+            )
+            .with_mime_type(crate::notebook::NOTEBOOK_MIME);
         ListResourceTemplatesResult {
-            resource_templates: vec![t],
+            resource_templates: vec![nb, t],
             cache_scope: Some(CacheScope::Public),
             ttl_ms: Some(TEMPLATE_TTL_MS),
             ..Default::default()

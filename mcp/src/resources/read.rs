@@ -1,7 +1,9 @@
 //! `resources/read`: a workspace file whole, as text when it is UTF-8 text
-//! and as a base64 blob otherwise, up to [`MAX_READ_BYTES`].
+//! and as a base64 blob otherwise, up to [`MAX_READ_BYTES`]; or, for
+//! `notebook.ipynb`, the session's runs as a notebook ([`crate::notebook`]).
 
 use crate::error::ToolError;
+use crate::notebook::{NOTEBOOK_MIME, NOTEBOOK_PATH};
 use crate::paths::guess_mime;
 use crate::sessions::{Caller, SessionRef};
 use crate::state::AppState;
@@ -38,6 +40,20 @@ pub(crate) async fn read(
         .resolve(Some(&session_id), caller)
         .await
         .map_err(|e| ReadError::NotFound(e.0))?;
+    if path == NOTEBOOK_PATH {
+        // The session's runs, not a workspace file: a file of that name at
+        // the workspace root is read with preview_file instead.
+        let nb = crate::notebook::fetch(&app.sup, &s)
+            .await
+            .map_err(|e| match e.code() {
+                Some(ErrorCode::NotFound) => {
+                    ReadError::NotFound(format!("no session {session_id}"))
+                }
+                _ => ReadError::Other(e.into()),
+            })?;
+        let text = String::from_utf8_lossy(&nb).into_owned();
+        return Ok(ResourceContents::text(text, uri).with_mime_type(NOTEBOOK_MIME));
+    }
     let data = read_bytes(app, &s, &path)
         .await
         .map_err(|e| match e.code() {

@@ -84,6 +84,24 @@ impl Client {
         }
     }
 
+    /// A page of the session's recorded runs, from run number `from`.
+    pub async fn history(
+        &self,
+        session_id: &str,
+        tenant: Option<&str>,
+        from: u64,
+    ) -> Result<crate::history::HistoryPage, ClientError> {
+        let body = RequestBody::History {
+            session_id: session_id.to_owned(),
+            tenant: owned(tenant),
+            from,
+        };
+        match self.request(body).await? {
+            Reply::History(p) => Ok(p),
+            other => Err(ClientError::unexpected(other)),
+        }
+    }
+
     /// Up to `limit` bytes (at most one frame's worth) of a file, from `offset`.
     pub async fn read_file(
         &self,

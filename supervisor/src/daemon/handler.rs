@@ -90,6 +90,20 @@ impl Handler for Arc<Daemon> {
                     .await?;
                 Ok(Reply::File(data))
             }
+            RequestBody::History {
+                session_id,
+                tenant,
+                from,
+            } => {
+                let page = self
+                    .blocking(move || {
+                        sessions
+                            .history(&session_id, tenant.as_deref(), from)
+                            .map_err(|e| e.to_reply())
+                    })
+                    .await?;
+                Ok(Reply::History(page))
+            }
             RequestBody::WriteMount {
                 session_id,
                 tenant,

@@ -4,6 +4,7 @@
 mod handler;
 mod mount;
 mod pip;
+mod record;
 mod replies;
 mod requirements;
 mod run;

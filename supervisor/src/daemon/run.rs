@@ -1,7 +1,7 @@
 //! One `run` request, in phases: check the request, find the session and
 //! take its turn, lease the environment, wait for a scheduler slot, run the
 //! code in the session's live interpreter, then report the files the run
-//! wrote and audit it.
+//! wrote, audit it and add it to the session's history.
 
 use super::pip;
 use super::replies::{bad_request, internal};
@@ -151,7 +151,7 @@ pub(super) async fn run(d: &Arc<Daemon>, req: RunRequest, ctx: Ctx) -> Result<Re
     if cell.cancelled {
         return Err(cancelled());
     }
-    Ok(Reply::Run(RunReply {
+    let reply = RunReply {
         files: crate::fsops::diff(&before, &after?),
         outcome: cell.outcome,
         stdout: cell.stdout.bytes,
@@ -163,7 +163,25 @@ pub(super) async fn run(d: &Arc<Daemon>, req: RunRequest, ctx: Ctx) -> Result<Re
         network,
         outputs: cell.outputs,
         outputs_dropped: cell.outputs_dropped,
-    }))
+    };
+    remember(d, &session, &req.code, &reply).await;
+    Ok(Reply::Run(reply))
+}
+
+/// Adds the run to the session's history, still within its turn so the
+/// records keep the runs' order. A failure costs the notebook a cell,
+/// never the run its result.
+async fn remember(d: &Arc<Daemon>, session: &Arc<Session>, code: &str, reply: &RunReply) {
+    let Some(cell) = super::record::record(code, reply) else {
+        return;
+    };
+    let (sessions, s) = (d.sessions.clone(), session.clone());
+    let stored = d
+        .blocking(move || sessions.record_run(&s, cell).map_err(|e| e.to_reply()))
+        .await;
+    if let Err(e) = stored {
+        tracing::warn!(session = %session.name, error = %e.message, "could not record the run in the session's history");
+    }
 }
 
 /// The environment for `reqs`, built now (with `progress`) if it is not.

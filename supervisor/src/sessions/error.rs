@@ -21,6 +21,8 @@ pub enum SessionError {
     NoDisk { quota: u64, keep: u64, free: u64 },
     #[error("the session's workspace is not usable: {0}")]
     Workspace(String),
+    #[error("the session's history cannot be read: {0}")]
+    History(String),
     #[error("{what}: {source}")]
     Io {
         what: String,
@@ -37,7 +39,9 @@ impl SessionError {
             SessionError::TooMany(_) | SessionError::NoUid(_) | SessionError::NoDisk { .. } => {
                 ErrorCode::Busy
             }
-            SessionError::Workspace(_) | SessionError::Io { .. } => ErrorCode::Internal,
+            SessionError::Workspace(_) | SessionError::History(_) | SessionError::Io { .. } => {
+                ErrorCode::Internal
+            }
         }
     }
 

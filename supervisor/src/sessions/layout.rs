@@ -1,8 +1,10 @@
 //! A session on disk: `sessions/<name>/` (the workspace, a mount point in
-//! loop mode), `sessions/<name>.img` (its quota image) and `<name>.json`,
+//! loop mode), `sessions/<name>.img` (its quota image), `<name>.cells` (its
+//! recorded runs) and `<name>.json`,
 //! where `<name>` is the keyed hash of the session id (see `key`).
 
 use super::error::SessionError;
+use super::history;
 use super::meta;
 use super::policy::QuotaMode;
 use crate::volume as image;
@@ -129,6 +131,8 @@ pub(super) fn teardown(dir: &Path, name: &str) -> Result<(), String> {
     }
     for path in [
         image_path(dir, name),
+        history::path(dir, name),
+        history::tmp_path(dir, name),
         meta::meta_path(dir, name),
         meta::tmp_path(dir, name),
     ] {
@@ -140,7 +144,12 @@ pub(super) fn teardown(dir: &Path, name: &str) -> Result<(), String> {
     }
     meta::sync_dir(dir).map_err(|e| format!("syncing the sessions directory: {e}"))?;
     // Only now may the uid go to another session: make sure.
-    for path in [ws, image_path(dir, name), meta::meta_path(dir, name)] {
+    for path in [
+        ws,
+        image_path(dir, name),
+        history::path(dir, name),
+        meta::meta_path(dir, name),
+    ] {
         if fs::symlink_metadata(&path).is_ok() {
             return Err(format!("{} is still there", path.display()));
         }

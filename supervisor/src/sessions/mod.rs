@@ -7,6 +7,8 @@
 //! - `<name>.img`: the ext4 quota image (loop mode only).
 //! - `<name>.json`: the metadata, written atomically, never inside the
 //!   workspace, which jailed code controls.
+//! - `<name>.cells`: the session's recorded runs, for its notebook (see
+//!   `history`), beside the metadata for the same reason.
 //!
 //! A session id is 128 bits from getrandom as 32 lowercase hex characters;
 //! ids from callers are checked for exactly that. The id is a capability
@@ -17,6 +19,7 @@
 //! tens of milliseconds: call them through `spawn_blocking`.
 
 mod error;
+mod history;
 mod key;
 mod layout;
 mod meta;

@@ -38,6 +38,9 @@ pub struct SessionPolicy {
     pub quota: QuotaMode,
     /// Free disk a new session never takes.
     pub min_free_disk: u64,
+    /// Runs, and bytes of them, a session's history keeps.
+    pub history_cells: usize,
+    pub history_bytes: u64,
 }
 
 impl From<&Policy> for SessionPolicy {
@@ -50,6 +53,8 @@ impl From<&Policy> for SessionPolicy {
             uid_count: p.identity.uid_count,
             quota: p.sessions.quota.into(),
             min_free_disk: p.sessions.min_free_disk.0,
+            history_cells: p.sessions.history_cells as usize,
+            history_bytes: p.sessions.history_bytes.0,
         }
     }
 }

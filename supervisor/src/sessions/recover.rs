@@ -52,6 +52,7 @@ struct Found {
     metas: BTreeSet<String>,
     dirs: BTreeSet<String>,
     images: BTreeSet<String>,
+    histories: BTreeSet<String>,
 }
 
 fn scan(dir: &Path) -> Result<Found, SessionError> {
@@ -67,8 +68,12 @@ fn scan(dir: &Path) -> Result<Found, SessionError> {
             found.images.insert(name.to_string());
         } else if is_valid_id(&name) && is_dir {
             found.dirs.insert(name);
-        } else if name.starts_with('.') && name.ends_with(".json.tmp") {
-            // A metadata write cut short; the rename never happened.
+        } else if let Some(name) = name.strip_suffix(".cells").filter(|i| is_valid_id(i)) {
+            found.histories.insert(name.to_string());
+        } else if name.starts_with('.')
+            && (name.ends_with(".json.tmp") || name.ends_with(".cells.tmp"))
+        {
+            // A metadata or history write cut short; the rename never happened.
             let _ = fs::remove_file(entry.path());
         } else {
             tracing::warn!(
@@ -152,6 +157,13 @@ fn load(sh: &Shared) -> Result<(), SessionError> {
     for name in found.images.iter() {
         if !found.metas.contains(name) && !found.dirs.contains(name) {
             tracing::warn!(session = %name, "removing a stray quota image");
+            remove(sh, &mut inner, name);
+        }
+    }
+    for name in found.histories.iter() {
+        if !found.metas.contains(name) && !found.dirs.contains(name) && !found.images.contains(name)
+        {
+            tracing::warn!(session = %name, "removing the history of a session that is gone");
             remove(sh, &mut inner, name);
         }
     }

@@ -6,7 +6,8 @@ use super::policy::SessionPolicy;
 use super::session::{lock, Session};
 use super::shared::Shared;
 use super::uids::UidPool;
-use super::{layout, recover};
+use super::{history, layout, recover};
+use prims_protocol::history::{HistoryCell, HistoryPage};
 use prims_protocol::node::NodeId;
 use prims_protocol::wire::SessionInfo;
 use std::path::Path;
@@ -246,6 +247,35 @@ impl SessionStore {
             m.last_run_lost = false;
             m.ran = true;
         })
+    }
+
+    /// Records a finished run in the session's history, dropping the
+    /// oldest runs past the policy's bounds. A closed session records
+    /// nothing (its files are about to go).
+    pub fn record_run(&self, s: &Session, cell: HistoryCell) -> Result<(), SessionError> {
+        if s.is_closed() {
+            return Ok(());
+        }
+        history::append(&self.shared.dir, &s.name, cell, self.history_bounds())
+    }
+
+    /// A page of the recorded runs of session `id`, from run number `from`.
+    pub fn history(
+        &self,
+        id: &str,
+        tenant: Option<&str>,
+        from: u64,
+    ) -> Result<HistoryPage, SessionError> {
+        let s = self.lookup(id, tenant)?;
+        history::page(&self.shared.dir, &s.name, from, self.history_bounds())
+    }
+
+    fn history_bounds(&self) -> history::Bounds {
+        let inner = lock(&self.shared.inner);
+        history::Bounds {
+            cells: inner.policy.history_cells,
+            bytes: inner.policy.history_bytes,
+        }
     }
 
     pub fn run_finished(&self, s: &Session) {

@@ -94,6 +94,8 @@ pub fn policy(mode: QuotaMode) -> SessionPolicy {
         uid_count: 16,
         quota: mode,
         min_free_disk: 0,
+        history_cells: 500,
+        history_bytes: 16 * MIB,
     }
 }
 
