@@ -115,7 +115,7 @@ async fn settle(servers: &[Server], live: u64) -> Result<()> {
 
 /// The servers' order in step `step`: the first one alternates.
 fn order(step: usize) -> [usize; 2] {
-    if step % 2 == 0 {
+    if step.is_multiple_of(2) {
         [0, 1]
     } else {
         [1, 0]
