@@ -6,8 +6,8 @@
 use super::cell::{self, Cell, Expect, PANDAS, PRINT_1};
 use super::socket::SocketSession;
 use super::supervisor::Supervisor;
-use crate::mcp::{connect, Conn, Mcp};
-use anyhow::Result;
+use crate::mcp::{call_run_code, connect, Conn, Mcp};
+use anyhow::{bail, Result};
 use std::time::Instant;
 
 /// Sessions of case d, each making [`CALLS_PER_SESSION`] calls.
@@ -21,6 +21,35 @@ pub(crate) struct Pair {
     pub live: Vec<f64>,
     pub fresh: Vec<f64>,
     pub socket: Vec<f64>,
+}
+
+impl Pair {
+    /// Adds `more`'s samples to these.
+    pub fn extend(&mut self, more: Pair) {
+        self.live.extend(more.live);
+        self.fresh.extend(more.fresh);
+        self.socket.extend(more.socket);
+    }
+}
+
+/// Case b's samples and what was timed around them.
+#[derive(Debug, Default)]
+pub(crate) struct FirstCalls {
+    pub b: Pair,
+    /// Opening the MCP connection (initialize), before each sample.
+    pub handshakes: Vec<f64>,
+    /// From the end of a live first call until the pool was full again:
+    /// the background start of the interpreter that replaced the claimed
+    /// one.
+    pub refills: Vec<f64>,
+}
+
+impl FirstCalls {
+    pub fn extend(&mut self, more: FirstCalls) {
+        self.b.extend(more.b);
+        self.handshakes.extend(more.handshakes);
+        self.refills.extend(more.refills);
+    }
 }
 
 /// An MCP client with its own session, opened by a first call.
@@ -37,6 +66,18 @@ impl Session {
             .await?
             .session_id;
         Ok(Session { mcp, id })
+    }
+
+    /// Runs `code` unchecked but for its status; its structured result.
+    pub async fn run_code(&self, code: &str) -> Result<serde_json::Value> {
+        let mut args = serde_json::Map::new();
+        args.insert("code".into(), code.into());
+        args.insert("session_id".into(), self.id.clone().into());
+        let (_, v) = call_run_code(&self.mcp, args).await?;
+        if v["status"] != "ok" {
+            bail!("`{code}` failed: {v}");
+        }
+        Ok(v)
     }
 
     pub async fn run(&self, cell: Cell, fresh: bool, expect: Expect) -> Result<f64> {
@@ -74,31 +115,34 @@ pub(crate) async fn same_session(
 }
 
 /// Case b: the pandas cell as the first call of a new MCP session, each
-/// sample starting from a full pool; and the latency of opening the MCP
-/// connection itself (initialize), which the samples do not include.
-pub(crate) async fn first_calls(
-    url: &str,
-    sup: &Supervisor,
-    runs: usize,
-) -> Result<(Pair, Vec<f64>)> {
-    let (mut b, mut handshakes) = (Pair::default(), Vec::new());
+/// sample starting from a full pool; the latency of opening the MCP
+/// connection itself (initialize), which the samples do not include; and
+/// how long the pool took to refill after each live sample.
+pub(crate) async fn first_calls(url: &str, sup: &Supervisor, runs: usize) -> Result<FirstCalls> {
+    let mut out = FirstCalls::default();
     for _ in 0..runs {
         for fresh in [false, true] {
+            let t = Instant::now();
             sup.settle(0).await?;
+            if fresh {
+                // Right after the live sample: the claimed interpreter's
+                // replacement starting in the background.
+                out.refills.push(t.elapsed().as_secs_f64() * 1000.0);
+            }
             let t = Instant::now();
             let mcp = connect(url, Conn::PerCall).await?;
-            handshakes.push(t.elapsed().as_secs_f64() * 1000.0);
+            out.handshakes.push(t.elapsed().as_secs_f64() * 1000.0);
             let sample = first_call(&mcp, sup, fresh).await;
             let _ = mcp.cancel().await;
             let ms = sample?;
             if fresh {
-                b.fresh.push(ms);
+                out.b.fresh.push(ms);
             } else {
-                b.live.push(ms);
+                out.b.live.push(ms);
             }
         }
     }
-    Ok((b, handshakes))
+    Ok(out)
 }
 
 async fn first_call(mcp: &Mcp, sup: &Supervisor, fresh: bool) -> Result<f64> {

@@ -4,21 +4,25 @@
 //! python per call, as before live interpreters) in the same run, so the
 //! ratios are measured together; a and c also through the supervisor
 //! socket, which shows the front-end's share. Case e reads idle memory
-//! from the supervisor's stats.
+//! from the supervisor's stats and the agent's `/proc`. With
+//! `--compare-kernel` the cases run against two servers at once, without
+//! and with the IPython kernel layer, alternating between them (kernel.rs).
 
 mod cases;
 mod cell;
+mod idle;
+mod kernel;
+mod kernel_report;
 mod report;
 mod socket;
 mod supervisor;
 
 use crate::mcp::{bench_dir, with_serve};
 use anyhow::{bail, Context, Result};
-use cases::{Session, SESSIONS};
-use cell::{Expect, PANDAS, PRINT_1};
+use cases::SESSIONS;
+use cell::PRINT_1;
 use prims_policy::Policy;
-use report::{Memory, Results};
-use socket::SocketSession;
+use report::Results;
 use std::path::{Path, PathBuf};
 use supervisor::Supervisor;
 
@@ -26,12 +30,24 @@ use supervisor::Supervisor;
 /// pool large enough for case d's sessions to all start warm.
 const POLICY: &str = "[interpreters]\npool_size = 8\n";
 
-pub fn main(runs: usize, rounds: usize, prims: PathBuf, policy: Option<PathBuf>) -> Result<()> {
+pub fn main(
+    runs: usize,
+    rounds: usize,
+    prims: PathBuf,
+    policy: Option<PathBuf>,
+    compare_kernel: bool,
+) -> Result<()> {
     if runs < 20 {
         bail!("--runs must be at least 20");
     }
     if rounds < 1 {
         bail!("--rounds must be at least 1");
+    }
+    if compare_kernel {
+        if policy.is_some() {
+            bail!("--compare-kernel writes its own two policies; leave out --policy");
+        }
+        return kernel::main(runs, rounds, &prims);
     }
     let given = match &policy {
         Some(p) => Policy::load(p).with_context(|| format!("reading {}", p.display()))?,
@@ -50,54 +66,43 @@ pub fn main(runs: usize, rounds: usize, prims: PathBuf, policy: Option<PathBuf>)
             p
         }
     };
-    with_serve(&prims, &dir, Some(&policy), |port| {
-        measure(&dir, port, runs, rounds, u64::from(pool_size))
+    let socket = socket_path(&dir);
+    with_serve(&prims, &dir, Some(&policy), |port| async move {
+        let url = format!("http://127.0.0.1:{port}/mcp");
+        let sup = Supervisor::connect(&socket, u64::from(pool_size)).await?;
+        let r = measure(&url, &sup, runs, rounds).await?;
+        report::print(&r);
+        Ok(())
     })
 }
 
-async fn measure(dir: &Path, port: u16, runs: usize, rounds: usize, pool: u64) -> Result<()> {
-    let url = format!("http://127.0.0.1:{port}/mcp");
-    let sup = Supervisor::connect(&dir.join("state/supervisor.sock"), pool).await?;
-    eprintln!("waiting for the base environment and a full pool of {pool}...");
+async fn measure(url: &str, sup: &Supervisor, runs: usize, rounds: usize) -> Result<Results> {
+    eprintln!(
+        "waiting for the base environment and a full pool of {}...",
+        sup.pool_size
+    );
     sup.settle(0).await?;
-
     eprintln!("cases a, c and e...");
-    // On cgroup v1 the page cache of pandas' files stays charged to the
-    // cgroup that read them first: the pool's first interpreter. A session
-    // that claims it is left out of case e, which measures one like the
-    // rest, whose files were already cached.
-    Session::open(&url, PRINT_1).await?.close().await;
-    sup.settle(0).await?;
-    let kept = Session::open(&url, PRINT_1).await?;
-    kept.run(PANDAS, false, Expect::Kept).await?;
-    let idle = sup.settle(1).await?;
-    let memory = Memory {
-        pool_ready: idle.pool_ready,
-        pool_bytes: idle.pool_memory_bytes,
-        session_bytes: idle.interpreters_memory_bytes,
-    };
-    let fresh = Session::open(&url, PRINT_1).await?;
-    let socket = SocketSession::open(&sup, PRINT_1).await?;
-    socket.run(PANDAS, Expect::Kept).await?;
-    sup.settle(3).await?;
-    let (a, c) = cases::same_session(&kept, &fresh, &socket, runs).await?;
-    kept.close().await;
-    fresh.close().await;
-    socket.close().await?;
-
+    let open = idle::open(url, sup, PRINT_1).await?;
+    let (a, c) = cases::same_session(&open.kept, &open.fresh, &open.socket, runs).await?;
+    let memory = open.memory;
+    open.close().await?;
     eprintln!("case b ({runs} samples of each kind, each from a full pool)...");
-    let (b, handshakes) = cases::first_calls(&url, &sup, runs).await?;
+    let first = cases::first_calls(url, sup, runs).await?;
     eprintln!("case d ({rounds} rounds of each kind)...");
-    let d = cases::concurrent(&url, &sup, rounds).await?;
-    report::print(&Results {
+    let d = cases::concurrent(url, sup, rounds).await?;
+    Ok(Results {
         runs,
         rounds,
         a,
-        b,
         c,
         d,
-        handshakes,
+        first,
         memory,
-    });
-    Ok(())
+    })
+}
+
+/// The supervisor socket of a `prims serve` on `dir`.
+pub(crate) fn socket_path(dir: &Path) -> PathBuf {
+    dir.join("state/supervisor.sock")
 }
