@@ -82,7 +82,11 @@ async def test_legacy_client_lists_reads_and_subscribes(server):
         assert odd.contents[0].text == "hello"
 
         templates = await c.list_resource_templates()
-        assert [t.uri_template for t in templates.resource_templates] == [PREFIX + "{session_id}/{+path}"]
+        # The session's notebook, then any workspace file.
+        assert [t.uri_template for t in templates.resource_templates] == [
+            PREFIX + "{session_id}/notebook.ipynb",
+            PREFIX + "{session_id}/{+path}",
+        ]
 
         # Subscribe, change the file in a run, get notified; unsubscribe, nothing more.
         target = uri(sid, "output/table.csv")
