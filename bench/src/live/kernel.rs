@@ -8,8 +8,8 @@
 use super::cases::{self, FirstCalls, Pair};
 use super::cell::Cell;
 use super::report::Results;
-use super::supervisor::Supervisor;
-use super::{idle, kernel_report, socket_path};
+use super::supervisor::{socket_path, Supervisor};
+use super::{idle, kernel_report};
 use crate::mcp::{bench_dir, free_port, start, Serve};
 use anyhow::Result;
 use std::path::{Path, PathBuf};

@@ -23,8 +23,8 @@ use cases::SESSIONS;
 use cell::PRINT_1;
 use prims_policy::Policy;
 use report::Results;
-use std::path::{Path, PathBuf};
-use supervisor::Supervisor;
+use std::path::PathBuf;
+use supervisor::{socket_path, Supervisor};
 
 /// The policy written when `--policy` is not given: the defaults with a
 /// pool large enough for case d's sessions to all start warm.
@@ -100,9 +100,4 @@ async fn measure(url: &str, sup: &Supervisor, runs: usize, rounds: usize) -> Res
         first,
         memory,
     })
-}
-
-/// The supervisor socket of a `prims serve` on `dir`.
-pub(crate) fn socket_path(dir: &Path) -> PathBuf {
-    dir.join("state/supervisor.sock")
 }

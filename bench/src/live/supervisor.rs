@@ -71,3 +71,8 @@ impl Supervisor {
         Ok(())
     }
 }
+
+/// The supervisor socket of a `prims serve` on `dir`.
+pub(crate) fn socket_path(dir: &std::path::Path) -> std::path::PathBuf {
+    dir.join("state/supervisor.sock")
+}

@@ -4,7 +4,7 @@
 //! the middle of its cell: the cell is told what a call would have to ask.
 
 use super::state::Daemon;
-use crate::envs::{validate_requirements, Added, SessionTarget};
+use crate::envs::{validate_requirements, Added, EnvError, SessionTarget};
 use crate::interpreters::install::{InstallAnswer, Installer};
 use crate::sessions::Session;
 use std::path::PathBuf;
@@ -42,22 +42,11 @@ pub(super) fn installer(
                     message: "the session has these requirements already".into(),
                 };
             }
-            let wanted = missing.clone();
-            let ran = tokio::task::spawn_blocking(move || {
-                let to = SessionTarget {
-                    env_dir: &env_dir,
-                    workspace: &session.workspace,
-                    uid: session.host_uid,
-                    name: &session.name,
-                };
-                let send = |line: String| {
-                    let _ = progress.send(line);
-                };
-                d.envs.install_into_session(to, &wanted, &send)
-            })
-            .await;
-            match ran {
-                Ok(Ok(Added::Installed(list))) => {
+            let send = move |line: String| {
+                let _ = progress.send(line);
+            };
+            match install(d, session, env_dir, missing.clone(), send).await {
+                Ok(Added::Installed(list)) => {
                     added
                         .lock()
                         .unwrap_or_else(|p| p.into_inner())
@@ -68,16 +57,39 @@ pub(super) fn installer(
                         message: String::new(),
                     }
                 }
-                Ok(Ok(Added::Conflict(c))) => failed(format!(
+                Ok(Added::Conflict(c)) => failed(format!(
                     "{}. Only a new interpreter can have it: call run_code with \
                      requirements={missing:?} (the session's variables are then lost).",
                     c.message()
                 )),
-                Ok(Err(e)) => failed(e.to_string()),
-                Err(e) => failed(format!("the install task failed: {e}")),
+                Err(e) => failed(e.to_string()),
             }
         })
     })
+}
+
+/// Installs `missing` into `session`, whose environment is at `env_dir`,
+/// on a blocking thread: the install jail's own limits bound it.
+pub(super) async fn install(
+    d: Arc<Daemon>,
+    session: Arc<Session>,
+    env_dir: PathBuf,
+    missing: Vec<String>,
+    progress: impl Fn(String) + Send + Sync + 'static,
+) -> Result<Added, EnvError> {
+    tokio::task::spawn_blocking(move || {
+        let to = SessionTarget {
+            env_dir: &env_dir,
+            workspace: &session.workspace,
+            uid: session.host_uid,
+            name: &session.name,
+        };
+        d.envs.install_into_session(to, &missing, &progress)
+    })
+    .await
+    .map_err(|e| EnvError::Jail {
+        message: format!("the install task failed: {e}"),
+    })?
 }
 
 fn failed(message: String) -> InstallAnswer {

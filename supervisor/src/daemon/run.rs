@@ -10,11 +10,10 @@ use super::scheduler::cancelled;
 use super::state::Daemon;
 use crate::audit::{now_secs, sha256_hex, RunRecord};
 use crate::egress::{call_rules, NetCall};
-use crate::envs::{Added, EnvLease, SessionTarget};
+use crate::envs::{Added, EnvLease};
 use crate::fsops::Snapshot;
 use crate::interpreters::install::Installer;
-use crate::interpreters::kernel::Kernel;
-use crate::interpreters::{LiveCall, LiveRun, SessionRequirements};
+use crate::interpreters::{KernelFrom, LiveCall, LiveRun, SessionRequirements};
 use crate::job::Stream;
 use crate::server::Ctx;
 use crate::sessions::Session;
@@ -55,7 +54,18 @@ pub(super) async fn run(d: &Arc<Daemon>, req: RunRequest, ctx: Ctx) -> Result<Re
         ),
         Plan::Add { had, missing } => {
             let lease = ensure(d, &ctx, &had.base, &progress).await?;
-            match install(d, &session, &lease, &missing, &progress)? {
+            progress(format!(
+                "installing into the session: {}",
+                missing.join(" ")
+            ));
+            let added = pip::install(
+                d.clone(),
+                session.clone(),
+                lease.dir.clone(),
+                missing.clone(),
+                progress.clone(),
+            );
+            match added.await.map_err(|e| e.to_reply())? {
                 Added::Installed(added) => {
                     let all = merged(&had.all, &missing);
                     let now = SessionRequirements {
@@ -82,7 +92,6 @@ pub(super) async fn run(d: &Arc<Daemon>, req: RunRequest, ctx: Ctx) -> Result<Re
             }
         }
     };
-    let kernel = unless_cancelled(&ctx, Kernel::get(&d.policy(), &d.envs, &progress)).await?;
     let events = ctx.events.clone();
     let _slot = d
         .scheduler
@@ -105,7 +114,7 @@ pub(super) async fn run(d: &Arc<Daemon>, req: RunRequest, ctx: Ctx) -> Result<Re
     let result = execute(
         d,
         &session,
-        (lease, kernel),
+        (lease, &progress),
         (env_change, installed, installer),
         &req,
         net.as_ref(),
@@ -196,30 +205,6 @@ async fn ensure(
         .map_err(|e| e.to_reply())
 }
 
-/// Installs `missing` into the session, whose environment is `lease`.
-fn install(
-    d: &Arc<Daemon>,
-    session: &Session,
-    lease: &EnvLease,
-    missing: &[String],
-    progress: &(dyn Fn(String) + Send + Sync),
-) -> Result<Added, ErrorReply> {
-    progress(format!(
-        "installing into the session: {}",
-        missing.join(" ")
-    ));
-    let to = SessionTarget {
-        env_dir: &lease.dir,
-        workspace: &session.workspace,
-        uid: session.host_uid,
-        name: &session.name,
-    };
-    // The install jail's own limits bound it; the proxy it needs runs on
-    // the daemon's other threads meanwhile.
-    tokio::task::block_in_place(|| d.envs.install_into_session(to, missing, &|m| progress(m)))
-        .map_err(|e| e.to_reply())
-}
-
 /// The request's size and requirements, checked before any work.
 fn check(req: &RunRequest) -> Result<Vec<String>, ErrorReply> {
     if req.code.len() > MAX_CODE_BYTES {
@@ -254,7 +239,7 @@ async fn begin(d: &Arc<Daemon>, session: &Arc<Session>) -> Result<Snapshot, Erro
 async fn execute(
     d: &Arc<Daemon>,
     session: &Session,
-    (lease, kernel): (EnvLease, Option<Kernel>),
+    (lease, progress): (EnvLease, &(dyn Fn(String) + Send + Sync)),
     (env_change, installed, installer): (
         Option<(ResetReason, String)>,
         Vec<String>,
@@ -284,7 +269,10 @@ async fn execute(
             LiveCall {
                 req,
                 lease,
-                kernel,
+                kernel: KernelFrom {
+                    envs: &d.envs,
+                    progress,
+                },
                 net,
                 env_change,
                 installed,
@@ -296,7 +284,13 @@ async fn execute(
         .await;
     // Every kept chunk reaches the client before the reply does.
     let _ = forward.await;
-    result.map_err(|e| internal(format!("{e}")))
+    result.map_err(|e| {
+        if ctx.cancel.is_cancelled() {
+            cancelled()
+        } else {
+            internal(format!("{e}"))
+        }
+    })
 }
 
 /// Marks the run over and snapshots `output/` again.

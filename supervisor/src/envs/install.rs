@@ -14,12 +14,13 @@
 //! never share an inode with anything a later build could reach.
 
 use super::build_job::BuildJob;
+use super::key::Settings;
 use super::staging::BuildVolume;
 use prims_protocol::jail::{Bind, JobLimits, JobSpec, NetworkMode};
 use std::path::{Path, PathBuf};
 
 /// AF_UNIX and AF_INET: uv speaks to the proxy on the jail's loopback.
-const SOCKET_FAMILIES: [i32; 2] = [libc::AF_UNIX, libc::AF_INET];
+pub(super) const SOCKET_FAMILIES: [i32; 2] = [libc::AF_UNIX, libc::AF_INET];
 const BUILD_PIDS: u64 = 512;
 const BUILD_OPEN_FILES: u64 = 4096;
 const BUILD_TMP_SIZE: u64 = 256 << 20;
@@ -70,14 +71,21 @@ fn base_spec(job: &BuildJob, vol: &BuildVolume, cgroup_job: &str) -> JobSpec {
     }
 }
 
-/// Step 1: `uv pip install` through the proxy.
-pub(super) fn uv_spec(job: &BuildJob, vol: &BuildVolume, cgroup_job: &str) -> JobSpec {
-    let s = &job.settings;
-    let uv_dir = job.uv.parent().unwrap_or(Path::new("/")).to_path_buf();
-    let uv_name = job
-        .uv
-        .file_name()
-        .map_or("uv".into(), |n| n.to_string_lossy());
+/// `uv pip install` as an install jail runs it, for the venv at `/venv`
+/// and through the proxy: the policy's index, extra indexes and
+/// `find_links` (a host directory bound read-only at its own path), wheels
+/// only unless the policy says otherwise. The caller adds the cache and
+/// what to install.
+pub(super) struct UvCommand {
+    pub argv: Vec<String>,
+    pub binds: Vec<Bind>,
+    pub env: Vec<String>,
+    pub ro_binds: Vec<PathBuf>,
+}
+
+pub(super) fn uv_command(s: &Settings, uv: &Path) -> UvCommand {
+    let uv_dir = uv.parent().unwrap_or(Path::new("/")).to_path_buf();
+    let uv_name = uv.file_name().map_or("uv".into(), |n| n.to_string_lossy());
     let mut argv: Vec<String> = vec![format!("/opt/uv/{uv_name}")];
     argv.extend(
         [
@@ -99,21 +107,13 @@ pub(super) fn uv_spec(job: &BuildJob, vol: &BuildVolume, cgroup_job: &str) -> Jo
     for u in &s.extra_index_urls {
         argv.extend(["--extra-index-url".into(), u.clone()]);
     }
-    let mut binds = vec![
-        Bind {
-            source: uv_dir,
-            target: "/opt/uv".into(),
-            writable: false,
-        },
-        Bind {
-            source: vol.cache(),
-            target: "/uv-cache".into(),
-            writable: true,
-        },
-    ];
+    let mut binds = vec![Bind {
+        source: uv_dir,
+        target: "/opt/uv".into(),
+        writable: false,
+    }];
     for l in &s.find_links {
         argv.extend(["--find-links".into(), l.clone()]);
-        // A wheel directory on the host is visible, read-only, at its path.
         let p = Path::new(l);
         if p.is_absolute() && p.is_dir() {
             binds.push(Bind {
@@ -123,10 +123,7 @@ pub(super) fn uv_spec(job: &BuildJob, vol: &BuildVolume, cgroup_job: &str) -> Jo
             });
         }
     }
-    argv.push("--".into());
-    argv.extend(job.packages.iter().cloned());
     let mut env: Vec<String> = [
-        "UV_CACHE_DIR=/uv-cache",
         "UV_PYTHON_DOWNLOADS=never",
         "UV_NO_PROGRESS=1",
         "UV_LINK_MODE=copy",
@@ -139,6 +136,30 @@ pub(super) fn uv_spec(job: &BuildJob, vol: &BuildVolume, cgroup_job: &str) -> Jo
     env.extend(crate::egress::proxy_env());
     let mut ro_binds = s.ro_binds.clone();
     ro_binds.push(PathBuf::from(crate::egress::CA_DIR));
+    UvCommand {
+        argv,
+        binds,
+        env,
+        ro_binds,
+    }
+}
+
+/// Step 1: `uv pip install` through the proxy.
+pub(super) fn uv_spec(job: &BuildJob, vol: &BuildVolume, cgroup_job: &str) -> JobSpec {
+    let UvCommand {
+        mut argv,
+        mut binds,
+        mut env,
+        ro_binds,
+    } = uv_command(&job.settings, &job.uv);
+    binds.push(Bind {
+        source: vol.cache(),
+        target: "/uv-cache".into(),
+        writable: true,
+    });
+    argv.push("--".into());
+    argv.extend(job.packages.iter().cloned());
+    env.push("UV_CACHE_DIR=/uv-cache".into());
     JobSpec {
         network: NetworkMode::Proxy,
         proxy_port: crate::egress::JAIL_PORT,

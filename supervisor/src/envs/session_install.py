@@ -14,6 +14,7 @@
 # "installed", "added": ["name==version"...]} | {"status": "conflict",
 # "package": name or null, "asked": requirement or null, "installed":
 # version or null} | {"status": "failed"}.
+import csv
 import json
 import os
 import re
@@ -54,13 +55,13 @@ def record_paths(dist_info):
     """Paths a distribution installed, relative to the staging directory;
     a path that would leave it is skipped."""
     try:
-        with open(os.path.join(dist_info, "RECORD"), encoding="utf-8") as f:
-            lines = f.read().splitlines()
-    except (OSError, UnicodeDecodeError):
+        with open(os.path.join(dist_info, "RECORD"), encoding="utf-8", newline="") as f:
+            rows = list(csv.reader(f))
+    except (OSError, UnicodeDecodeError, csv.Error):
         return []
     out = []
-    for line in lines:
-        path = line.rsplit(",", 2)[0] if line.count(",") >= 2 else line
+    for row in rows:
+        path = row[0] if row else ""
         norm = os.path.normpath(path)
         if not path or norm.startswith(("/", "..")) or norm == ".":
             continue

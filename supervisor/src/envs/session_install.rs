@@ -10,12 +10,13 @@
 //! settle. The jail's program is `session_install.py`.
 
 use super::error::EnvError;
+use super::install::{uv_command, UvCommand, SOCKET_FAMILIES};
 use super::output::clean_line;
 use super::proxy;
 use super::state::Core;
 use crate::job::{Cancel, Stream};
-use prims_protocol::jail::{Bind, JobLimits, JobSpec, NetworkMode, Status};
-use std::path::{Path, PathBuf};
+use prims_protocol::jail::{JobLimits, JobSpec, NetworkMode, Status};
+use std::path::Path;
 use std::sync::Mutex;
 
 const PROGRAM: &str = include_str!("session_install.py");
@@ -144,60 +145,18 @@ impl Core {
     fn install_spec(&self, to: SessionTarget<'_>, requirements: &[String], uv: &Path) -> JobSpec {
         let s = self.settings();
         let cfg = &self.cfg;
-        let uv_dir = uv.parent().unwrap_or(Path::new("/")).to_path_buf();
-        let uv_name = uv.file_name().map_or("uv".into(), |n| n.to_string_lossy());
-        let mut uv_argv: Vec<String> = vec![
-            format!("/opt/uv/{uv_name}"),
-            "pip".into(),
-            "install".into(),
-            "--python".into(),
-            "/venv/bin/python".into(),
-            "--no-config".into(),
-        ];
-        if s.only_binary {
-            uv_argv.extend(["--only-binary".into(), ":all:".into()]);
-        }
-        if !s.index_url.is_empty() {
-            uv_argv.extend(["--index-url".into(), s.index_url.clone()]);
-        }
-        for u in &s.extra_index_urls {
-            uv_argv.extend(["--extra-index-url".into(), u.clone()]);
-        }
-        let mut binds = vec![Bind {
-            source: uv_dir,
-            target: "/opt/uv".into(),
-            writable: false,
-        }];
-        for l in &s.find_links {
-            uv_argv.extend(["--find-links".into(), l.clone()]);
-            let p = Path::new(l);
-            if p.is_absolute() && p.is_dir() {
-                binds.push(Bind {
-                    source: p.to_path_buf(),
-                    target: p.to_path_buf(),
-                    writable: false,
-                });
-            }
-        }
+        let UvCommand {
+            argv: uv_argv,
+            binds,
+            env,
+            ro_binds,
+        } = uv_command(&s, uv);
         let args = serde_json::json!({
             "uv": uv_argv,
             "requirements": requirements,
             "site": SESSION_SITE,
             "venv_site": format!("/venv/lib/python{}/site-packages", cfg.version),
         });
-        let mut env: Vec<String> = [
-            "UV_PYTHON_DOWNLOADS=never",
-            "UV_NO_PROGRESS=1",
-            "UV_LINK_MODE=copy",
-            "UV_COMPILE_BYTECODE=0",
-            "NO_COLOR=1",
-        ]
-        .into_iter()
-        .map(String::from)
-        .collect();
-        env.extend(crate::egress::proxy_env());
-        let mut ro_binds = s.ro_binds.clone();
-        ro_binds.push(PathBuf::from(crate::egress::CA_DIR));
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get() as u64);
         let wall_ms = u64::try_from(s.build_timeout.as_millis()).unwrap_or(u64::MAX);
         JobSpec {
@@ -221,7 +180,7 @@ impl Core {
             network: NetworkMode::Proxy,
             ro_binds,
             seccomp_extra_deny: s.seccomp_extra_deny.clone(),
-            socket_families: vec![libc::AF_UNIX, libc::AF_INET],
+            socket_families: SOCKET_FAMILIES.to_vec(),
             landlock_required: s.landlock_required,
             cgroup: cfg.jails.cgroup(&cfg.jails.names.build(to.name, "pip")),
             host_uid: to.uid,
@@ -248,7 +207,9 @@ impl Core {
 fn judge(verdict: Option<&str>, said: String) -> Result<Added, EnvError> {
     let failed = |said: String| EnvError::Build {
         message: if said.is_empty() {
-            "the install ended without a word".into()
+            "the install jail ended without output or a result; the supervisor's log \
+             (prims_supervisor::envs) says why it stopped"
+                .into()
         } else {
             said
         },

@@ -13,7 +13,7 @@ use super::registry::Interpreters;
 use super::slot::{Carry, Slot};
 use super::start::{self, StartError, StartSpec};
 use crate::egress::NetCall;
-use crate::envs::EnvLease;
+use crate::envs::{EnvLease, Envs};
 use crate::sessions::Session;
 use prims_policy::Policy;
 use prims_protocol::egress::NetworkReport;
@@ -28,8 +28,8 @@ use tokio_util::sync::CancellationToken;
 pub(crate) struct LiveCall<'a> {
     pub req: &'a RunRequest,
     pub lease: EnvLease,
-    /// The kernel layer a new interpreter would see.
-    pub kernel: Option<Kernel>,
+    /// Where a new interpreter's kernel layer comes from.
+    pub kernel: KernelFrom<'a>,
     pub net: Option<&'a NetCall>,
     /// Why a new environment, if this call's differs from the session's
     /// (a conflict), in place of `requirements_changed`, and in words.
@@ -38,6 +38,14 @@ pub(crate) struct LiveCall<'a> {
     pub installed: Vec<String>,
     /// Serves the cell's `%pip install`.
     pub installer: Option<Box<Installer>>,
+}
+
+/// Where a new interpreter's kernel layer comes from: looked up only when
+/// one starts.
+pub(crate) struct KernelFrom<'a> {
+    pub envs: &'a Envs,
+    /// Tells the caller of a build of the layer.
+    pub progress: &'a (dyn Fn(String) + Send + Sync),
 }
 
 /// A call's result, with what happened to the interpreter.
@@ -85,6 +93,14 @@ impl Interpreters {
         let got = match guard.as_ref() {
             Some(live) => Got::kept(live),
             None => {
+                // Only a new interpreter needs the layer: a kept one's call
+                // never waits for it, nor for a build of it that fails.
+                let kernel = tokio::select! {
+                    k = Kernel::get(policy, kernel.envs, kernel.progress) => k,
+                    _ = cancel.cancelled() => {
+                        return Err(StartError::NotReady("the call was cancelled".into()))
+                    }
+                };
                 let (live, got) = self
                     .replace(policy, session, &slot, req, (lease, kernel), unfit)
                     .await?;

@@ -36,6 +36,6 @@ pub(crate) mod start;
 #[cfg(test)]
 mod agent_tests;
 
-pub(crate) use call::{LiveCall, LiveRun};
+pub(crate) use call::{KernelFrom, LiveCall, LiveRun};
 pub(crate) use registry::Interpreters;
 pub(crate) use slot::SessionRequirements;

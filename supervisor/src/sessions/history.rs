@@ -4,10 +4,12 @@
 //! under the session's run lock, so appends never race; a reader may meet
 //! a rewrite (atomic rename) or a half-written last line (ignored).
 //!
-//! Bounded by `sessions.history_cells` and `history_bytes`: an append that
-//! would pass either drops the oldest records. Records are numbered from 1
-//! for the session's life, so the first kept record's number says how many
-//! were dropped.
+//! Bounded by `sessions.history_cells` and `history_bytes`: a read shows
+//! only the newest records within both. The file may grow to twice the
+//! bounds before an append compacts it to them, so an append at the bounds
+//! writes one line, not the whole file again. Records are numbered from 1
+//! for the session's life, so the first record shown says how many were
+//! dropped.
 
 use super::error::SessionError;
 use prims_protocol::history::{HistoryCell, HistoryPage, MAX_PAGE_BYTES, MAX_RECORD_BYTES};
@@ -21,6 +23,16 @@ use std::path::{Path, PathBuf};
 pub(super) struct Bounds {
     pub cells: usize,
     pub bytes: u64,
+}
+
+/// What a history file holds, kept by its session between appends so an
+/// append need not read the file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Tally {
+    /// The number the next record gets.
+    next: u64,
+    cells: usize,
+    bytes: u64,
 }
 
 pub(super) fn path(dir: &Path, name: &str) -> PathBuf {
@@ -123,16 +135,53 @@ fn truncate_chars(s: &mut String, max_bytes: usize) {
     }
 }
 
-/// Appends `cell` as the session's next record, numbering it, then drops
-/// the oldest records past the bounds. A history that cannot be read is
-/// started again (it is a convenience, never worth failing a run for).
+/// The index of the first of `sizes` (record lengths with their newline,
+/// oldest first) to keep so that, with `more` records of `extra` bytes
+/// after them, the newest stay within the bounds.
+fn first_kept(sizes: &[u64], b: Bounds, more: usize, extra: u64) -> usize {
+    let (mut kept, mut total) = (0, extra);
+    for size in sizes.iter().rev() {
+        if kept + more >= b.cells || total + size > b.bytes {
+            break;
+        }
+        kept += 1;
+        total += size;
+    }
+    sizes.len() - kept
+}
+
+/// Appends `cell` as the session's next record, numbering it. `tally`
+/// (the session's, None until its first append) spares reading the file;
+/// past twice the bounds the file is compacted to them. A history that
+/// cannot be read is started again (it is a convenience, never worth
+/// failing a run for).
 pub(super) fn append(
     dir: &Path,
     name: &str,
     mut cell: HistoryCell,
     b: Bounds,
+    tally: &mut Option<Tally>,
 ) -> Result<(), SessionError> {
     let file = path(dir, name);
+    let budget = usize::try_from(b.bytes).unwrap_or(usize::MAX);
+    let on_disk = fs::symlink_metadata(&file).map(|m| m.len()).ok();
+    if let Some(t) = tally.filter(|t| on_disk == Some(t.bytes)) {
+        cell.n = t.next;
+        let line = encode(&mut cell, budget)?;
+        let bytes = t.bytes + line.len() as u64;
+        if t.cells < b.cells.saturating_mul(2) && bytes <= b.bytes.saturating_mul(2) {
+            let mut f = open_for_write(&file, false)?;
+            f.write_all(&line)
+                .map_err(SessionError::io("appending to the session's history"))?;
+            *tally = Some(Tally {
+                next: t.next + 1,
+                cells: t.cells + 1,
+                bytes,
+            });
+            return Ok(());
+        }
+    }
+    *tally = None;
     let (data, fresh) = match read_capped(&file, read_cap(b)) {
         Ok(d) => (d, false),
         Err(SessionError::History(why)) => {
@@ -142,50 +191,48 @@ pub(super) fn append(
         Err(e) => return Err(e),
     };
     let mut old = lines(&data);
-    // A cut-short last line, or a history started again, means a rewrite.
-    let mut rewrite = fresh || data.last().is_some_and(|&b| b != b'\n');
     let last = match old.last() {
         Some(l) => match parse(l, old.len() - 1) {
             Ok(c) => Some(c.n),
             Err(e) => {
                 tracing::warn!(session = %name, error = %e, "the session's history is unreadable; starting it again");
                 old.clear();
-                rewrite = true;
                 None
             }
         },
         None => None,
     };
+    if fresh {
+        old.clear();
+    }
     cell.n = last.map_or(1, |n| n.saturating_add(1));
-    let budget = usize::try_from(b.bytes).unwrap_or(usize::MAX);
     let line = encode(&mut cell, budget)?;
-    let mut total = line.len() as u64 + old.iter().map(|l| l.len() as u64 + 1).sum::<u64>();
-    let mut drop = 0;
-    while drop < old.len() && (old.len() - drop + 1 > b.cells || total > b.bytes) {
-        total -= old[drop].len() as u64 + 1;
-        drop += 1;
-    }
-    if drop == 0 && !rewrite {
-        let mut f = open_for_write(&file, false)?;
-        return f
-            .write_all(&line)
-            .map_err(SessionError::io("appending to the session's history"));
-    }
+    let sizes: Vec<u64> = old.iter().map(|l| l.len() as u64 + 1).collect();
+    let drop = first_kept(&sizes, b, 1, line.len() as u64);
     let tmp = tmp_path(dir, name);
+    let mut out = Vec::new();
+    for l in &old[drop..] {
+        out.extend_from_slice(l);
+        out.push(b'\n');
+    }
+    out.extend_from_slice(&line);
     let result = (|| {
         let mut f = open_for_write(&tmp, true)?;
-        let mut out = Vec::with_capacity(total as usize);
-        for l in &old[drop..] {
-            out.extend_from_slice(l);
-            out.push(b'\n');
-        }
-        out.extend_from_slice(&line);
         f.write_all(&out)
             .map_err(SessionError::io("writing the session's history"))?;
         fs::rename(&tmp, &file).map_err(SessionError::io("replacing the session's history"))
     })();
-    if result.is_err() {
-        let _ = fs::remove_file(&tmp);
+    match &result {
+        Ok(()) => {
+            *tally = Some(Tally {
+                next: cell.n + 1,
+                cells: old.len() - drop + 1,
+                bytes: out.len() as u64,
+            })
+        }
+        Err(_) => {
+            let _ = fs::remove_file(&tmp);
+        }
     }
     result
 }
@@ -213,6 +260,9 @@ pub(super) fn page(
 ) -> Result<HistoryPage, SessionError> {
     let data = read_capped(&path(dir, name), read_cap(b))?;
     let all = lines(&data);
+    // The file may hold more than the bounds until it is compacted.
+    let sizes: Vec<u64> = all.iter().map(|l| l.len() as u64 + 1).collect();
+    let all = &all[first_kept(&sizes, b, 0, 0)..];
     let mut out = HistoryPage {
         cells: Vec::new(),
         dropped: 0,

@@ -43,6 +43,8 @@ pub(super) struct State {
     pub meta: Meta,
     pub last_used: SystemTime,
     pub persisted: Instant,
+    /// What the history file holds, once an append has read it.
+    pub history: Option<super::history::Tally>,
 }
 
 impl Session {
@@ -56,6 +58,7 @@ impl Session {
             run_lock: tokio::sync::Mutex::new(()),
             disk_quota: meta.disk_quota,
             state: Mutex::new(State {
+                history: None,
                 last_used: UNIX_EPOCH + Duration::from_secs(meta.last_used),
                 meta,
                 persisted: Instant::now(),

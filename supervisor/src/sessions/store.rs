@@ -256,7 +256,16 @@ impl SessionStore {
         if s.is_closed() {
             return Ok(());
         }
-        history::append(&self.shared.dir, &s.name, cell, self.history_bounds())
+        let mut tally = lock(&s.state).history.take();
+        let done = history::append(
+            &self.shared.dir,
+            &s.name,
+            cell,
+            self.history_bounds(),
+            &mut tally,
+        );
+        lock(&s.state).history = tally;
+        done
     }
 
     /// A page of the recorded runs of session `id`, from run number `from`.
