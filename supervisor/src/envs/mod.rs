@@ -33,7 +33,7 @@ pub use config::EnvConfig;
 pub use error::EnvError;
 pub use lease::EnvLease;
 pub(crate) use requirements::validate_requirements;
-pub use session_install::{Added, Conflict, SessionTarget};
+pub use session_install::{Added, Conflict, SessionTarget, SESSION_SITE};
 
 use cache::Index;
 use key::Settings;

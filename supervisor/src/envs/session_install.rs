@@ -29,7 +29,8 @@ const INSTALL_OPEN_FILES: u64 = 4096;
 const INSTALL_TMP: u64 = 64 << 20;
 const INSTALL_OUTPUT: u64 = 1 << 20;
 
-/// Where the session's packages go, in its jail (agent.rs SESSION_SITE).
+/// The session's own site directory, in its jails: where its packages go,
+/// and where the interpreter's agent looks for them (after the environment).
 pub const SESSION_SITE: &str = "/workspace/.prims/site-packages";
 
 /// The session an install is for.

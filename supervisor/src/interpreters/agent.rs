@@ -29,7 +29,7 @@ pub(crate) const PREWARM_ENV: &str = "PRIMS_PREWARM";
 /// Where `pip install` puts packages in a session (`PIP_TARGET`), which the
 /// agent puts on `sys.path`: the session's own site directory.
 pub(crate) const SITE_ENV: &str = "PRIMS_SITE";
-pub(crate) const SESSION_SITE: &str = "/workspace/.prims/site-packages";
+pub(crate) use crate::envs::SESSION_SITE;
 
 /// The largest frame body the agent may send; the supervisor refuses more.
 pub(crate) const AGENT_FRAME_MAX: usize = 1 << 20;

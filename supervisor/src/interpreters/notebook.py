@@ -72,6 +72,10 @@ def _bundle(data, kind):
         if mime not in data:
             continue
         value = data[mime]
+        if mime != "text/plain" and isinstance(value, str) and len(value) > OUTPUT_ITEM_MAX:
+            # Could never fit: not worth encoding (a 100 MB string would be).
+            item["cut"] = True
+            continue
         try:
             if mime in ("image/png", "image/jpeg"):
                 if isinstance(value, str):

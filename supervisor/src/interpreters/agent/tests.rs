@@ -39,6 +39,19 @@ fn the_agent_and_the_supervisor_agree_on_limits_and_formats() {
     assert_eq!(MARKER_SUFFIX, b"\x00");
     assert_eq!(python_constant("PREWARM_ENV"), format!("{PREWARM_ENV:?}"));
     assert_eq!(python_constant("SITE_ENV"), format!("{SITE_ENV:?}"));
+    // The notebook half.
+    assert_eq!(python_constant("KERNEL_ENV"), format!("{KERNEL_ENV:?}"));
+    assert_eq!(python_constant("FIGURES_REL"), format!("{FIGURES_REL:?}"));
+    assert_eq!(python_int("OUTPUTS_MAX"), OUTPUTS_MAX);
+    assert_eq!(python_int("OUTPUTS_BYTES_MAX"), OUTPUTS_BYTES_MAX);
+    let mimes: Vec<String> = AGENT_SOURCE
+        .lines()
+        .skip_while(|l| *l != "MIME_KEPT = (")
+        .skip(1)
+        .take_while(|l| *l != ")")
+        .map(|l| l.trim().trim_end_matches(',').trim_matches('"').to_string())
+        .collect();
+    assert_eq!(mimes, MIME_KEPT);
 }
 
 #[test]
