@@ -59,8 +59,8 @@ impl Start {
         }
     }
 
-    /// With the tests' kernel layer (`target/kernel-site`, which
-    /// `scripts/kernel-site.sh` makes): cells run through IPython.
+    /// With the tests' kernel layer (see [`kernel_site`]): cells run
+    /// through IPython.
     pub fn notebook(dir: &Path) -> Start {
         Start {
             kernel: Some(kernel_site()),
@@ -69,10 +69,13 @@ impl Start {
     }
 }
 
-/// `target/kernel-site`, which must hold IPython.
+/// The tests' kernel layer, which `scripts/kernel-site.sh` makes and
+/// which must hold IPython: `$PRIMS_KERNEL_SITE`, else
+/// `/var/lib/prims-tests/kernel-site` (as `prims_tests::harness` finds it).
 pub(super) fn kernel_site() -> PathBuf {
-    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let site = manifest.join("../target/kernel-site");
+    let site = std::env::var_os("PRIMS_KERNEL_SITE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/var/lib/prims-tests/kernel-site"));
     assert!(
         site.join("IPython").is_dir(),
         "{} has no IPython: run scripts/kernel-site.sh (scripts/test.sh does)",
