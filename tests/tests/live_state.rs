@@ -322,6 +322,18 @@ async fn live_state_a_cpu_limit_interrupts_the_code_and_keeps_the_state() {
     .await;
 }
 
+/// An interrupt can land after python's last signal check and before it
+/// blocks in a syscall, where it waits out the call: unanswered, it is sent
+/// again within the grace. A handler that lets only the second one through
+/// stands in for the lost first.
+#[tokio::test(flavor = "multi_thread")]
+async fn live_state_an_unanswered_interrupt_is_sent_again_within_the_grace() {
+    let code = "import signal, time\nseen = []\n\
+                def second(*a):\n    seen.append(1)\n    if len(seen) > 1:\n        raise KeyboardInterrupt\n\
+                signal.signal(signal.SIGINT, second)\ntime.sleep(60)";
+    interrupted_keeps_state(code, "wall", |l| l.wall_time_ms = Some(1000)).await;
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn live_state_code_that_swallows_the_interrupt_is_killed() {
     let (_d, c, s) = session("").await;

@@ -216,6 +216,7 @@ async fn follow(
     let sample_cpu = cpu_start.is_some();
     let mut tick = tokio::time::interval(CPU_TICK);
     let mut interrupted: Option<(&'static str, TokioInstant)> = None;
+    let mut resend_at = wall;
     let mut confirm = Confirm::default();
     loop {
         let kill_at = interrupted.map(|(_, at)| at);
@@ -260,13 +261,22 @@ async fn follow(
             }
             _ = tokio::time::sleep_until(wall), if interrupted.is_none() => {
                 interrupted = Some(("wall", interrupt(live, grace)));
+                resend_at = TokioInstant::now() + INTERRUPT_AGAIN;
                 Step::Wait
             }
             _ = tick.tick(), if sample_cpu && interrupted.is_none() => {
                 let used = usage(live).cpu_ns.zip(cpu_start).map(|(a, b)| a.saturating_sub(b));
                 if used.is_some_and(|ns| ns >= cpu_limit_ns) {
                     interrupted = Some(("cpu", interrupt(live, grace)));
+                    resend_at = TokioInstant::now() + INTERRUPT_AGAIN;
                 }
+                Step::Wait
+            }
+            // A SIGINT that lands after python's last signal check but before
+            // it blocks (time.sleep, a read) waits out that call: send again.
+            _ = tokio::time::sleep_until(resend_at), if interrupted.is_some() => {
+                interrupt(live, grace);
+                resend_at = TokioInstant::now() + INTERRUPT_AGAIN;
                 Step::Wait
             }
             _ = tokio::time::sleep_until(kill_at.unwrap_or(wall)), if kill_at.is_some() => {
@@ -322,6 +332,9 @@ impl Outputs {
         self.kept.push(o.into_output());
     }
 }
+
+/// How long an interrupt goes unanswered before it is sent again.
+const INTERRUPT_AGAIN: Duration = Duration::from_millis(200);
 
 /// Sends python SIGINT (KeyboardInterrupt); returns when to give up on it.
 fn interrupt(live: &Live, grace: Duration) -> TokioInstant {

@@ -5,7 +5,8 @@ use crate::interpreters::channel::{CellStatus, ChannelError};
 use nix::sys::signal::Signal;
 use std::time::Duration;
 
-const SLEEPER: &str = "import time\nprint('sleeping', flush=True)\ntime.sleep(30)";
+const SLEEPER: &str =
+    "import time\nprint('sleeping', flush=True)\nfor _ in range(600): time.sleep(0.05)";
 
 #[tokio::test]
 async fn sigint_during_a_cell_is_a_keyboard_interrupt_and_keeps_state() {

@@ -74,7 +74,9 @@ async fn the_agent_works_on_the_oldest_and_newest_supported_python() {
         assert_eq!(run.stdout, "sub\n", "{version}");
 
         let marker = a
-            .send_cell("import time\nprint('sleeping', flush=True)\ntime.sleep(30)")
+            .send_cell(
+                "import time\nprint('sleeping', flush=True)\nfor _ in range(600): time.sleep(0.05)",
+            )
             .await;
         a.stdout.wait_for("sleeping\n").await;
         a.signal(Signal::SIGINT);
