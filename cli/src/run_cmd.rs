@@ -28,6 +28,11 @@ pub struct RunArgs {
     /// server runs each call: an uncaught exception is status `error`.
     #[arg(long)]
     live: bool,
+    /// With --live: fork the interpreter from a fork template started for
+    /// this run, as the server does with `interpreters.fork_templates`, and
+    /// fail rather than start it cold.
+    #[arg(long, requires = "live")]
+    forked: bool,
     /// Workspace directory to use and keep (default: a temporary one).
     #[arg(long)]
     workspace: Option<PathBuf>,
@@ -70,6 +75,7 @@ fn run(args: &RunArgs) -> Result<i32> {
         state_dir: args.state.dir.clone(),
         workspace: args.workspace.clone(),
         live: args.live,
+        forked: args.forked,
     };
     let json = args.json;
     let sink = move |s: Stream, bytes: &[u8]| {

@@ -3,7 +3,7 @@
 use std::os::fd::RawFd;
 
 pub const USAGE: &str =
-    "usage: prims-jailer --spec-fd N --outcome-fd M [--proxy-fd P] [--channel-fd C] (fds > 2 and distinct)";
+    "usage: prims-jailer --spec-fd N --outcome-fd M [--proxy-fd P] [--channel-fd C] [--adopt-fd A] (fds > 2 and distinct)";
 
 /// The inherited fds named on the command line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -16,6 +16,8 @@ pub struct Fds {
     pub proxy: Option<RawFd>,
     /// A socket passed to python, and only to python, as its fd 3.
     pub channel: Option<RawFd>,
+    /// The socket to a fork template's child, which the jail adopts.
+    pub adopt: Option<RawFd>,
 }
 
 impl Fds {
@@ -24,6 +26,7 @@ impl Fds {
         let mut fds = vec![self.spec, self.outcome];
         fds.extend(self.proxy);
         fds.extend(self.channel);
+        fds.extend(self.adopt);
         fds
     }
 }
@@ -35,6 +38,7 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Fds, String> {
     let mut outcome = None;
     let mut proxy = None;
     let mut channel = None;
+    let mut adopt = None;
     let mut it = args.into_iter();
     while let Some(a) = it.next() {
         let val = it
@@ -46,6 +50,7 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Fds, String> {
             "--outcome-fd" => outcome = val,
             "--proxy-fd" => proxy = Some(val.ok_or("--proxy-fd takes an fd above 2")?),
             "--channel-fd" => channel = Some(val.ok_or("--channel-fd takes an fd above 2")?),
+            "--adopt-fd" => adopt = Some(val.ok_or("--adopt-fd takes an fd above 2")?),
             _ => return Err(format!("unknown argument {a:?}")),
         }
     }
@@ -57,6 +62,7 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Fds, String> {
         outcome,
         proxy,
         channel,
+        adopt,
     };
     let mut all = fds.all();
     all.sort_unstable();
@@ -83,7 +89,8 @@ mod tests {
                 spec: 3,
                 outcome: 4,
                 proxy: None,
-                channel: None
+                channel: None,
+                adopt: None
             }
         );
     }

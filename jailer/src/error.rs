@@ -121,6 +121,19 @@ pub enum JailError {
     PythonFds { call: &'static str, errno: Errno },
     #[error("unblocking python's signals: {0}")]
     Signals(Errno),
+    // Adopting a template's forked child.
+    #[error("the template's child: {0}")]
+    AdoptPeer(String),
+    #[error("the template's child: {call}: {errno}")]
+    AdoptCall { call: &'static str, errno: Errno },
+    #[error("pid {pid} is not a child of the template's python (pid {template})")]
+    NotTemplateChild { pid: i32, template: u32 },
+    #[error("joining the child's {ns} namespace: {errno}")]
+    Setns { ns: &'static str, errno: Errno },
+    #[error("cloning the workspace mount ({path}): {errno}")]
+    OpenTree { path: PathBuf, errno: Errno },
+    #[error("attaching {target}: {errno}")]
+    MoveMount { target: String, errno: Errno },
 }
 
 impl JailError {
@@ -152,6 +165,9 @@ impl JailError {
             Seccomp(_) => "seccomp",
             Fork(_) => "fork",
             Exec { .. } | PythonFds { .. } | Signals(_) => "exec",
+            AdoptPeer(_) | AdoptCall { .. } | NotTemplateChild { .. } => "adopt",
+            Setns { .. } => "clone",
+            OpenTree { .. } | MoveMount { .. } => "mounts",
         }
     }
 
@@ -174,7 +190,11 @@ impl JailError {
             | CloneIdentity { errno, .. }
             | UserNsLimit { errno, .. }
             | Exec { errno, .. }
-            | PythonFds { errno, .. } => Some(*errno),
+            | PythonFds { errno, .. }
+            | AdoptCall { errno, .. }
+            | Setns { errno, .. }
+            | OpenTree { errno, .. }
+            | MoveMount { errno, .. } => Some(*errno),
             Pipe(e) | Clone(e) | Setgroups(e) | Wait(e) | Pdeathsig(e) | Setsid(e)
             | UnshareCgroup(e) | MakePrivate(e) | SetFsId(e) | MountProc(e) | PivotRoot(e)
             | DetachOldRoot(e) | LoopbackUp(e) | Hostname(e) | SetGid(e) | SetUid(e)

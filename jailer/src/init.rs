@@ -13,7 +13,7 @@ use crate::{inherit, net, privs, signals};
 use nix::errno::Errno;
 use nix::sys::wait::{waitpid, WaitStatus};
 use nix::unistd::{fork, ForkResult, Pid};
-use prims_protocol::jail::{JobSpec, NetworkMode};
+use prims_protocol::jail::{ForkRole, JobSpec, NetworkMode};
 use std::ffi::CString;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::path::PathBuf;
@@ -54,7 +54,7 @@ pub fn run(mut p: Prepared<'_>, mut fds: InitFds) -> ! {
     unsafe { libc::_exit(code) }
 }
 
-fn wait_release(fds: &InitFds) -> Result<(), JailError> {
+pub(crate) fn wait_release(fds: &InitFds) -> Result<(), JailError> {
     let mut b = [0u8; 1];
     loop {
         // SAFETY: reading one byte into a live buffer.
@@ -68,7 +68,7 @@ fn wait_release(fds: &InitFds) -> Result<(), JailError> {
     }
 }
 
-fn set_pdeathsig() -> Result<(), JailError> {
+pub(crate) fn set_pdeathsig() -> Result<(), JailError> {
     // SAFETY: prctl with integer arguments only.
     if unsafe {
         libc::prctl(
@@ -85,7 +85,7 @@ fn set_pdeathsig() -> Result<(), JailError> {
     Ok(())
 }
 
-fn set_fs_identity() -> Result<(), JailError> {
+pub(crate) fn set_fs_identity() -> Result<(), JailError> {
     // setfsuid reports the previous value, so a second call confirms the first.
     // SAFETY: setfsuid/setfsgid have no memory-safety preconditions.
     unsafe {
@@ -144,7 +144,18 @@ fn setup_and_supervise(
     privs::drop_capabilities(p.cap_last_cap)?;
     // A credential change clears the parent-death signal: set it again.
     set_pdeathsig()?;
-    let (enforcement, abi) = landlock_rules::apply(&landlock_access(spec), spec.landlock_required)?;
+    // A template's Landlock domain would lie under each child's, and the
+    // kernel skips a rule on a directory a child's own mount then covers
+    // (its /workspace, /tmp, /proc): a template has its mount namespace,
+    // a read-only root and no capability instead (architecture guide).
+    let (enforcement, abi) = if matches!(spec.fork, ForkRole::Template { .. }) {
+        (
+            prims_protocol::jail::Enforcement::None,
+            prims_syscalls::landlock_abi(),
+        )
+    } else {
+        landlock_rules::apply(&landlock_access(spec), spec.landlock_required)?
+    };
     report::send(fds.report.as_fd(), &Report::Landlock { enforcement, abi });
     // SAFETY: prctl with integer arguments only; keeps python from reading our memory.
     unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) };
@@ -152,7 +163,7 @@ fn setup_and_supervise(
     let program = program(spec)?;
     // SAFETY: this process is single-threaded, so fork is sound.
     match unsafe { fork() }.map_err(JailError::Fork)? {
-        ForkResult::Child => exec_python(&p.filters, &program, fds),
+        ForkResult::Child => exec_python(&p.filters, &program, fds, spec.fork),
         ForkResult::Parent { child } => {
             // Only python may hold the output pipes and the channel, so
             // they close when it ends, however long this process lingers.
@@ -163,7 +174,7 @@ fn setup_and_supervise(
     }
 }
 
-fn redirect_stdio_to_null() {
+pub(crate) fn redirect_stdio_to_null() {
     // SAFETY: open/dup2/close on fds this process owns.
     unsafe {
         let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR | libc::O_CLOEXEC);
@@ -176,7 +187,7 @@ fn redirect_stdio_to_null() {
     }
 }
 
-fn exec_python(filters: &Filters, program: &Program, fds: &InitFds) -> ! {
+fn exec_python(filters: &Filters, program: &Program, fds: &InitFds, p_fork: ForkRole) -> ! {
     // python reads nothing: stdin is /dev/null.
     // SAFETY: open/dup2 on fds this process owns.
     unsafe {
@@ -213,6 +224,13 @@ fn exec_python(filters: &Filters, program: &Program, fds: &InitFds) -> ! {
     if let Err(e) = privs::become_jail_user() {
         fail_exec(report, e);
     }
+    // A template shares no pid namespace with its init, whose end must
+    // still end it (after the id change, which clears this).
+    if matches!(p_fork, ForkRole::Template { .. }) {
+        if let Err(e) = set_pdeathsig() {
+            fail_exec(report, e);
+        }
+    }
     if let Err(e) = filters.apply() {
         fail_exec(report, e);
     }
@@ -246,7 +264,7 @@ fn null_terminated(strings: &[CString]) -> Vec<*const libc::c_char> {
 }
 
 /// Reap everything; return when python (pid 2) has ended, after reporting how.
-fn reap_until(python: Pid, fds: &InitFds) -> i32 {
+pub(crate) fn reap_until(python: Pid, fds: &InitFds) -> i32 {
     loop {
         match waitpid(None, None) {
             Ok(WaitStatus::Exited(pid, code)) if pid == python => {

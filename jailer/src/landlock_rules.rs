@@ -8,9 +8,10 @@ use crate::error::JailError;
 use crate::plan::landlock_access::{LandlockAccess, TcpAccess};
 use landlock::{
     path_beneath_rules, Access, AccessFs, AccessNet, CompatLevel, Compatible, NetPort, Ruleset,
-    RulesetAttr, RulesetCreatedAttr, RulesetStatus, Scope, ABI,
+    RulesetAttr, RulesetCreated, RulesetCreatedAttr, RulesetStatus, Scope, ABI,
 };
 use prims_protocol::jail::Enforcement;
+use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 
 /// The newest ABI this build asks for; older kernels get what they support.
@@ -27,7 +28,33 @@ pub fn apply(access: &LandlockAccess, required: bool) -> Result<(Enforcement, u3
         }
         return Ok((Enforcement::None, 0));
     }
-    let err = |e: landlock::RulesetError| JailError::Landlock(format!("landlock: {e}"));
+    let status = created(access)?.restrict_self().map_err(err)?;
+    let enforcement = match status.ruleset {
+        RulesetStatus::FullyEnforced => Enforcement::Full,
+        RulesetStatus::PartiallyEnforced => Enforcement::Partial,
+        RulesetStatus::NotEnforced if required => return Err(JailError::LandlockUnsupported),
+        RulesetStatus::NotEnforced => Enforcement::None,
+    };
+    Ok((enforcement, abi))
+}
+
+/// The same ruleset, for another process to restrict itself with
+/// (`landlock_restrict_self` on this fd); none without Landlock.
+pub fn ruleset_fd(access: &LandlockAccess, required: bool) -> Result<Option<OwnedFd>, JailError> {
+    if prims_syscalls::landlock_abi() == 0 {
+        if required {
+            return Err(JailError::LandlockUnsupported);
+        }
+        return Ok(None);
+    }
+    Ok(created(access)?.into())
+}
+
+fn err(e: landlock::RulesetError) -> JailError {
+    JailError::Landlock(format!("landlock: {e}"))
+}
+
+fn created(access: &LandlockAccess) -> Result<RulesetCreated, JailError> {
     let existing = |v: &[PathBuf]| -> Vec<PathBuf> {
         v.iter()
             .filter(|p| Path::new(p).exists())
@@ -53,7 +80,7 @@ pub fn apply(access: &LandlockAccess, required: bool) -> Result<(Enforcement, u3
             .add_rule(NetPort::new(port, AccessNet::ConnectTcp))
             .map_err(err)?;
     }
-    let status = created
+    created
         .add_rules(path_beneath_rules(
             existing(&access.read_exec),
             AccessFs::from_read(WANT),
@@ -63,14 +90,5 @@ pub fn apply(access: &LandlockAccess, required: bool) -> Result<(Enforcement, u3
             existing(&access.read_write),
             AccessFs::from_all(WANT),
         ))
-        .map_err(err)?
-        .restrict_self()
-        .map_err(err)?;
-    let enforcement = match status.ruleset {
-        RulesetStatus::FullyEnforced => Enforcement::Full,
-        RulesetStatus::PartiallyEnforced => Enforcement::Partial,
-        RulesetStatus::NotEnforced if required => return Err(JailError::LandlockUnsupported),
-        RulesetStatus::NotEnforced => Enforcement::None,
-    };
-    Ok((enforcement, abi))
+        .map_err(err)
 }

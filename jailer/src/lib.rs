@@ -28,6 +28,7 @@
 //!   pid 1 of the jail's pid namespace, and the job cgroup is killed and
 //!   removed after it.
 
+mod adopt;
 pub mod args;
 mod error;
 mod idmap;
@@ -44,6 +45,7 @@ mod proc_mask;
 mod report;
 mod rootfs;
 mod seccomp;
+mod setup;
 mod signals;
 mod sys;
 mod userns_limits;
@@ -54,8 +56,9 @@ pub use prims_syscalls::landlock_abi;
 
 use init::{InitFds, Prepared};
 use nix::errno::Errno;
-use prims_cgroup::{JobCgroup, Limits};
+use prims_cgroup::JobCgroup;
 use prims_protocol::jail::{CgroupBackend, Enforced, JobSpec, Outcome, Status};
+use setup::{cap_last_cap, check_not_terminal, job_cgroup, pipe, v1_tasks_files};
 use std::os::fd::{AsFd, OwnedFd};
 use std::time::Instant;
 
@@ -81,9 +84,23 @@ struct Handed {
 /// failure becomes a `setup_error` outcome. `proxy` is the channel the
 /// jail's listener goes out on in `NetworkMode::Proxy`; `channel` becomes
 /// python's fd 3.
-pub fn run(spec: &JobSpec, proxy: Option<OwnedFd>, channel: Option<OwnedFd>) -> Outcome {
+/// `adopt` is the socket to a fork template's child (`ForkRole::Child`),
+/// which the jail is built around instead of a new python.
+pub fn run(
+    spec: &JobSpec,
+    proxy: Option<OwnedFd>,
+    channel: Option<OwnedFd>,
+    adopt: Option<OwnedFd>,
+) -> Outcome {
     let start = Instant::now();
-    match run_jail(spec, start, Handed { proxy, channel }) {
+    let result = match (adopt, spec.fork) {
+        (Some(adopt), _) => adopt::run(spec, adopt, channel, start),
+        (None, prims_protocol::jail::ForkRole::Child { .. }) => Err(JailError::Spec(
+            "a template's child is adopted through --adopt-fd".into(),
+        )),
+        (None, _) => run_jail(spec, start, Handed { proxy, channel }),
+    };
+    match result {
         Ok(outcome) => outcome,
         Err(e) => setup_failure(&e, start),
     }
@@ -100,50 +117,6 @@ pub fn setup_failure(e: &JailError, start: Instant) -> Outcome {
         },
         ..Default::default()
     }
-}
-
-/// python inherits our stdout and stderr: a terminal there would put the
-/// caller's tty within its reach.
-fn check_not_terminal() -> Result<(), JailError> {
-    for fd in [1, 2] {
-        // SAFETY: isatty only inspects the fd.
-        if unsafe { libc::isatty(fd) } == 1 {
-            return Err(JailError::Terminal);
-        }
-    }
-    Ok(())
-}
-
-fn cap_last_cap() -> u32 {
-    std::fs::read_to_string("/proc/sys/kernel/cap_last_cap")
-        .ok()
-        .and_then(|s| s.trim().parse().ok())
-        .unwrap_or(63)
-}
-
-fn job_cgroup(spec: &JobSpec) -> Result<Option<Box<dyn JobCgroup>>, JailError> {
-    let Some(version) = plan::spec::cgroup_version(spec.cgroup.backend)? else {
-        return Ok(None);
-    };
-    let manager = prims_cgroup::manager(version, &spec.cgroup.parents)?;
-    let limits = Limits {
-        memory_bytes: spec.limits.memory_bytes,
-        swap_bytes: spec.limits.swap_bytes,
-        pids: spec.limits.pids,
-        cpu_millis: spec.limits.cpu_millis,
-    };
-    let job = manager.create_job(&spec.cgroup.job, &limits)?;
-    // Before the clone, so not one instruction of the job runs at normal
-    // priority.
-    // Best effort: without a cpu controller the job only warms up slower.
-    if spec.cpu_idle {
-        let _ = job.set_cpu_priority(prims_cgroup::CpuPriority::Idle);
-    }
-    Ok(Some(job))
-}
-
-fn pipe() -> Result<(OwnedFd, OwnedFd), JailError> {
-    nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(JailError::Pipe)
 }
 
 fn run_jail(spec: &JobSpec, start: Instant, handed: Handed) -> Result<Outcome, JailError> {
@@ -184,8 +157,16 @@ fn run_in_cgroup(
         self_attach: v1_tasks_files(spec, cgroup)?,
     };
     let cg_fd = cgroup.and_then(|c| c.dir_fd());
+    // A template's children get pid namespaces of their own beside it, so
+    // its death takes none of them: it stays in ours.
+    let namespaces = match spec.fork {
+        prims_protocol::jail::ForkRole::Template { .. } => {
+            NAMESPACES & !(libc::CLONE_NEWPID as u64)
+        }
+        _ => NAMESPACES,
+    };
     let forked = owner::clone_as(spec.host_uid, spec.host_gid, || {
-        sys::clone_fork(NAMESPACES, cg_fd)
+        sys::clone_fork(namespaces, cg_fd)
     })?;
     let (pid, pidfd) = match forked {
         sys::Forked::Child => {
@@ -210,7 +191,7 @@ fn run_in_cgroup(
     // Only the init sends on the proxy socket; only python uses the channel.
     drop(handed);
     let released = (|| {
-        idmap::write(pid, spec.host_uid, spec.host_gid)?;
+        idmap::write(pid, spec.host_uid, spec.host_gid, spec.fork)?;
         if let Some(cg) = cgroup {
             if cg_fd.is_none() && spec.cgroup.backend == CgroupBackend::V2 {
                 cg.attach(pid)?;
@@ -232,35 +213,4 @@ fn run_in_cgroup(
     let watch = monitor::watch(spec, pidfd.as_fd(), cgroup, start)?;
     let reports = report::read_all(report_r.as_fd());
     Ok(monitor::outcome(spec, cgroup, watch, reports, start))
-}
-
-/// On v1 the init moves itself by writing "0" to each job directory's
-/// `tasks` file: a thread moving itself skips the global threadgroup lock
-/// whose write side waits for an RCU grace period (5-20 ms per run), which
-/// a write of another pid to `cgroup.procs` would take.
-///
-/// The files are opened here, as root, and the init inherits them: v1
-/// allows a move when the *opener's* euid is root or the moving task's real
-/// or saved uid, and the init's euid is the host uid while those are root.
-fn v1_tasks_files(
-    spec: &JobSpec,
-    cgroup: Option<&dyn JobCgroup>,
-) -> Result<Vec<(std::path::PathBuf, OwnedFd)>, JailError> {
-    let dirs = match (spec.cgroup.backend, cgroup) {
-        (CgroupBackend::V1, Some(cg)) => cg.paths(),
-        _ => return Ok(Vec::new()),
-    };
-    dirs.iter()
-        .map(|d| {
-            let path = d.join("tasks");
-            std::fs::OpenOptions::new()
-                .write(true)
-                .open(&path)
-                .map(|f| (path.clone(), OwnedFd::from(f)))
-                .map_err(|e| JailError::CgroupSelfAttach {
-                    path,
-                    errno: Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)),
-                })
-        })
-        .collect()
 }

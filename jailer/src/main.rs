@@ -32,6 +32,8 @@ fn main() {
     let proxy = fds.proxy.map(|fd| unsafe { OwnedFd::from_raw_fd(fd) });
     // SAFETY: the caller handed us this fd; nothing else in this process owns it.
     let channel = fds.channel.map(|fd| unsafe { OwnedFd::from_raw_fd(fd) });
+    // SAFETY: the caller handed us this fd; nothing else in this process owns it.
+    let adopt = fds.adopt.map(|fd| unsafe { OwnedFd::from_raw_fd(fd) });
     // SAFETY: the caller handed us these fds; nothing else in this process owns them.
     let mut spec_file = unsafe { File::from_raw_fd(spec_fd) };
     // SAFETY: the caller handed us this fd; nothing else in this process owns it.
@@ -40,7 +42,7 @@ fn main() {
     drop(spec_file);
     let outcome: Outcome = match spec {
         Err(e) => prims_jailer::setup_failure(&e, start),
-        Ok(spec) => prims_jailer::run(&spec, proxy, channel),
+        Ok(spec) => prims_jailer::run(&spec, proxy, channel, adopt),
     };
     let json = serde_json::to_vec(&outcome).unwrap_or_else(|_| b"{}".to_vec());
     if out_file

@@ -9,7 +9,11 @@ use nix::sys::resource::{setrlimit, Resource};
 use nix::unistd::{setresgid, setresuid, Gid, Uid};
 use prims_protocol::jail::JobLimits;
 
-pub fn set_rlimits(limits: &JobLimits, memory_backstop: bool) -> Result<(), JailError> {
+/// The rlimits of a job: (resource, name, soft, hard).
+pub fn rlimits(
+    limits: &JobLimits,
+    memory_backstop: bool,
+) -> Vec<(Resource, &'static str, u64, u64)> {
     let cpu_s = limits.cpu_time_ms.div_ceil(1000);
     let mut list = vec![
         (Resource::RLIMIT_CORE, "core", 0, 0),
@@ -34,7 +38,11 @@ pub fn set_rlimits(limits: &JobLimits, memory_backstop: bool) -> Result<(), Jail
         let as_bytes = limits.memory_bytes.saturating_add(limits.swap_bytes);
         list.push((Resource::RLIMIT_AS, "as", as_bytes, as_bytes));
     }
-    for (res, name, soft, hard) in list {
+    list
+}
+
+pub fn set_rlimits(limits: &JobLimits, memory_backstop: bool) -> Result<(), JailError> {
+    for (res, name, soft, hard) in rlimits(limits, memory_backstop) {
         setrlimit(res, soft, hard).map_err(|errno| JailError::Rlimit {
             resource: name,
             errno,

@@ -11,7 +11,7 @@ use crate::sys::{MOUNT_ATTR_NODEV, MOUNT_ATTR_NOEXEC, MOUNT_ATTR_NOSUID, MOUNT_A
 use crate::{proc_mask, userns_limits};
 use nix::errno::Errno;
 use nix::mount::{mount, umount2, MntFlags, MsFlags};
-use prims_protocol::jail::JobSpec;
+use prims_protocol::jail::{ForkRole, JobSpec, TEMPLATE_CHILD_UIDS};
 use std::ffi::CString;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
@@ -66,7 +66,7 @@ fn file_type(fd: &OwnedFd) -> Result<libc::mode_t, Errno> {
     Ok(st.st_mode & libc::S_IFMT)
 }
 
-fn open_dir(path: &Path) -> Result<OwnedFd, JailError> {
+pub(crate) fn open_dir(path: &Path) -> Result<OwnedFd, JailError> {
     open_path(path, libc::O_DIRECTORY).map_err(|errno| match errno {
         Errno::ENOTDIR | Errno::ELOOP => JailError::NotADirectory {
             path: path.to_path_buf(),
@@ -124,18 +124,7 @@ pub fn open_sources(spec: &JobSpec) -> Result<Sources, JailError> {
     }
     let venv = open_dir(&spec.venv)?;
     let workspace = open_dir(&spec.workspace)?;
-    let mounts_path = spec.workspace.join("mounts");
-    let mounts_dir = match open_path(&mounts_path, 0) {
-        Err(Errno::ENOENT) => None,
-        Err(errno) => {
-            return Err(JailError::OpenSource {
-                path: mounts_path,
-                errno,
-            })
-        }
-        Ok(fd) if file_type(&fd) == Ok(libc::S_IFDIR) => Some(fd),
-        Ok(_) => return Err(JailError::NotADirectory { path: mounts_path }),
-    };
+    let mounts_dir = open_mounts_dir(&spec.workspace.join("mounts"))?;
     let mut devs = Vec::new();
     for name in DEV_NODES {
         let p = Path::new("/dev").join(name);
@@ -150,6 +139,21 @@ pub fn open_sources(spec: &JobSpec) -> Result<Sources, JailError> {
         mounts_dir,
         devs,
     })
+}
+
+/// The workspace's `mounts/`, if it is there: a directory, never a link.
+pub(crate) fn open_mounts_dir(mounts_path: &Path) -> Result<Option<OwnedFd>, JailError> {
+    match open_path(mounts_path, 0) {
+        Err(Errno::ENOENT) => Ok(None),
+        Err(errno) => Err(JailError::OpenSource {
+            path: mounts_path.to_path_buf(),
+            errno,
+        }),
+        Ok(fd) if file_type(&fd) == Ok(libc::S_IFDIR) => Ok(Some(fd)),
+        Ok(_) => Err(JailError::NotADirectory {
+            path: mounts_path.to_path_buf(),
+        }),
+    }
 }
 
 fn fd_path(fd: &OwnedFd) -> String {
@@ -226,19 +230,32 @@ pub fn build(spec: &JobSpec, src: Sources) -> Result<(), JailError> {
 
     let tmp = in_root(Path::new("/tmp"));
     mkdir_p(&tmp)?;
+    mount_tmp(&tmp, spec)?;
+
+    build_dev(root, &src.devs)?;
+    if let ForkRole::Template {
+        children_uid_count, ..
+    } = spec.fork
+    {
+        let keeper = TEMPLATE_CHILD_UIDS + children_uid_count.saturating_sub(1);
+        build_template_proc(root, keeper)?;
+    } else {
+        build_proc(root)?;
+    }
+    if !etc_is_bound {
+        build_etc(root)?;
+    }
+    pivot(root)
+}
+
+/// The job's size-limited `/tmp` at `target`.
+pub(crate) fn mount_tmp(target: &Path, spec: &JobSpec) -> Result<(), JailError> {
     let opts = format!(
         "mode=1777,size={},nr_inodes={}",
         spec.limits.tmp_size_bytes,
         tmp_inodes(spec.limits.tmp_size_bytes)
     );
-    tmpfs(&tmp, nosuid_nodev, &opts)?;
-
-    build_dev(root, &src.devs)?;
-    build_proc(root)?;
-    if !etc_is_bound {
-        build_etc(root)?;
-    }
-    pivot(root)
+    tmpfs(target, MsFlags::MS_NOSUID | MsFlags::MS_NODEV, &opts)
 }
 
 /// One inode per 4 KiB of space, so a million empty files hit ENOSPC early.
@@ -278,16 +295,22 @@ fn build_dev(root: &Path, devs: &[(&'static str, OwnedFd)]) -> Result<(), JailEr
 fn build_proc(root: &Path) -> Result<(), JailError> {
     let proc_dir = root.join("proc");
     mkdir_p(&proc_dir)?;
+    mount_proc(&proc_dir, root)
+}
+
+/// A fresh procfs at `proc_dir`, with the jail's limits set through it and
+/// its host-revealing parts masked; `scratch` is a writable directory.
+pub(crate) fn mount_proc(proc_dir: &Path, scratch: &Path) -> Result<(), JailError> {
     mount(
         Some("proc"),
-        &proc_dir,
+        proc_dir,
         Some("proc"),
         MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
         None::<&str>,
     )
     .map_err(JailError::MountProc)?;
     // Through the jail's own proc, before /proc/sys turns read-only below.
-    userns_limits::apply(&proc_dir)?;
+    userns_limits::apply(proc_dir)?;
     for name in PROC_READ_ONLY {
         let p = proc_dir.join(name);
         if p.symlink_metadata().is_err() {
@@ -296,7 +319,43 @@ fn build_proc(root: &Path) -> Result<(), JailError> {
         bind(&p.display().to_string(), &p, true)?;
         set_attr(&p, RO | MOUNT_ATTR_NOEXEC, true)?;
     }
-    proc_mask::apply(root, &proc_dir)
+    proc_mask::apply(scratch, proc_dir)
+}
+
+/// Where a template's procfs goes: the host's (a template has no pid
+/// namespace of its own), bound whole, since a child's init may mount a
+/// procfs of its own only where one is fully visible already. It sits in
+/// [`TEMPLATE_PROC_DIR`], mode 0 and owned by the last id of the
+/// children's range, which the supervisor gives no session (it runs
+/// environment builds, which never see this root): neither the template
+/// nor any child can look inside.
+pub const TEMPLATE_PROC: &str = "/.t/proc";
+pub const TEMPLATE_PROC_DIR: &str = "/.t";
+
+fn build_template_proc(root: &Path, keeper: u32) -> Result<(), JailError> {
+    mkdir_p(&root.join("proc"))?;
+    let proc_dir = in_root(Path::new(TEMPLATE_PROC));
+    mkdir_p(&proc_dir)?;
+    bind("/proc", &proc_dir, true)?;
+    userns_limits::apply(&proc_dir)?;
+    let dir = in_root(Path::new(TEMPLATE_PROC_DIR));
+    let id = |errno| JailError::WriteFile {
+        path: TEMPLATE_PROC_DIR.into(),
+        errno,
+    };
+    nix::unistd::chown(
+        &dir,
+        Some(nix::unistd::Uid::from_raw(keeper)),
+        Some(nix::unistd::Gid::from_raw(keeper)),
+    )
+    .map_err(id)?;
+    nix::sys::stat::fchmodat(
+        nix::fcntl::AT_FDCWD,
+        &dir,
+        nix::sys::stat::Mode::empty(),
+        nix::sys::stat::FchmodatFlags::FollowSymlink,
+    )
+    .map_err(id)
 }
 
 fn build_etc(root: &Path) -> Result<(), JailError> {

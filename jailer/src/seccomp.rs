@@ -107,6 +107,26 @@ pub fn build(rules: &SeccompRules) -> Result<Filters, JailError> {
 }
 
 impl Filters {
+    /// Each program as the kernel reads it (`struct sock_filter`, native
+    /// byte order), for a process that installs them itself.
+    pub fn programs(&self) -> Vec<Vec<u8>> {
+        self.0
+            .iter()
+            .map(|prog| {
+                prog.iter()
+                    .flat_map(|i| {
+                        let mut b = Vec::with_capacity(8);
+                        b.extend_from_slice(&i.code.to_ne_bytes());
+                        b.push(i.jt);
+                        b.push(i.jf);
+                        b.extend_from_slice(&i.k.to_ne_bytes());
+                        b
+                    })
+                    .collect()
+            })
+            .collect()
+    }
+
     /// Install every filter on the calling thread. no_new_privs must be set.
     pub fn apply(&self) -> Result<(), JailError> {
         for prog in &self.0 {

@@ -183,3 +183,66 @@ pub fn wait_pidfd(pidfd: BorrowedFd<'_>) -> Result<(i32, i32), Errno> {
     let status = unsafe { info.si_status() };
     Ok((info.si_code, status))
 }
+
+const OPEN_TREE_CLONE: libc::c_uint = 1;
+const MOVE_MOUNT_F_EMPTY_PATH: libc::c_uint = 0x4;
+const MOVE_MOUNT_T_EMPTY_PATH: libc::c_uint = 0x40;
+
+/// A detached copy of the mount at `dir` (an `O_PATH` fd), which a process
+/// in another mount namespace can attach with [`move_mount_to`].
+pub fn open_tree_clone(dir: BorrowedFd<'_>) -> Result<OwnedFd, Errno> {
+    let flags =
+        OPEN_TREE_CLONE | libc::O_CLOEXEC as libc::c_uint | libc::AT_EMPTY_PATH as libc::c_uint;
+    // SAFETY: dir is a valid fd and the path is an empty NUL-terminated string.
+    let fd =
+        check(unsafe { libc::syscall(libc::SYS_open_tree, dir.as_raw_fd(), c"".as_ptr(), flags) })?;
+    // SAFETY: the kernel returned a new fd that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}
+
+/// Set attributes on the detached (or attached) mount behind `tree`.
+pub fn mount_setattr_fd(tree: BorrowedFd<'_>, set: u64) -> Result<(), Errno> {
+    let attr = MountAttr {
+        attr_set: set,
+        attr_clr: 0,
+        propagation: 0,
+        userns_fd: 0,
+    };
+    // SAFETY: tree is a valid fd, the path is empty and attr is a valid mount_attr.
+    check(unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            tree.as_raw_fd(),
+            c"".as_ptr(),
+            libc::AT_EMPTY_PATH as libc::c_uint,
+            &attr as *const MountAttr,
+            std::mem::size_of::<MountAttr>(),
+        )
+    })
+    .map(|_| ())
+}
+
+/// Attach the detached mount `tree` over the directory `target` (an
+/// `O_PATH` fd, so no path is resolved here).
+pub fn move_mount_to(tree: BorrowedFd<'_>, target: BorrowedFd<'_>) -> Result<(), Errno> {
+    // SAFETY: both fds are valid and both paths are empty NUL-terminated strings.
+    check(unsafe {
+        libc::syscall(
+            libc::SYS_move_mount,
+            tree.as_raw_fd(),
+            c"".as_ptr(),
+            target.as_raw_fd(),
+            c"".as_ptr(),
+            MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH,
+        )
+    })
+    .map(|_| ())
+}
+
+/// `pidfd_open(pid, 0)`.
+pub fn pidfd_open(pid: libc::pid_t) -> Result<OwnedFd, Errno> {
+    // SAFETY: pidfd_open takes plain integers.
+    let fd = check(unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0u32) })?;
+    // SAFETY: the kernel returned a new fd that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}

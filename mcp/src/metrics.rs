@@ -138,6 +138,21 @@ impl Metrics {
                     s.pool_memory_bytes,
                 ),
                 (
+                    "prims_templates_up",
+                    "Fork templates up, one per environment in use.",
+                    s.templates_up,
+                ),
+                (
+                    "prims_interpreter_starts_forked",
+                    "Interpreters forked from a template since the supervisor started.",
+                    s.starts_forked,
+                ),
+                (
+                    "prims_interpreter_starts_cold",
+                    "Interpreters started cold (templates off, not up, or a fork that failed).",
+                    s.starts_cold,
+                ),
+                (
                     "prims_tasks_working",
                     "run_code tasks whose run is still going.",
                     s.tasks_working,

@@ -348,6 +348,18 @@ pub struct Interpreters {
     /// How long saving an interpreter's globals at a stop may take (it
     /// runs the objects' own pickling code); past it they are lost.
     pub save_timeout: HumanDuration,
+    /// Fork new interpreters from a per-environment template that imported
+    /// `python.prewarm_imports` once (see the architecture guide's "Fork
+    /// templates"); off, every interpreter starts cold.
+    pub fork_templates: bool,
+    /// Templates kept at once, one per environment; past it, the least
+    /// recently used is replaced.
+    pub max_templates: u32,
+    /// Memory (and swap) limit of one template's cgroup.
+    pub template_memory: ByteSize,
+    /// A template older than this is replaced by a fresh one (which also
+    /// re-randomizes the address layout its children share).
+    pub template_max_age: HumanDuration,
 }
 
 impl Default for Interpreters {
@@ -359,6 +371,10 @@ impl Default for Interpreters {
             pool_size: 2,
             interrupt_grace: HumanDuration::secs(2),
             save_timeout: HumanDuration::secs(10),
+            fork_templates: false,
+            max_templates: 4,
+            template_memory: ByteSize(1 << 30),
+            template_max_age: HumanDuration::secs(3600),
         }
     }
 }

@@ -446,4 +446,25 @@ fn interpreters(p: &Policy, f: &mut Findings) {
             format!("{s} is out of range (at least 100ms, at most {MAX_SAVE_TIMEOUT})"),
         );
     }
+    if i.max_templates == 0 || i.max_templates > MAX_POOL_SIZE {
+        f.add(
+            KeyPath::new(&["interpreters", "max_templates"]),
+            format!(
+                "{} is out of range (at least 1, at most {MAX_POOL_SIZE})",
+                i.max_templates
+            ),
+        );
+    }
+    if i.template_memory.0 < 64 << 20 {
+        f.add(
+            KeyPath::new(&["interpreters", "template_memory"]),
+            format!("{} is too small (at least 64MiB)", i.template_memory),
+        );
+    }
+    if i.template_max_age.0 < Duration::from_secs(60) {
+        f.add(
+            KeyPath::new(&["interpreters", "template_max_age"]),
+            format!("{} is too short (at least 1m)", i.template_max_age),
+        );
+    }
 }

@@ -415,6 +415,14 @@ pub struct Stats {
     pub pool_ready: u64,
     #[serde(default)]
     pub pool_memory_bytes: u64,
+    /// Fork templates up, and interpreters started by forking one or cold
+    /// since the supervisor started.
+    #[serde(default)]
+    pub templates_up: u64,
+    #[serde(default)]
+    pub starts_forked: u64,
+    #[serde(default)]
+    pub starts_cold: u64,
     /// Connections the egress proxy let through, and refused or cut.
     #[serde(default)]
     pub egress_allowed: u64,

@@ -28,6 +28,8 @@ pub struct Script {
     pub workspace: Option<PathBuf>,
     /// Run it as the one cell of a live interpreter.
     pub live: bool,
+    /// That interpreter forked from a fork template, never cold.
+    pub forked: bool,
 }
 
 /// A finished script run. A temporary workspace lives as long as this.
@@ -97,7 +99,7 @@ pub fn run_script(
     };
     let name = jails.names.script();
     let result = if script.live {
-        live::run(policy, &jails, name, job, sink)?
+        live::run(policy, &jails, name, job, script.forked, sink)?
     } else {
         jails.run_python(policy, &name, job, sink, &Cancel::default())?
     };

@@ -84,7 +84,10 @@ impl Setup {
     fn spawn(&self, code: &str, job: &str) -> (Spawned, UnixStream) {
         let spec = self.files.spec(code, self.jails.cgroup(job), WALL_MS);
         let (ours, theirs) = UnixStream::pair().expect("socketpair");
-        let jail = self.jails.spawn(&spec, theirs.into(), None).expect("spawn");
+        let jail = self
+            .jails
+            .spawn(&spec, theirs.into(), None, None)
+            .expect("spawn");
         (jail, ours)
     }
 
@@ -236,7 +239,10 @@ fn a_jail_that_cannot_be_built_closes_the_channel_and_says_why() {
     let mut spec = s.files.spec(ECHO_PY, s.jails.cgroup(&job), WALL_MS);
     spec.workspace = "/nonexistent/prims-workspace".into();
     let (mut ours, theirs) = UnixStream::pair().unwrap();
-    let mut jail = s.jails.spawn(&spec, theirs.into(), None).expect("spawn");
+    let mut jail = s
+        .jails
+        .spawn(&spec, theirs.into(), None, None)
+        .expect("spawn");
     let mut got = Vec::new();
     ours.read_to_end(&mut got).unwrap();
     assert!(got.is_empty(), "{got:?}");

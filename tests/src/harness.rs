@@ -93,7 +93,16 @@ pub const LIVE_ENV: &str = "PRIMS_TEST_LIVE";
 
 /// Jobs run against live interpreters ([`LIVE_ENV`]).
 pub fn live_mode() -> bool {
-    std::env::var_os(LIVE_ENV).is_some_and(|v| v == "1")
+    std::env::var_os(LIVE_ENV).is_some_and(|v| v == "1") || forked_mode()
+}
+
+/// Set to `1`, every [`Job`] runs with `--live --forked`: its script is the
+/// one cell of an interpreter forked from a fork template.
+pub const FORKED_ENV: &str = "PRIMS_TEST_FORKED";
+
+/// Jobs run in interpreters forked from a template ([`FORKED_ENV`]).
+pub fn forked_mode() -> bool {
+    std::env::var_os(FORKED_ENV).is_some_and(|v| v == "1")
 }
 
 /// A policy with just a wall time, plus `extra` appended verbatim.
@@ -199,6 +208,9 @@ impl Job {
         }
         if self.live || live_mode() {
             cmd.arg("--live");
+        }
+        if forked_mode() {
+            cmd.arg("--forked");
         }
         if let Some(p) = &self.policy {
             let pf = dir.path().join("policy.toml");

@@ -73,6 +73,7 @@ impl Default for SpecBuilder {
             venv_writable: false,
             proxy_port: 0,
             cpu_idle: false,
+            fork: Default::default(),
         })
     }
 }

@@ -193,3 +193,55 @@ pub fn wait_for_file(dir: &std::path::Path, name: &str) {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// Writes and lists where a jail might be able to, and prints what
+/// confines it: the same text for a pooled and a cold interpreter. Only
+/// the workspace, `/tmp` and the harmless devices take writes; the
+/// read-only mounts answer EROFS; `/proc/self/comm`, which the mount and
+/// the file's owner would allow, is Landlock's EACCES, as is listing the
+/// root (where other workspaces would be, were they there).
+pub const CONFINEMENT: &str = r#"import errno, os
+def attempt(path):
+    try:
+        with open(path, 'w') as f:
+            f.write('x')
+        return 'ok'
+    except OSError as e:
+        return errno.errorcode[e.errno]
+for p in ('/workspace/w.txt', '/tmp/t.txt', '/x.txt', '/usr/x.txt', '/venv/x.txt',
+          '/etc/x.txt', '/etc/passwd', '/dev/zero', '/dev/null', '/proc/self/comm'):
+    print(p, attempt(p))
+def listing(path):
+    try:
+        return sorted(os.listdir(path))
+    except OSError as e:
+        return errno.errorcode[e.errno]
+for p in ('/', '/workspace/..', '/workspace', '/tmp'):
+    print(p, listing(p))
+for line in open('/proc/self/status'):
+    k, _, v = line.partition(':')
+    if k in ('NoNewPrivs', 'Seccomp', 'CapInh', 'CapPrm', 'CapEff', 'CapBnd', 'CapAmb'):
+        print(k, v.strip())
+"#;
+
+pub const CONFINED: &str = "/workspace/w.txt ok\n\
+/tmp/t.txt ok\n\
+/x.txt EROFS\n\
+/usr/x.txt EROFS\n\
+/venv/x.txt EROFS\n\
+/etc/x.txt EROFS\n\
+/etc/passwd EROFS\n\
+/dev/zero ok\n\
+/dev/null ok\n\
+/proc/self/comm EACCES\n\
+/ EACCES\n\
+/workspace/.. EACCES\n\
+/workspace ['.prims', 'mounts', 'output', 'w.txt']\n\
+/tmp ['t.txt']\n\
+CapInh 0000000000000000\n\
+CapPrm 0000000000000000\n\
+CapEff 0000000000000000\n\
+CapBnd 0000000000000000\n\
+CapAmb 0000000000000000\n\
+NoNewPrivs 1\n\
+Seccomp 2\n";

@@ -79,6 +79,7 @@ fn spawn_to_the_end(code: &str) -> Ended {
             &files.spec(code, no_cgroup("chan"), WALL_MS),
             theirs.into(),
             None,
+            None,
         )
         .expect("spawn");
     let mut stdout = String::new();
@@ -203,6 +204,7 @@ fn the_jailer_and_the_init_keep_no_copy_of_the_channel() {
         .spawn(
             &files.spec(code, no_cgroup("chan"), WALL_MS),
             theirs.into(),
+            None,
             None,
         )
         .expect("spawn");

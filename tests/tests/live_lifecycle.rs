@@ -123,58 +123,6 @@ async fn live_lifecycle_past_max_live_per_tenant_only_that_tenant_yields() {
     assert_eq!(in_x.interpreter.result.as_deref(), Some("'x'"));
 }
 
-/// Writes and lists where a jail might be able to, and prints what
-/// confines it: the same text for a pooled and a cold interpreter. Only
-/// the workspace, `/tmp` and the harmless devices take writes; the
-/// read-only mounts answer EROFS; `/proc/self/comm`, which the mount and
-/// the file's owner would allow, is Landlock's EACCES, as is listing the
-/// root (where other workspaces would be, were they there).
-const CONFINEMENT: &str = r#"import errno, os
-def attempt(path):
-    try:
-        with open(path, 'w') as f:
-            f.write('x')
-        return 'ok'
-    except OSError as e:
-        return errno.errorcode[e.errno]
-for p in ('/workspace/w.txt', '/tmp/t.txt', '/x.txt', '/usr/x.txt', '/venv/x.txt',
-          '/etc/x.txt', '/etc/passwd', '/dev/zero', '/dev/null', '/proc/self/comm'):
-    print(p, attempt(p))
-def listing(path):
-    try:
-        return sorted(os.listdir(path))
-    except OSError as e:
-        return errno.errorcode[e.errno]
-for p in ('/', '/workspace/..', '/workspace', '/tmp'):
-    print(p, listing(p))
-for line in open('/proc/self/status'):
-    k, _, v = line.partition(':')
-    if k in ('NoNewPrivs', 'Seccomp', 'CapInh', 'CapPrm', 'CapEff', 'CapBnd', 'CapAmb'):
-        print(k, v.strip())
-"#;
-
-const CONFINED: &str = "/workspace/w.txt ok\n\
-/tmp/t.txt ok\n\
-/x.txt EROFS\n\
-/usr/x.txt EROFS\n\
-/venv/x.txt EROFS\n\
-/etc/x.txt EROFS\n\
-/etc/passwd EROFS\n\
-/dev/zero ok\n\
-/dev/null ok\n\
-/proc/self/comm EACCES\n\
-/ EACCES\n\
-/workspace/.. EACCES\n\
-/workspace ['.prims', 'mounts', 'output', 'w.txt']\n\
-/tmp ['t.txt']\n\
-CapInh 0000000000000000\n\
-CapPrm 0000000000000000\n\
-CapEff 0000000000000000\n\
-CapBnd 0000000000000000\n\
-CapAmb 0000000000000000\n\
-NoNewPrivs 1\n\
-Seccomp 2\n";
-
 #[tokio::test(flavor = "multi_thread")]
 async fn live_lifecycle_a_pool_claim_is_warm_clean_and_confined() {
     let d = Daemon::start_with_python(

@@ -45,6 +45,7 @@ pub fn spec() -> JobSpec {
         venv_writable: false,
         proxy_port: 0,
         cpu_idle: false,
+        fork: Default::default(),
     }
 }
 

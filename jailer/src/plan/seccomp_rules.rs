@@ -16,9 +16,11 @@
 //!
 //!   A call denied by name is denied outright: an `extra_deny` entry beats
 //!   an argument pattern for the same call.
+//! - A fork template may `unshare` and `setns`: its children build their
+//!   jails from it.
 
 use crate::error::JailError;
-use prims_protocol::jail::JobSpec;
+use prims_protocol::jail::{ForkRole, JobSpec};
 use std::collections::BTreeMap;
 
 const CLONE_NEW_FLAGS: [u64; 7] = [
@@ -93,9 +95,13 @@ fn deny_when(eperm: &mut BTreeMap<i64, When>, nr: i64, when: When) {
 
 pub fn seccomp_rules(spec: &JobSpec) -> Result<SeccompRules, JailError> {
     let mut eperm = BTreeMap::new();
+    // A template's child unshares its own namespaces and joins its init's
+    // pid namespace, before it installs the full filter on top of this one.
+    let template = matches!(spec.fork, ForkRole::Template { .. });
     for name in prims_syscalls::ALWAYS_DENIED
         .iter()
         .copied()
+        .filter(|n| !(template && matches!(*n, "unshare" | "setns")))
         .chain(spec.seccomp_extra_deny.iter().map(String::as_str))
     {
         eperm.insert(nr(name)?, When::Always);

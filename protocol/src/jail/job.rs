@@ -54,7 +54,35 @@ pub struct JobSpec {
     /// when it hands the interpreter out. No effect without a cgroup.
     #[serde(default)]
     pub cpu_idle: bool,
+    /// Whether this job is a fork template, a child forked from one, or
+    /// neither (a cold jail).
+    #[serde(default)]
+    pub fork: ForkRole,
 }
+
+/// A job's part in fork templates (see the architecture guide's "Fork
+/// templates").
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum ForkRole {
+    /// A cold jail.
+    #[default]
+    None,
+    /// A template: its user namespace also maps the host uids
+    /// `[children_uid_base, +children_uid_count)` (at jail uids from
+    /// [`TEMPLATE_CHILD_UIDS`]), so a child's namespace can map one of them.
+    Template {
+        children_uid_base: u32,
+        children_uid_count: u32,
+    },
+    /// A child forked from the template whose python has host pid
+    /// `template_python`: the jailer adopts it (`--adopt-fd`) rather than
+    /// starting python.
+    Child { template_python: u32 },
+}
+
+/// Where a template's user namespace maps the children's host uid range.
+pub const TEMPLATE_CHILD_UIDS: u32 = 100_000;
 
 /// A host directory bound at `target` inside the jail.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]

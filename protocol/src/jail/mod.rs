@@ -5,7 +5,10 @@
 mod job;
 mod outcome;
 
-pub use job::{Bind, CgroupBackend, CgroupSpec, JobLimits, JobSpec, LimitRequest, NetworkMode};
+pub use job::{
+    Bind, CgroupBackend, CgroupSpec, ForkRole, JobLimits, JobSpec, LimitRequest, NetworkMode,
+    TEMPLATE_CHILD_UIDS,
+};
 pub use outcome::{Enforced, Enforcement, Outcome, SetupError, Status};
 
 /// Largest job spec a jailer accepts: the code is capped far below this.

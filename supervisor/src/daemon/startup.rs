@@ -102,6 +102,7 @@ pub async fn start(cfg: DaemonConfig, shutdown: CancellationToken) -> Result<(),
     let sessions = SessionStore::open(&cfg.state_dir, &SessionPolicy::from(&policy))
         .map_err(|e| StartError::Sessions(e.to_string()))?
         .with_node(cfg.node);
+    let sessions = Arc::new(sessions);
     let audit = Arc::new(Audit::new(&cfg.state_dir));
     let envs = Envs::new(
         EnvConfig {
@@ -119,12 +120,17 @@ pub async fn start(cfg: DaemonConfig, shutdown: CancellationToken) -> Result<(),
     let envs = Arc::new(envs);
     envs.spawn_base_build();
     let concurrency = policy.max_concurrent_runs();
-    let interpreters = Arc::new(Interpreters::new(jails, cfg.egress.clone(), interpreter));
+    let interpreters = Arc::new(Interpreters::new(
+        jails,
+        cfg.egress.clone(),
+        interpreter,
+        sessions.clone(),
+    ));
     let task_limits = crate::tasks::TaskLimits::from(&policy.tasks);
     let daemon = Arc::new(Daemon {
         scheduler: Scheduler::new(concurrency, policy.limits.max_queued_runs),
         policy: RwLock::new(Arc::new(policy)),
-        sessions: Arc::new(sessions),
+        sessions,
         envs,
         interpreters: interpreters.clone(),
         audit,

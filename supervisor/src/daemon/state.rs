@@ -80,6 +80,7 @@ impl Daemon {
     pub(super) fn stats(&self) -> Stats {
         let env = self.envs.stats();
         let live = self.interpreters.stats();
+        let templates = self.interpreters.template_stats();
         let (tasks_working, tasks_kept) = self.tasks.counts();
         Stats {
             draining: self.draining.load(std::sync::atomic::Ordering::Relaxed),
@@ -95,6 +96,9 @@ impl Daemon {
             interpreters_memory_bytes: live.memory_bytes,
             pool_ready: live.pool_ready,
             pool_memory_bytes: live.pool_memory_bytes,
+            templates_up: templates.up,
+            starts_forked: templates.forked_starts,
+            starts_cold: templates.cold_starts,
             sessions: self.sessions.len() as u64,
             runs_active: self.scheduler.active(),
             runs_queued: self.scheduler.queued(),

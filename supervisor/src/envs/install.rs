@@ -68,6 +68,7 @@ fn base_spec(job: &BuildJob, vol: &BuildVolume, cgroup_job: &str) -> JobSpec {
         venv_writable: true,
         proxy_port: 0,
         cpu_idle: false,
+        fork: Default::default(),
     }
 }
 

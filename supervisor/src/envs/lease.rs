@@ -34,3 +34,19 @@ impl Drop for EnvLease {
         }
     }
 }
+
+impl EnvLease {
+    /// A second lease on the same environment, released on its own.
+    pub fn share(&self) -> EnvLease {
+        let mut index = self.index.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(e) = index.entries.get_mut(&self.key) {
+            e.leases += 1;
+        }
+        EnvLease {
+            dir: self.dir.clone(),
+            key: self.key.clone(),
+            built: false,
+            index: self.index.clone(),
+        }
+    }
+}

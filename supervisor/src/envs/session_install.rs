@@ -199,6 +199,7 @@ impl Core {
             venv_writable: false,
             proxy_port: crate::egress::JAIL_PORT,
             cpu_idle: false,
+            fork: Default::default(),
         }
     }
 }

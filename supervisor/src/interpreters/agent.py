@@ -271,18 +271,7 @@ def _session_pickler(pickle):
 
 class Agent:
     def __init__(self):
-        self.channel = _high_fd(CHANNEL_FD)
-        os.close(CHANNEL_FD)
-        st = os.fstat(self.channel)
-        self.channel_id = (st.st_dev, st.st_ino)
-        self.saved = {}
-        for fd in (0, 1, 2):
-            try:
-                self.saved[fd] = _high_fd(fd)
-            except OSError:
-                pass
-        self.out = self.saved.get(1, 1)
-        self.err = self.saved.get(2, 2)
+        self.take_fds()
         os.register_at_fork(after_in_child=self._forget_in_child)
         self.user_sigint = signal.default_int_handler
         self.cells = 0
@@ -296,6 +285,21 @@ class Agent:
         self.notebook = None
         # Names in the globals that are IPython's, not the user's state.
         self.hidden = set()
+
+    def take_fds(self):
+        """The channel on fd 3 and copies of stdio, clear of user code's fds."""
+        self.channel = _high_fd(CHANNEL_FD)
+        os.close(CHANNEL_FD)
+        st = os.fstat(self.channel)
+        self.channel_id = (st.st_dev, st.st_ino)
+        self.saved = {}
+        for fd in (0, 1, 2):
+            try:
+                self.saved[fd] = _high_fd(fd)
+            except OSError:
+                pass
+        self.out = self.saved.get(1, 1)
+        self.err = self.saved.get(2, 2)
 
     def import_own(self):
         """What the agent imports for itself, bound before any user code
@@ -759,23 +763,31 @@ def _error(message):
 def main():
     signal.pthread_sigmask(signal.SIG_BLOCK, _SIGINT)
     signal.signal(signal.SIGINT, _agent_sigint)
+    template = os.environ.pop(TEMPLATE_ENV, None) is not None
+    sys_ = _Sys() if template else None
     agent = Agent()
     # Before the imports, so whatever they capture as __main__ is the user's.
     agent.install_main()
     agent.notebook, notebook_error = _load_notebook(agent)
     imported, failed, import_ms = agent.prewarm()
     version = "%d.%d.%d" % sys.version_info[:3]
-    agent.send(
-        {
-            "op": "ready",
-            "python": version,
-            "imported": imported,
-            "failed": failed,
-            "import_ms": import_ms,
-            "notebook": _name(agent.notebook.version) if agent.notebook else None,
-            "notebook_error": _name(notebook_error) if notebook_error else None,
-        }
-    )
+    ready = {
+        "op": "ready",
+        "python": version,
+        "imported": imported,
+        "failed": failed,
+        "import_ms": import_ms,
+        "notebook": _name(agent.notebook.version) if agent.notebook else None,
+        "notebook_error": _name(notebook_error) if notebook_error else None,
+    }
+    if template:
+        # Returns in a forked child only, confined, its stdio and channel
+        # on fds 0-3.
+        _serve_forks(agent, ready, sys_)
+        agent.take_fds()
+        # The template logged its own failures once.
+        ready["import_ms"], ready["failed"] = 0, []
+    agent.send(ready)
     # While the supervisor readies the first cell.
     agent.import_own()
     agent.serve()

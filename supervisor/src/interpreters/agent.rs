@@ -8,11 +8,13 @@
 use std::os::fd::RawFd;
 
 /// The agent's program text, for `python -I -u -c`: the agent, its
-/// notebook half, and the call that starts it.
+/// notebook half, its fork-template half, and the call that starts it.
 pub(crate) const AGENT_SOURCE: &str = concat!(
     include_str!("agent.py"),
     "\n",
     include_str!("notebook.py"),
+    "\n",
+    include_str!("fork.py"),
     "\nmain()\n"
 );
 
@@ -22,6 +24,10 @@ pub(crate) const CHANNEL_FD: RawFd = 3;
 
 /// The agent's exit code when the code closed or replaced its channel.
 pub(crate) const CHANNEL_LOST_EXIT: i32 = 118;
+
+/// Set in a fork template's jail: the agent forks children after its
+/// imports instead of running cells (fork.py).
+pub(crate) const TEMPLATE_ENV: &str = "PRIMS_TEMPLATE";
 
 /// Comma-separated modules the agent imports before it reports ready.
 pub(crate) const PREWARM_ENV: &str = "PRIMS_PREWARM";

@@ -11,7 +11,7 @@ use super::live::{Carried, HeldLimits, Live};
 use super::pumps::OutputTx;
 use super::registry::Interpreters;
 use super::slot::{Carry, Slot};
-use super::start::{self, StartError, StartSpec};
+use super::start::{StartError, StartSpec};
 use crate::egress::NetCall;
 use crate::envs::{EnvLease, Envs};
 use crate::sessions::Session;
@@ -176,8 +176,17 @@ impl Interpreters {
             prewarm: Vec::new(),
             kernel,
             warm: false,
+            fork: Default::default(),
         };
-        let mut live = start::start(&self.jails, Some(&self.egress), policy, spec).await?;
+        let templates = self.templates_for(policy);
+        let mut live = super::templates::start(
+            templates.as_ref(),
+            &self.jails,
+            Some(&self.egress),
+            policy,
+            spec,
+        )
+        .await?;
         let carry = std::mem::take(&mut slot.meta().carry);
         let carried = carry_over(&mut live, carry, req.fresh).await;
         slot.meta().kill = Some(live.kill.clone());

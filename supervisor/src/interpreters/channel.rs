@@ -123,6 +123,10 @@ pub(crate) enum ToAgent {
         added: Vec<String>,
         message: String,
     },
+    /// To a fork template: fork a child for the socket this frame carries.
+    Fork {
+        id: u64,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -160,6 +164,10 @@ pub(crate) enum FromAgent {
         id: u64,
         requirements: Vec<String>,
     },
+    /// A fork template forked the child of `fork` frame `id`.
+    Forked {
+        id: u64,
+    },
     Error {
         message: String,
     },
@@ -177,6 +185,7 @@ impl FromAgent {
             FromAgent::Discarded {} => "discarded",
             FromAgent::Synced { .. } => "synced",
             FromAgent::Install { .. } => "install",
+            FromAgent::Forked { .. } => "forked",
             FromAgent::Error { .. } => "error",
         }
     }
@@ -336,6 +345,49 @@ impl AgentWriter {
     }
 }
 
+impl AgentWriter {
+    /// Sends `m` with `fd` attached (`SCM_RIGHTS`), to a fork template.
+    /// The frame is small: what the first `sendmsg` leaves goes as usual.
+    pub(crate) async fn send_with_fd(
+        &mut self,
+        m: &ToAgent,
+        fd: std::os::fd::BorrowedFd<'_>,
+    ) -> Result<(), ChannelError> {
+        use std::os::fd::AsRawFd;
+        let bytes = frame::encode(m).map_err(ChannelError::Frame)?;
+        let stream: &UnixStream = self.0.as_ref();
+        let fds = [fd.as_raw_fd()];
+        let sent = loop {
+            stream.writable().await.map_err(ChannelError::Write)?;
+            let r = stream.try_io(tokio::io::Interest::WRITABLE, || {
+                let iov = [std::io::IoSlice::new(&bytes)];
+                let cmsg = [nix::sys::socket::ControlMessage::ScmRights(&fds)];
+                nix::sys::socket::sendmsg::<()>(
+                    stream.as_raw_fd(),
+                    &iov,
+                    &cmsg,
+                    nix::sys::socket::MsgFlags::MSG_NOSIGNAL,
+                    None,
+                )
+                .map_err(io::Error::from)
+            });
+            match r {
+                Ok(n) => break n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                Err(e) => return Err(ChannelError::Write(e)),
+            }
+        };
+        if sent < bytes.len() {
+            use tokio::io::AsyncWriteExt;
+            self.0
+                .write_all(&bytes[sent..])
+                .await
+                .map_err(ChannelError::Write)?;
+        }
+        Ok(())
+    }
+}
+
 /// One frame body from the agent, parsed and checked.
 pub(crate) fn parse(body: &[u8]) -> Result<FromAgent, ChannelError> {
     let msg: FromAgent = serde_json::from_slice(body)
@@ -395,7 +447,7 @@ fn check(msg: &FromAgent) -> Result<(), String> {
             names("restored.restored", restored)?;
             named("restored.failed", failed)
         }
-        FromAgent::Discarded {} => Ok(()),
+        FromAgent::Discarded {} | FromAgent::Forked { .. } => Ok(()),
         FromAgent::Synced { nonce } => chars("synced.nonce", nonce, NAME_MAX_CHARS),
         FromAgent::Install { requirements, .. } => names("install.requirements", requirements),
         FromAgent::Error { message } => chars("error.message", message, MESSAGE_MAX_CHARS),

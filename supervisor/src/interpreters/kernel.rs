@@ -57,6 +57,14 @@ impl Kernel {
         }
     }
 
+    /// The same layer, with a lease of its own.
+    pub(crate) fn share(&self) -> Kernel {
+        Kernel {
+            site: self.site.clone(),
+            _lease: self._lease.as_ref().map(EnvLease::share),
+        }
+    }
+
     /// Binds the layer (and fontconfig's configuration) into `spec`'s jail.
     pub(crate) fn apply(&self, spec: &mut JobSpec) {
         spec.binds.push(Bind {

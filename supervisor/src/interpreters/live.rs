@@ -46,6 +46,8 @@ pub(crate) struct Live {
     pub cells: u64,
     /// It came from the warm pool.
     pub warm: bool,
+    /// It was forked from a template (not started cold).
+    pub forked: bool,
     pub job: String,
     /// Its jail's listener, served by the egress proxy (allowlist mode).
     pub egress: Option<crate::egress::Attached>,

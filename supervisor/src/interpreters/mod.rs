@@ -32,6 +32,7 @@ mod registry;
 mod settled;
 mod slot;
 pub(crate) mod start;
+pub(crate) mod templates;
 
 #[cfg(test)]
 mod agent_tests;

@@ -29,6 +29,8 @@ pub struct Interpreters {
     pub(super) interpreter: PathBuf,
     slots: Mutex<HashMap<String, Arc<Slot>>>,
     pool: Pool,
+    /// Fork templates, per environment (`interpreters.fork_templates`).
+    pub(super) templates: Arc<super::templates::Templates>,
 }
 
 /// What `Interpreters::stats` reports.
@@ -45,6 +47,7 @@ impl Interpreters {
         jails: Jails,
         egress: Arc<EgressProxy>,
         interpreter: PathBuf,
+        sessions: Arc<crate::sessions::SessionStore>,
     ) -> Interpreters {
         Interpreters {
             jails,
@@ -52,6 +55,9 @@ impl Interpreters {
             interpreter,
             slots: Mutex::default(),
             pool: Pool::default(),
+            templates: Arc::new(super::templates::Templates::new(
+                super::templates::Home::Store(sessions),
+            )),
         }
     }
 
@@ -295,8 +301,17 @@ impl Interpreters {
             prewarm: policy.python.prewarm_imports.clone(),
             kernel,
             warm: true,
+            fork: Default::default(),
         };
-        match start::start(&self.jails, Some(&self.egress), policy, spec).await {
+        let templates = self.templates_for(policy);
+        let started = super::templates::start(
+            templates.as_ref(),
+            &self.jails,
+            Some(&self.egress),
+            policy,
+            spec,
+        );
+        match started.await {
             Ok(live) => Ok(Warm { spare, live }),
             Err(e) => {
                 let store = sessions.clone();
@@ -304,6 +319,24 @@ impl Interpreters {
                 Err(e.to_string())
             }
         }
+    }
+}
+
+impl Interpreters {
+    /// The templates a start may fork from, if the policy wants them.
+    pub(super) fn templates_for(
+        &self,
+        policy: &Policy,
+    ) -> Option<Arc<super::templates::Templates>> {
+        policy
+            .interpreters
+            .fork_templates
+            .then(|| self.templates.clone())
+    }
+
+    /// Fork templates up, and starts by path.
+    pub(crate) fn template_stats(&self) -> super::templates::TemplateStats {
+        self.templates.stats()
     }
 }
 

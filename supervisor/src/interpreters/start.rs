@@ -1,7 +1,7 @@
 //! Starting an interpreter: the jail of a session's workspace running the
 //! agent, up to the agent's `ready`.
 
-use super::agent::{AGENT_SOURCE, PREWARM_ENV, SESSION_SITE, SITE_ENV};
+use super::agent::{AGENT_SOURCE, PREWARM_ENV, SESSION_SITE, SITE_ENV, TEMPLATE_ENV};
 use super::channel::{self, ChannelError, FromAgent, Incoming, Named};
 use super::enforced::enforced;
 use super::kernel::Kernel;
@@ -14,7 +14,7 @@ use crate::job::{Jails, PythonJob, PythonProcess, Spawned, Stream};
 use prims_cgroup::{CpuPriority, JobCgroup};
 use prims_policy::Policy;
 use prims_protocol::jail::{
-    CgroupBackend, JobSpec, LimitRequest, NetworkMode, Outcome, SetupError,
+    CgroupBackend, ForkRole, JobSpec, LimitRequest, NetworkMode, Outcome, SetupError,
 };
 use std::os::fd::OwnedFd;
 use std::path::PathBuf;
@@ -31,6 +31,15 @@ const SETUP_REPORT_WAIT: Duration = Duration::from_secs(5);
 /// An interpreter's jail ends after this long whatever happens; the
 /// supervisor enforces each call's own limits.
 const LIFETIME_MS: u64 = 24 * 3600 * 1000;
+/// The thread-pool sizes of numpy's BLAS builds and their kin.
+const BLAS_THREADS: [&str; 4] = [
+    "OPENBLAS_NUM_THREADS",
+    "OMP_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "NUMEXPR_NUM_THREADS",
+];
+/// A template's jail outlives its python by its last child's lifetime.
+const TEMPLATE_LIFETIME_MS: u64 = 3 * LIFETIME_MS;
 
 /// Where and how to start one interpreter.
 pub(crate) struct StartSpec {
@@ -51,6 +60,8 @@ pub(crate) struct StartSpec {
     /// The kernel layer, if there is one: cells then run through IPython.
     pub kernel: Option<Kernel>,
     pub warm: bool,
+    /// A template itself, or a cold jail.
+    pub fork: ForkRole,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -68,8 +79,9 @@ pub(crate) enum StartError {
     Setup(SetupError),
 }
 
-/// Starts an interpreter and waits for its agent's `ready`. Prewarm
-/// imports that fail are logged; the interpreter still serves.
+/// Starts an interpreter cold and waits for its agent's `ready`. Prewarm
+/// imports that fail are logged; the interpreter still serves. (A start
+/// that may fork from a template goes through `templates::start`.)
 pub(crate) async fn start(
     jails: &Jails,
     egress: Option<&Arc<EgressProxy>>,
@@ -78,38 +90,118 @@ pub(crate) async fn start(
 ) -> Result<Live, StartError> {
     let t0 = Instant::now();
     let spec = agent_spec(jails, policy, &s);
+    let l = launch(jails, egress, &spec, &s, None, t0).await?;
+    Ok(l.into_live(s, &spec))
+}
+
+/// A template's child, forked for one start: the socket the jailer adopts
+/// it on, and its parent, the template's python.
+pub(crate) struct Forked {
+    pub adopt: OwnedFd,
+    pub template_python: u32,
+}
+
+/// Starts the interpreter of `s` by adopting `forked`, a template's child;
+/// `s` comes back on failure, for a cold start.
+pub(crate) async fn start_forked(
+    jails: &Jails,
+    egress: Option<&Arc<EgressProxy>>,
+    policy: &Policy,
+    s: StartSpec,
+    forked: Forked,
+) -> Result<Live, (StartError, StartSpec)> {
+    let t0 = Instant::now();
+    let spec = agent_spec(jails, policy, &s);
+    match launch(jails, egress, &spec, &s, Some(forked), t0).await {
+        Ok(l) => {
+            let mut live = l.into_live(s, &spec);
+            live.forked = true;
+            Ok(live)
+        }
+        Err(e) => Err((e, s)),
+    }
+}
+
+/// Whether a start of `s` could adopt a template's child at all.
+pub(crate) fn forkable(jails: &Jails, policy: &Policy, s: &StartSpec) -> bool {
+    agent_spec(jails, policy, s).network != NetworkMode::Proxy
+}
+
+/// A started jail, before it becomes a [`Live`].
+struct Launched {
+    kill: crate::job::JailKiller,
+    writer: super::channel::AgentWriter,
+    channel_ino: u64,
+    up: Up,
+}
+
+impl Launched {
+    fn into_live(self, s: StartSpec, spec: &JobSpec) -> Live {
+        let up = self.up;
+        Live {
+            held: (&spec.limits).into(),
+            env_key: s.env_key,
+            _lease: s.lease,
+            _kernel: s.kernel,
+            kill: self.kill,
+            exit: up.exit,
+            writer: self.writer,
+            rx: up.rx,
+            stdout: up.stdout,
+            stderr: up.stderr,
+            python: up.python.pidfd,
+            main: MainThread::new(up.python.proc_dir, self.channel_ino),
+            enforced: enforced(spec, up.cgroup.is_some()),
+            cgroup: up.cgroup,
+            cells: 0,
+            warm: s.warm,
+            forked: false,
+            job: s.name,
+            egress: up.egress,
+        }
+    }
+}
+
+/// Starts the jail of `spec` (adopting `forked`, a template's child, when
+/// given) and waits for its agent's `ready`.
+async fn launch(
+    jails: &Jails,
+    egress: Option<&Arc<EgressProxy>>,
+    spec: &JobSpec,
+    s: &StartSpec,
+    forked: Option<Forked>,
+    t0: Instant,
+) -> Result<Launched, StartError> {
+    let mut spec = spec.clone();
+    let adopt = forked.map(|f| {
+        spec.fork = ForkRole::Child {
+            template_python: f.template_python,
+        };
+        f.adopt
+    });
     let (writer, rx, theirs) = channel::pair().map_err(StartError::Channel)?;
     let channel_ino = inode(&theirs).map_err(StartError::Channel)?;
     let (proxy, proxy_theirs) = proxy_ends(&spec, egress)?;
-    let spawned = spawn(jails, &spec, theirs, proxy_theirs).await?;
+    let spawned = spawn(jails, &spec, theirs, proxy_theirs, adopt).await?;
     let kill = spawned.killer();
     // The jail runs from here on: a start that fails kills it.
-    let up = match come_up(jails, &s, spawned, rx, proxy, t0).await {
+    let layout = match spec.fork {
+        ForkRole::None => crate::job::Layout::Nested,
+        ForkRole::Template { .. } => crate::job::Layout::Shallow,
+        ForkRole::Child { .. } => crate::job::Layout::Adopted,
+    };
+    let up = match come_up(jails, s, layout, spawned, rx, proxy, t0).await {
         Ok(up) => up,
         Err(e) => {
             kill.kill();
             return Err(e);
         }
     };
-    Ok(Live {
-        held: (&spec.limits).into(),
-        env_key: s.env_key,
-        _lease: s.lease,
-        _kernel: s.kernel,
+    Ok(Launched {
         kill,
-        exit: up.exit,
         writer,
-        rx: up.rx,
-        stdout: up.stdout,
-        stderr: up.stderr,
-        python: up.python.pidfd,
-        main: MainThread::new(up.python.proc_dir, channel_ino),
-        enforced: enforced(&spec, up.cgroup.is_some()),
-        cgroup: up.cgroup,
-        cells: 0,
-        warm: s.warm,
-        job: s.name,
-        egress: up.egress,
+        channel_ino,
+        up,
     })
 }
 
@@ -131,6 +223,19 @@ fn agent_spec(jails: &Jails, policy: &Policy, s: &StartSpec) -> JobSpec {
     spec.limits.wall_time_ms = LIFETIME_MS;
     spec.limits.cpu_time_ms = LIFETIME_MS;
     spec.cpu_idle = s.warm;
+    if let ForkRole::Template { .. } = s.fork {
+        // Its jail stays while any child lives, however old the template.
+        spec.limits.wall_time_ms = TEMPLATE_LIFETIME_MS;
+        spec.limits.cpu_time_ms = TEMPLATE_LIFETIME_MS;
+        spec.limits.memory_bytes = policy.interpreters.template_memory.0;
+        spec.env.push(format!("{TEMPLATE_ENV}=1"));
+        // A thread does not survive a fork: BLAS pools stay single-threaded
+        // in the template, and so in its children.
+        for var in BLAS_THREADS {
+            spec.env.push(format!("{var}=1"));
+        }
+        spec.fork = s.fork;
+    }
     if !s.prewarm.is_empty() {
         spec.env
             .push(format!("{PREWARM_ENV}={}", s.prewarm.join(",")));
@@ -171,9 +276,10 @@ async fn spawn(
     spec: &JobSpec,
     channel: OwnedFd,
     proxy: Option<OwnedFd>,
+    adopt: Option<OwnedFd>,
 ) -> Result<Spawned, StartError> {
     let (jails, spec) = (jails.clone(), spec.clone());
-    tokio::task::spawn_blocking(move || jails.spawn(&spec, channel, proxy))
+    tokio::task::spawn_blocking(move || jails.spawn(&spec, channel, proxy, adopt))
         .await
         .map_err(|e| StartError::Spawn(e.to_string()))?
         .map_err(|e| StartError::Spawn(e.to_string()))
@@ -197,6 +303,7 @@ struct Up {
 async fn come_up(
     jails: &Jails,
     s: &StartSpec,
+    layout: crate::job::Layout,
     spawned: Spawned,
     mut rx: Incoming,
     proxy: Option<ProxyEnd>,
@@ -207,7 +314,7 @@ async fn come_up(
     let (stdout, stderr) =
         pumps.map_err(|e| StartError::Spawn(format!("reading the jail's output: {e}")))?;
     wait_ready(&mut rx, &mut exit, &s.name, t0).await?;
-    let python = crate::job::python_process(jailer_pid)
+    let python = crate::job::python_process_in(jailer_pid, layout)
         .map_err(|e| StartError::NotReady(format!("finding the jail's python: {e}")))?;
     let cgroup = open_cgroup(jails, &s.name)
         .map_err(|e| StartError::NotReady(format!("opening the job cgroup: {e}")))?;

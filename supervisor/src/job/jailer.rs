@@ -120,7 +120,7 @@ pub(super) fn run(
     let launch::Launched {
         mut child,
         outcome: mut outcome_file,
-    } = launch::launch(jailer, spec, proxy, None)?;
+    } = launch::launch(jailer, spec, proxy, None, None)?;
     let pid = child.id() as libc::pid_t;
     cancel.started(pid);
     // The jailer enforces the wall time itself; this catches a jailer that

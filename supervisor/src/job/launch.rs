@@ -1,6 +1,7 @@
 //! Starting one prims-jailer process with its fds in place: the spec on
 //! fd 3, the outcome memfd on fd 4, in proxy mode the proxy socket on fd 5,
-//! and a live interpreter's channel on fd 6. python's stdout and stderr are
+//! a live interpreter's channel on fd 6, and a fork template's child's
+//! socket on fd 7. python's stdout and stderr are
 //! the jailer's, piped to us. Its argv[0] is the bare program name: the
 //! jail sees the init's command line.
 
@@ -19,6 +20,8 @@ const OUTCOME_FD: RawFd = 4;
 const PROXY_FD: RawFd = 5;
 /// A live interpreter's channel, which the jailer hands to python as its fd 3.
 const CHANNEL_FD: RawFd = 6;
+/// The socket to a fork template's child, which the jailer adopts.
+const ADOPT_FD: RawFd = 7;
 /// Where the sources of the child's dup2s wait, clear of every target.
 const HIGH_FDS: RawFd = 10;
 /// The jailer's argv[0], in place of its host path.
@@ -61,6 +64,7 @@ pub(super) fn launch(
     spec: &JobSpec,
     proxy: Option<OwnedFd>,
     channel: Option<OwnedFd>,
+    adopt: Option<OwnedFd>,
 ) -> Result<Launched, RunError> {
     let mut spec_file = memfd(c"prims-spec")?;
     spec_file
@@ -74,11 +78,15 @@ pub(super) fn launch(
     let channel = channel
         .map(|fd| high_fd(fd.as_raw_fd(), RunError::Channel))
         .transpose()?;
+    let adopt = adopt
+        .map(|fd| high_fd(fd.as_raw_fd(), RunError::Channel))
+        .transpose()?;
     let pairs = [
         (Some(spec_file.as_raw_fd()), SPEC_FD),
         (Some(outcome.as_raw_fd()), OUTCOME_FD),
         (proxy.as_ref().map(AsRawFd::as_raw_fd), PROXY_FD),
         (channel.as_ref().map(AsRawFd::as_raw_fd), CHANNEL_FD),
+        (adopt.as_ref().map(AsRawFd::as_raw_fd), ADOPT_FD),
     ];
     let mut cmd = Command::new(jailer);
     // The jail's init is this process after its clone, and its command line
@@ -91,6 +99,9 @@ pub(super) fn launch(
     }
     if channel.is_some() {
         cmd.args(["--channel-fd", "6"]);
+    }
+    if adopt.is_some() {
+        cmd.args(["--adopt-fd", "7"]);
     }
     cmd.env_clear()
         .stdin(Stdio::null())

@@ -27,7 +27,10 @@ pub use instance::{InstanceError, InstanceId};
 pub use jailer::{Cancel, RunResult, Stream};
 pub(crate) use leftovers::sweep as sweep_leftovers;
 pub use names::JobNames;
-pub use python_pid::{python_pidfd, python_process, send_sigint, PythonPidError, PythonProcess};
+pub use python_pid::{
+    python_pidfd, python_process, python_process_in, send_sigint, Layout, PythonPidError,
+    PythonProcess,
+};
 pub use spawned::{JailKiller, Spawned};
 pub(crate) use spec::{ro_binds, PythonJob};
 
@@ -88,8 +91,9 @@ impl Jails {
         spec: &JobSpec,
         channel: OwnedFd,
         proxy: Option<OwnedFd>,
+        adopt: Option<OwnedFd>,
     ) -> Result<Spawned, RunError> {
-        let launched = launch::launch(&self.jailer, spec, proxy, Some(channel))?;
+        let launched = launch::launch(&self.jailer, spec, proxy, Some(channel), adopt)?;
         Ok(Spawned::new(
             launched,
             self.parents.clone(),

@@ -47,6 +47,31 @@ pub struct PythonProcess {
 
 /// [`python_pidfd`], and python's `/proc` directory with it.
 pub fn python_process(jailer: libc::pid_t) -> Result<PythonProcess, PythonPidError> {
+    python_process_in(jailer, Layout::Nested)
+}
+
+/// Where a jail's python sits, for [`python_process_in`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Layout {
+    /// pid 2 of a namespace nested in ours, the child of its init, pid 1.
+    Nested,
+    /// In our pid namespace, the child of the jail's init (a template).
+    Shallow,
+    /// pid 2 of the init's namespace, but not its child (a template's
+    /// child, whose parent stays outside the namespace).
+    Adopted,
+}
+
+/// [`python_process`] of a jail laid out as `layout` says.
+pub fn python_process_in(
+    jailer: libc::pid_t,
+    layout: Layout,
+) -> Result<PythonProcess, PythonPidError> {
+    let find = |jailer| match layout {
+        Layout::Nested => find(jailer),
+        Layout::Shallow => find_shallow(jailer),
+        Layout::Adopted => find_adopted(jailer),
+    };
     let python = find(jailer)?;
     // SAFETY: pidfd_open takes a pid and flags and returns a new fd.
     let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, python, 0) };
@@ -111,6 +136,54 @@ fn find(jailer: libc::pid_t) -> Result<libc::pid_t, PythonPidError> {
         }
     }
     Err(PythonPidError::NotRunning("the init has no live python"))
+}
+
+/// python of a jail without a pid namespace: the only child of the
+/// jailer's only child, both in our namespace.
+fn find_shallow(jailer: libc::pid_t) -> Result<libc::pid_t, PythonPidError> {
+    let [init] = children(jailer)?[..] else {
+        return Err(PythonPidError::NotRunning("the jailer has no single init"));
+    };
+    for pid in children(init)? {
+        if status(pid)?.is_some_and(|s| s.nspid.len() == 1 && !matches!(s.state, 'Z' | 'X')) {
+            return Ok(pid);
+        }
+    }
+    Err(PythonPidError::NotRunning("the init has no live python"))
+}
+
+/// pid 2 of the pid namespace of the jailer's only child, its init: found
+/// among all processes, since its parent is not the init.
+fn find_adopted(jailer: libc::pid_t) -> Result<libc::pid_t, PythonPidError> {
+    let [init] = children(jailer)?[..] else {
+        return Err(PythonPidError::NotRunning("the jailer has no single init"));
+    };
+    if !status(init)?.is_some_and(|s| s.is_init()) {
+        return Err(PythonPidError::NotRunning(
+            "the jailer's child is not a jail's init",
+        ));
+    }
+    let ns = |pid: &str| std::fs::read_link(format!("/proc/{pid}/ns/pid")).ok();
+    let theirs = ns(&init.to_string()).ok_or(PythonPidError::NotRunning("the init is gone"))?;
+    let entries = std::fs::read_dir("/proc").map_err(|source| PythonPidError::Proc {
+        path: "/proc".into(),
+        source,
+    })?;
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(pid) = name.to_str().and_then(|n| n.parse::<libc::pid_t>().ok()) else {
+            continue;
+        };
+        if pid == init || ns(&pid.to_string()).as_ref() != Some(&theirs) {
+            continue;
+        }
+        if status(pid)?.is_some_and(|s| s.is_python()) {
+            return Ok(pid);
+        }
+    }
+    Err(PythonPidError::NotRunning(
+        "the init's namespace has no live python",
+    ))
 }
 
 /// The text of a /proc file; `None` when its process is gone.

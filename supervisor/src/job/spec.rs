@@ -64,6 +64,7 @@ pub(super) fn build(policy: &Policy, job: PythonJob, cgroup: CgroupSpec) -> JobS
         venv_writable: false,
         proxy_port,
         cpu_idle: false,
+        fork: Default::default(),
     }
 }
 

@@ -7,10 +7,12 @@
 use crate::interpreters::cell::{self, CellEnd};
 use crate::interpreters::kernel::Kernel;
 use crate::interpreters::live::Live;
-use crate::interpreters::start::{self, StartError, StartSpec};
+use crate::interpreters::start::{StartError, StartSpec};
+use crate::interpreters::templates::{self, Home, Templates};
 use crate::job::{Jails, PythonJob, RunResult, Sink, Stream};
 use prims_policy::Policy;
 use prims_protocol::jail::{JobLimits, Outcome, SetupError, Status};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -27,14 +29,46 @@ pub enum LiveError {
     Runtime(#[source] std::io::Error),
     #[error("starting the live interpreter")]
     Start(#[source] Box<dyn std::error::Error + Send + Sync>),
+    #[error("starting a fork template: {0}")]
+    Template(String),
+    #[error("the interpreter was not forked from the template (see the log)")]
+    NotForked,
+}
+
+/// A template for `spec`'s interpreter, up: its workspace is a temporary
+/// directory owned by its uid, the one after the script's.
+async fn template_for(
+    policy: &Policy,
+    jails: &Jails,
+    spec: &StartSpec,
+) -> Result<(Arc<Templates>, tempfile::TempDir), LiveError> {
+    let failed = |e: std::io::Error| LiveError::Template(e.to_string());
+    let home = tempfile::Builder::new()
+        .prefix("prims-template-")
+        .tempdir()
+        .map_err(failed)?;
+    let host_uid = spec.host_uid + 1;
+    std::os::unix::fs::chown(home.path(), Some(host_uid), Some(host_uid)).map_err(failed)?;
+    let templates = Arc::new(Templates::new(Home::Dir {
+        workspace: home.path().to_path_buf(),
+        host_uid,
+    }));
+    templates
+        .warm_up(jails, policy, spec)
+        .await
+        .map_err(LiveError::Template)?;
+    Ok((templates, home))
 }
 
 /// Runs `job` as the one cell of a live interpreter, job `name`.
+/// With `forked`, a fork template is started for it first, and the
+/// interpreter is its child or the run fails.
 pub(super) fn run(
     policy: &Policy,
     jails: &Jails,
     name: String,
     job: PythonJob,
+    forked: bool,
     sink: Sink<'_>,
 ) -> Result<RunResult, LiveError> {
     // `prims run` is synchronous; the interpreter's pumps and channel need
@@ -56,12 +90,25 @@ pub(super) fn run(
         // No environment builds here: only an admin's kernel directory.
         kernel: Kernel::from_policy(policy),
         warm: false,
+        fork: Default::default(),
     };
-    let mut live = match rt.block_on(start::start(jails, None, policy, spec)) {
+    // Kept until the run ends: dropped, it kills the template's jail.
+    let (templates, _home) = if forked {
+        let (t, home) = rt.block_on(template_for(policy, jails, &spec))?;
+        (Some(t), Some(home))
+    } else {
+        (None, None)
+    };
+    let started = templates::start(templates.as_ref(), jails, None, policy, spec);
+    let mut live = match rt.block_on(started) {
         Ok(live) => live,
         Err(StartError::Setup(e)) => return Ok(not_built(e)),
         Err(e) => return Err(LiveError::Start(Box::new(e))),
     };
+    if forked && !live.forked {
+        rt.block_on(live.end(REAP_WAIT));
+        return Err(LiveError::NotForked);
+    }
     let limits = policy.job_limits(&job.limits);
     let grace = policy.interpreters.interrupt_grace.0;
     let end = rt.block_on(one_cell(&mut live, job.code, &limits, grace, sink));

@@ -1,0 +1,224 @@
+//! The adopted jail's init: it joins the child's namespaces (holding
+//! capabilities in the child's user namespace only from then on), becomes
+//! pid 1 of a new pid namespace, builds what differs from the template's
+//! root (the workspace, `/tmp`, `/proc`), confines itself as a cold init
+//! does, hands the child its pid namespace and Landlock ruleset, reaps the
+//! namespace's orphans and reports how python, pid 2, ended.
+
+use super::namespaces;
+use super::peer;
+use super::trees::Trees;
+use crate::error::JailError;
+use crate::init::{redirect_stdio_to_null, set_fs_identity, set_pdeathsig, wait_release, InitFds};
+use crate::landlock_rules;
+use crate::plan::landlock_access::landlock_access;
+use crate::report::{self, Report};
+use crate::rootfs::{self, open_dir};
+use crate::{net, privs, sys};
+use nix::errno::Errno;
+use nix::mount::{mount, MsFlags};
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+use nix::sched::CloneFlags;
+use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+use prims_protocol::jail::{JobSpec, NetworkMode};
+use serde_json::json;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::path::{Path, PathBuf};
+
+pub struct Prepared<'a> {
+    pub spec: &'a JobSpec,
+    pub cap_last_cap: u32,
+    pub memory_backstop: bool,
+    pub self_attach: Vec<(PathBuf, OwnedFd)>,
+    pub trees: Trees,
+    /// The socket to the child, for its ruleset and its go.
+    pub adopt: OwnedFd,
+}
+
+/// In the helper the jailer forked: join the child's namespaces, fork the
+/// init as the jailer's own child (`CLONE_PARENT`), tell the jailer its
+/// pid, and leave. Never returns.
+pub fn enter(
+    namespaces: &[(CloneFlags, OwnedFd)],
+    p: Prepared<'_>,
+    fds: InitFds,
+    pid_w: OwnedFd,
+) -> ! {
+    for (flag, fd) in namespaces {
+        if let Err(errno) = nix::sched::setns(fd, *flag) {
+            let e = JailError::Setns {
+                ns: namespaces::name(*flag),
+                errno,
+            };
+            report::send(fds.report.as_fd(), &Report::SetupFailed(e.to_setup_error()));
+            // SAFETY: leaving a forked child without running destructors.
+            unsafe { libc::_exit(1) }
+        }
+    }
+    // A pid namespace owned by the child's user namespace, beside the
+    // template's: the template's end ends none of its children.
+    if let Err(errno) = nix::sched::unshare(CloneFlags::CLONE_NEWPID) {
+        let e = JailError::Setns { ns: "pid", errno };
+        report::send(fds.report.as_fd(), &Report::SetupFailed(e.to_setup_error()));
+        // SAFETY: leaving a forked child without running destructors.
+        unsafe { libc::_exit(1) }
+    }
+    // SAFETY: raw clone with a null stack acts like fork in this
+    // single-threaded process; CLONE_PARENT makes the init the jailer's
+    // child, so its parent-death signal follows the jailer.
+    let pid = unsafe {
+        libc::syscall(
+            libc::SYS_clone,
+            libc::CLONE_PARENT as libc::c_ulong,
+            0usize,
+            0usize,
+            0usize,
+            0usize,
+        )
+    };
+    match pid {
+        0 => {
+            drop(pid_w);
+            run(p, fds)
+        }
+        pid if pid > 0 => {
+            let _ = nix::unistd::write(&pid_w, &(pid as libc::pid_t).to_ne_bytes());
+            // SAFETY: leaving a forked child without running destructors.
+            unsafe { libc::_exit(0) }
+        }
+        _ => {
+            let e = JailError::Fork(Errno::last());
+            report::send(fds.report.as_fd(), &Report::SetupFailed(e.to_setup_error()));
+            // SAFETY: leaving a forked child without running destructors.
+            unsafe { libc::_exit(1) }
+        }
+    }
+}
+
+fn run(mut p: Prepared<'_>, fds: InitFds) -> ! {
+    let code = match setup_and_supervise(&mut p, &fds) {
+        Ok(code) => code,
+        Err(e) => {
+            report::send(fds.report.as_fd(), &Report::SetupFailed(e.to_setup_error()));
+            let _ = peer::send(p.adopt.as_fd(), &json!({"op": "stop"}), &[]);
+            1
+        }
+    };
+    // SAFETY: _exit skips destructors and atexit handlers, as a forked child must.
+    unsafe { libc::_exit(code) }
+}
+
+fn setup_and_supervise(p: &mut Prepared<'_>, fds: &InitFds) -> Result<i32, JailError> {
+    let spec = p.spec;
+    set_pdeathsig()?;
+    wait_release(fds)?;
+    for (path, tasks) in std::mem::take(&mut p.self_attach) {
+        nix::unistd::write(&tasks, b"0")
+            .map_err(|errno| JailError::CgroupSelfAttach { path, errno })?;
+    }
+    nix::sched::unshare(CloneFlags::CLONE_NEWCGROUP).map_err(JailError::UnshareCgroup)?;
+    nix::unistd::setsid().map_err(JailError::Setsid)?;
+    mount(
+        None::<&str>,
+        "/",
+        None::<&str>,
+        MsFlags::MS_REC | MsFlags::MS_PRIVATE,
+        None::<&str>,
+    )
+    .map_err(JailError::MakePrivate)?;
+    set_fs_identity()?;
+    attach(&p.trees)?;
+    rootfs::mount_tmp(Path::new("/tmp"), spec)?;
+    rootfs::mount_proc(Path::new("/proc"), Path::new("/tmp"))?;
+    // The child joins our pid namespace to fork python into it.
+    let pid_ns = std::fs::File::open("/proc/self/ns/pid")
+        .map(OwnedFd::from)
+        .map_err(|e| JailError::OpenSource {
+            path: "/proc/self/ns/pid".into(),
+            errno: Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)),
+        })?;
+    match spec.network {
+        NetworkMode::None => {}
+        NetworkMode::Loopback => net::loopback_up()?,
+        NetworkMode::Proxy => {
+            return Err(JailError::Spec(
+                "a template's child has no proxy network mode".into(),
+            ))
+        }
+    }
+    nix::unistd::sethostname("sandbox").map_err(JailError::Hostname)?;
+    privs::set_rlimits(&spec.limits, p.memory_backstop)?;
+    let access = landlock_access(spec);
+    // python's own, made before ours restricts what we may open.
+    let python_rules = landlock_rules::ruleset_fd(&access, spec.landlock_required)?;
+    privs::drop_capabilities(p.cap_last_cap)?;
+    set_pdeathsig()?;
+    let (enforcement, abi) = landlock_rules::apply(&access, spec.landlock_required)?;
+    report::send(fds.report.as_fd(), &Report::Landlock { enforcement, abi });
+    // SAFETY: prctl with integer arguments only; keeps python from reading our memory.
+    unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) };
+    let mut handed = vec![pid_ns.as_raw_fd()];
+    handed.extend(python_rules.iter().map(AsRawFd::as_raw_fd));
+    peer::send(p.adopt.as_fd(), &json!({"op": "go"}), &handed)?;
+    drop((python_rules, pid_ns));
+    // Only python may hold the output pipes, so they close when it ends.
+    redirect_stdio_to_null();
+    Ok(reap_until_reported(p.adopt.as_fd(), fds))
+}
+
+/// Reaps the namespace's orphans until the child, python's parent outside
+/// it, says how python ended; reports that. Orphans come here, python does
+/// not: an orphan goes to the reaper of its parent's pid namespace.
+fn reap_until_reported(adopt: BorrowedFd<'_>, fds: &InitFds) -> i32 {
+    loop {
+        while let Ok(status) = waitpid(None, Some(WaitPidFlag::WNOHANG)) {
+            if status == WaitStatus::StillAlive {
+                break;
+            }
+        }
+        let mut ready = [PollFd::new(adopt, PollFlags::POLLIN)];
+        match poll(&mut ready, PollTimeout::from(REAP_EVERY_MS)) {
+            Ok(0) | Err(Errno::EINTR) => continue,
+            Ok(_) => {}
+            Err(_) => return 1,
+        }
+        let far = std::time::Instant::now() + peer::STEP;
+        let report = match peer::recv(adopt, far) {
+            Ok(r) => match (r.body.get("code"), r.body.get("signal")) {
+                (Some(c), _) => {
+                    Report::Exited(c.as_i64().and_then(|c| i32::try_from(c).ok()).unwrap_or(1))
+                }
+                (_, Some(s)) => Report::Signaled(
+                    s.as_i64()
+                        .and_then(|s| i32::try_from(s).ok())
+                        .unwrap_or(libc::SIGKILL),
+                ),
+                _ => Report::Signaled(libc::SIGKILL),
+            },
+            // The child is gone without a word: python went with it.
+            Err(_) => Report::Signaled(libc::SIGKILL),
+        };
+        report::send(fds.report.as_fd(), &report);
+        return 0;
+    }
+}
+
+/// How often orphans are reaped while python runs.
+const REAP_EVERY_MS: u16 = 1000;
+
+/// The session's workspace over the template's, and `mounts/` read-only
+/// within it, resolved without following a link.
+fn attach(trees: &Trees) -> Result<(), JailError> {
+    let put = |tree: &OwnedFd, target: &Path| {
+        let dir = open_dir(target)?;
+        sys::move_mount_to(tree.as_fd(), dir.as_fd()).map_err(|errno| JailError::MoveMount {
+            target: target.display().to_string(),
+            errno,
+        })
+    };
+    put(&trees.workspace, Path::new("/workspace"))?;
+    if let Some(mounts) = &trees.mounts {
+        put(mounts, Path::new("/workspace/mounts"))?;
+    }
+    Ok(())
+}

@@ -1,0 +1,85 @@
+//! Steps the jailer takes before any jail exists, shared by a cold jail
+//! and an adopted one: the terminal check, the job cgroup, the files a v1
+//! init joins it through, pipes, and the kernel's last capability.
+
+use crate::error::JailError;
+use crate::plan;
+use nix::errno::Errno;
+use prims_cgroup::{JobCgroup, Limits};
+use prims_protocol::jail::{CgroupBackend, JobSpec};
+use std::os::fd::OwnedFd;
+
+/// python inherits our stdout and stderr: a terminal there would put the
+/// caller's tty within its reach.
+pub(crate) fn check_not_terminal() -> Result<(), JailError> {
+    for fd in [1, 2] {
+        // SAFETY: isatty only inspects the fd.
+        if unsafe { libc::isatty(fd) } == 1 {
+            return Err(JailError::Terminal);
+        }
+    }
+    Ok(())
+}
+
+pub(crate) fn cap_last_cap() -> u32 {
+    std::fs::read_to_string("/proc/sys/kernel/cap_last_cap")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(63)
+}
+
+pub(crate) fn job_cgroup(spec: &JobSpec) -> Result<Option<Box<dyn JobCgroup>>, JailError> {
+    let Some(version) = plan::spec::cgroup_version(spec.cgroup.backend)? else {
+        return Ok(None);
+    };
+    let manager = prims_cgroup::manager(version, &spec.cgroup.parents)?;
+    let limits = Limits {
+        memory_bytes: spec.limits.memory_bytes,
+        swap_bytes: spec.limits.swap_bytes,
+        pids: spec.limits.pids,
+        cpu_millis: spec.limits.cpu_millis,
+    };
+    let job = manager.create_job(&spec.cgroup.job, &limits)?;
+    // Before the clone, so not one instruction of the job runs at normal
+    // priority.
+    // Best effort: without a cpu controller the job only warms up slower.
+    if spec.cpu_idle {
+        let _ = job.set_cpu_priority(prims_cgroup::CpuPriority::Idle);
+    }
+    Ok(Some(job))
+}
+
+pub(crate) fn pipe() -> Result<(OwnedFd, OwnedFd), JailError> {
+    nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(JailError::Pipe)
+}
+
+/// On v1 the init moves itself by writing "0" to each job directory's
+/// `tasks` file: a thread moving itself skips the global threadgroup lock
+/// whose write side waits for an RCU grace period (5-20 ms per run), which
+/// a write of another pid to `cgroup.procs` would take.
+///
+/// The files are opened here, as root, and the init inherits them: v1
+/// allows a move when the *opener's* euid is root or the moving task's real
+/// or saved uid, and the init's euid is the host uid while those are root.
+pub(crate) fn v1_tasks_files(
+    spec: &JobSpec,
+    cgroup: Option<&dyn JobCgroup>,
+) -> Result<Vec<(std::path::PathBuf, OwnedFd)>, JailError> {
+    let dirs = match (spec.cgroup.backend, cgroup) {
+        (CgroupBackend::V1, Some(cg)) => cg.paths(),
+        _ => return Ok(Vec::new()),
+    };
+    dirs.iter()
+        .map(|d| {
+            let path = d.join("tasks");
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open(&path)
+                .map(|f| (path.clone(), OwnedFd::from(f)))
+                .map_err(|e| JailError::CgroupSelfAttach {
+                    path,
+                    errno: Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)),
+                })
+        })
+        .collect()
+}

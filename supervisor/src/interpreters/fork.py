@@ -1,0 +1,291 @@
+
+# --- fork templates -------------------------------------------------------
+# A template imports the prewarm set once, then only forks. Each fork (K)
+# talks to an adopting jailer over the SOCK_SEQPACKET socket the `fork`
+# frame carried: hello (the kernel attaches our pid), plan (stdio, channel,
+# what to apply), unshared, go (the init's pid namespace and python's
+# Landlock ruleset); then K forks G, pid 2 of the jail the jailer's init
+# built around it, and G confines itself before it says ready. See the architecture guide, "Fork templates".
+
+TEMPLATE_ENV = "PRIMS_TEMPLATE"
+FORK_FRAME_MAX = 4096
+_PLAN_MAX = 256 * 1024
+_JAIL_ID = 1000
+_CLONE_NEWNS = 0x00020000
+_CLONE_NEWCGROUP = 0x02000000
+_CLONE_NEWUTS = 0x04000000
+_CLONE_NEWIPC = 0x08000000
+_CLONE_NEWUSER = 0x10000000
+_CLONE_NEWPID = 0x20000000
+_CLONE_NEWNET = 0x40000000
+_PR_CAPBSET_DROP = 24
+_PR_SET_SECCOMP = 22
+_PR_SET_NO_NEW_PRIVS = 38
+_PR_CAP_AMBIENT = 47
+_PR_CAP_AMBIENT_CLEAR_ALL = 4
+_SECCOMP_MODE_FILTER = 2
+_SYS_CAPSET = 126
+_SYS_CLOSE_RANGE = 436
+_SYS_LANDLOCK_RESTRICT_SELF = 446
+_CAP_VERSION_3 = 0x20080522
+
+
+class _Sys:
+    """The calls a child makes that the os module lacks, bound before any
+    prewarm import could replace ctypes."""
+
+    def __init__(self):
+        import ctypes
+        import resource
+        import socket
+
+        self.ctypes = ctypes
+        self.resource = resource
+        self.socket = socket
+        libc = ctypes.CDLL(None, use_errno=True)
+        self.prctl = libc.prctl
+        self.prctl.argtypes = [ctypes.c_int] + [ctypes.c_ulong] * 4
+        self.prctl.restype = ctypes.c_int
+        self.syscall = libc.syscall
+        self.syscall.restype = ctypes.c_long
+        self.unshare_fn = libc.unshare
+        self.unshare_fn.argtypes = [ctypes.c_int]
+        self.setns_fn = libc.setns
+        self.setns_fn.argtypes = [ctypes.c_int, ctypes.c_int]
+
+    def check(self, what, ret):
+        if ret < 0:
+            e = self.ctypes.get_errno()
+            raise OSError(e, "%s: %s" % (what, os.strerror(e)))
+        return ret
+
+    def unshare(self, flags):
+        self.check("unshare", self.unshare_fn(flags))
+
+    def setns(self, fd, kind):
+        self.check("setns", self.setns_fn(fd, kind))
+
+    def close_range(self, first, last):
+        c = self.ctypes
+        self.check("close_range", self.syscall(c.c_long(_SYS_CLOSE_RANGE), c.c_uint(first), c.c_uint(last), c.c_uint(0)))
+
+    def drop_capabilities(self, cap_last_cap):
+        for cap in range(cap_last_cap + 1):
+            if self.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 and self.ctypes.get_errno() != 22:
+                self.check("PR_CAPBSET_DROP %d" % cap, -1)
+        self.check("PR_CAP_AMBIENT_CLEAR_ALL", self.prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0))
+        os.setresgid(_JAIL_ID, _JAIL_ID, _JAIL_ID)
+        os.setresuid(_JAIL_ID, _JAIL_ID, _JAIL_ID)
+        c = self.ctypes
+        header = (c.c_uint32 * 2)(_CAP_VERSION_3, 0)
+        data = (c.c_uint32 * 6)()
+        self.check("capset", self.syscall(c.c_long(_SYS_CAPSET), c.byref(header), c.byref(data)))
+
+    def no_new_privs(self):
+        self.check("no_new_privs", self.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))
+
+    def landlock(self, ruleset):
+        c = self.ctypes
+        self.check("landlock_restrict_self", self.syscall(c.c_long(_SYS_LANDLOCK_RESTRICT_SELF), c.c_int(ruleset), c.c_uint(0)))
+
+    def seccomp(self, program):
+        c = self.ctypes
+        if not program or len(program) % 8:
+            raise ValueError("a seccomp program is whole sock_filter entries")
+
+        class Prog(c.Structure):
+            _fields_ = [("len", c.c_ushort), ("filter", c.c_void_p)]
+
+        buf = c.create_string_buffer(program, len(program))
+        prog = Prog(len(program) // 8, c.cast(buf, c.c_void_p))
+        self.check("seccomp", self.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, c.addressof(prog), 0, 0))
+
+
+def _fds_of(ancillary, socket):
+    import array
+
+    fds = array.array("i")
+    for level, kind, data in ancillary:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            fds.frombytes(data[: len(data) - len(data) % fds.itemsize])
+    return list(fds)
+
+
+def _close_all(fds):
+    for fd in fds:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+
+
+def _serve_forks(agent, ready, sys_):
+    """The template's life after its imports: one child per `fork` frame,
+    which carries the child's socket. Returns only in a child, confined."""
+    import gc
+
+    socket = sys_.socket
+    # What the imports left is shared by every child: never walk it again.
+    gc.collect()
+    gc.freeze()
+    agent.send(ready)
+    sock = socket.socket(fileno=os.dup(agent.channel))
+    pending = bytearray()
+    fds = []
+    while True:
+        try:
+            data, anc, flags, _ = sock.recvmsg(FORK_FRAME_MAX, socket.CMSG_SPACE(4 * 4), socket.MSG_CMSG_CLOEXEC)
+        except InterruptedError:
+            continue
+        fds.extend(_fds_of(anc, socket))
+        if not data or flags & (socket.MSG_TRUNC | socket.MSG_CTRUNC):
+            _exit(0 if not data else 1)
+        pending += data
+        while len(pending) >= _HEADER.size:
+            (size,) = _HEADER.unpack_from(pending)
+            if size > FORK_FRAME_MAX:
+                _exit(1)
+            if len(pending) < _HEADER.size + size:
+                break
+            body = bytes(pending[_HEADER.size : _HEADER.size + size])
+            del pending[: _HEADER.size + size]
+            try:
+                msg = _DECODER.decode(body.decode("utf-8"))
+            except ValueError:
+                msg = None
+            if not isinstance(msg, dict) or msg.get("op") != "fork" or not fds:
+                _close_all(fds)
+                fds = []
+                agent.send(_error("a template only forks, each fork with its socket"))
+                continue
+            ctl = fds.pop(0)
+            pid = os.fork()
+            if pid == 0:
+                sock.detach()
+                return _become_child(agent, ctl, fds, sys_)
+            os.close(ctl)
+            agent.send({"op": "forked", "id": msg.get("id")})
+        _reap()
+
+
+def _reap():
+    # Each child exits as soon as it has forked python; nothing else is ours.
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def _become_child(agent, ctl, stray, sys_):
+    """K: from a fork of the template to G, python in its own jail."""
+    _close_all(stray)
+    # The template's channel and stdio copies closed at the fork; their
+    # numbers may come back, and the at-fork hook must not close them.
+    agent.channel = -1
+    agent.saved = {}
+    socket = sys_.socket
+    try:
+        ctl = fcntl.fcntl(ctl, fcntl.F_DUPFD_CLOEXEC, 100)
+        peer = socket.socket(fileno=ctl)
+        peer.send(_ENCODER.encode({"op": "hello"}).encode())
+        plan, fds = _receive(peer, socket, "plan", 3)
+        null = os.open(os.devnull, os.O_RDWR)
+        for src, dst in ((null, 0), (fds[0], 1), (fds[1], 2), (fds[2], CHANNEL_FD)):
+            os.dup2(src, dst)
+        sys_.close_range(CHANNEL_FD + 1, ctl - 1)
+        sys_.close_range(ctl + 1, 0xFFFFFFFF)
+        sys_.unshare(_CLONE_NEWUSER)
+        sys_.unshare(_CLONE_NEWNS | _CLONE_NEWNET | _CLONE_NEWIPC | _CLONE_NEWUTS)
+        peer.send(_ENCODER.encode({"op": "unshared"}).encode())
+        _, handed = _receive(peer, socket, "go", None)
+        if not 1 <= len(handed) <= 2:
+            raise OSError("go carried %d fds" % len(handed))
+        # The init's pid namespace, where python is pid 2.
+        sys_.setns(handed[0], _CLONE_NEWPID)
+        os.close(handed[0])
+        # Now in the job cgroup: its root is the namespace's.
+        sys_.unshare(_CLONE_NEWCGROUP)
+        python = os.fork()
+        if python == 0:
+            _confine(plan, handed[1:], peer, sys_)
+            return None
+        # Orphans go to the reaper of their parent's pid namespace, not
+        # python's: K stays python's parent, confined as python is, and
+        # tells the init how python ended.
+        _watch(python, plan, handed[1:], peer, sys_)
+    except BaseException as e:
+        try:
+            peer.send(_ENCODER.encode({"failed": _why(e)}).encode())
+        except BaseException:
+            pass
+        _exit(1)
+    return None
+
+
+def _receive(peer, socket, op, nfds):
+    data, anc, flags, _ = peer.recvmsg(_PLAN_MAX, socket.CMSG_SPACE(4 * 4), socket.MSG_CMSG_CLOEXEC)
+    fds = _fds_of(anc, socket)
+    msg = _DECODER.decode(data.decode("utf-8")) if data else None
+    if not isinstance(msg, dict) or msg.get("op") != op or flags & (socket.MSG_TRUNC | socket.MSG_CTRUNC):
+        raise OSError("expected %s from the jailer, got %r" % (op, msg))
+    if nfds is not None and len(fds) != nfds:
+        raise OSError("%s carried %d fds, not %d" % (op, len(fds), nfds))
+    return msg, fds
+
+
+def _restrict(plan, rules, sys_):
+    """What only a process can do to itself, in the order a cold jail's
+    python does it before exec."""
+    for name, soft, hard in plan["rlimits"]:
+        sys_.resource.setrlimit(getattr(sys_.resource, "RLIMIT_" + str(name).upper()), (soft, hard))
+    sys_.drop_capabilities(int(plan["cap_last_cap"]))
+    sys_.no_new_privs()
+    for fd in rules:
+        sys_.landlock(fd)
+        os.close(fd)
+    for program in plan["filters"]:
+        sys_.seccomp(bytes.fromhex(program))
+
+
+def _confine(plan, rules, peer, sys_):
+    """G, python, pid 2: confined before any user code runs; any failure
+    ends it first."""
+    try:
+        peer.close()
+        _restrict(plan, rules, sys_)
+        os.chdir("/workspace")
+        # What the template made in its own workspace, this one lacks.
+        for var in ("IPYTHONDIR", "MPLCONFIGDIR"):
+            path = os.environ.get(var, "")
+            if path.startswith("/workspace/"):
+                os.makedirs(path, exist_ok=True)
+    except BaseException:
+        _exit(126)
+    numpy = sys.modules.get("numpy.random")
+    if numpy is not None:
+        try:
+            numpy.seed()
+        except Exception:
+            pass
+
+
+def _watch(python, plan, rules, peer, sys_):
+    """K, python's parent: confined as python is, it holds nothing of
+    python's and waits to say how it ended."""
+    sys_.close_range(0, CHANNEL_FD)
+    _restrict(plan, rules, sys_)
+    while True:
+        try:
+            _, status = os.waitpid(python, 0)
+            break
+        except InterruptedError:
+            continue
+    if os.WIFSIGNALED(status):
+        ended = {"op": "ended", "signal": os.WTERMSIG(status)}
+    else:
+        ended = {"op": "ended", "code": os.WEXITSTATUS(status)}
+    peer.send(_ENCODER.encode(ended).encode())
+    _exit(0)

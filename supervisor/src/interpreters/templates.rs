@@ -1,0 +1,448 @@
+//! Fork templates: per environment and kernel layer, a jailed python that
+//! imported the prewarm set once and answers only `fork` frames. A new
+//! interpreter is forked from it and adopted by a jailer that builds a cold
+//! jail's confinement around the child (the architecture guide's "Fork
+//! templates"). Templates start lazily, in the background, on the first
+//! start that could have used one; they are capped in number (least
+//! recently used replaced first) and age, and replaced when they die.
+
+use super::channel::{FromAgent, ToAgent};
+use super::kernel::Kernel;
+use super::live::Live;
+use super::start::{self, Forked, StartError, StartSpec};
+use crate::egress::EgressProxy;
+use crate::envs::EnvLease;
+use crate::job::{JailKiller, Jails};
+use crate::sessions::{SessionStore, Spare};
+use prims_policy::Policy;
+use prims_protocol::jail::ForkRole;
+use std::collections::HashMap;
+use std::os::fd::{AsFd, OwnedFd};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+/// How long a template may take to fork a child.
+const FORK_DEADLINE: Duration = Duration::from_secs(5);
+/// After a template failed to start, its environment waits this long
+/// before another try; starts are cold meanwhile.
+const RETRY_AFTER: Duration = Duration::from_secs(60);
+
+/// A template's jail and the spare session whose place and uid it holds:
+/// dropped, the jail is killed and the spare given back. Its children have
+/// namespaces of their own and live on.
+#[derive(Debug)]
+struct TemplateJail {
+    kill: JailKiller,
+    spare: Mutex<Option<(Spare, Arc<SessionStore>)>>,
+}
+
+impl Drop for TemplateJail {
+    fn drop(&mut self) {
+        self.kill.kill();
+        let spare = lock(&self.spare).take();
+        if let Some((spare, store)) = spare {
+            let discard = move || store.discard(spare);
+            match tokio::runtime::Handle::try_current() {
+                Ok(rt) => drop(rt.spawn_blocking(discard)),
+                Err(_) => discard(),
+            }
+        }
+    }
+}
+
+/// A template that is up.
+struct Template {
+    live: tokio::sync::Mutex<Live>,
+    _jail: TemplateJail,
+    /// Its python's pid on the host: a child's parent.
+    python: u32,
+    born: Instant,
+    last_used: Mutex<Instant>,
+}
+
+enum Entry {
+    Starting,
+    Up(Arc<Template>),
+    Failed(Instant),
+}
+
+/// Starts by path, for `/metrics`.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct TemplateStats {
+    pub up: u64,
+    pub forked_starts: u64,
+    pub cold_starts: u64,
+}
+
+/// Where a template's workspace and host uid come from.
+pub(crate) enum Home {
+    /// A spare session's, which the template holds while it lives.
+    Store(Arc<SessionStore>),
+    /// A directory and uid of the caller's (`prims run --live --forked`).
+    Dir { workspace: PathBuf, host_uid: u32 },
+}
+
+pub(crate) struct Templates {
+    home: Home,
+    set: Mutex<HashMap<String, Entry>>,
+    next_id: AtomicU64,
+    forked: AtomicU64,
+    cold: AtomicU64,
+}
+
+impl std::fmt::Debug for Templates {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Templates")
+            .field("stats", &self.stats())
+            .finish()
+    }
+}
+
+/// Starts the interpreter of `s`: forked from its environment's template
+/// when `templates` is given and one is up, cold otherwise (and when the
+/// fork or the adoption fails: the call still gets its interpreter).
+pub(crate) async fn start(
+    templates: Option<&Arc<Templates>>,
+    jails: &Jails,
+    egress: Option<&Arc<EgressProxy>>,
+    policy: &Policy,
+    s: StartSpec,
+) -> Result<Live, StartError> {
+    let Some(templates) = templates else {
+        return start::start(jails, egress, policy, s).await;
+    };
+    let mut s = s;
+    if start::forkable(jails, policy, &s) {
+        if let Some(forked) = templates.fork(jails, policy, &s).await {
+            match start::start_forked(jails, egress, policy, s, forked).await {
+                Ok(live) => {
+                    templates.count_start(true);
+                    return Ok(live);
+                }
+                Err((e, back)) => {
+                    tracing::warn!(job = %back.name, error = %e,
+                        "a forked interpreter did not start; starting it cold");
+                    s = back;
+                }
+            }
+        }
+    }
+    templates.count_start(false);
+    start::start(jails, egress, policy, s).await
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Templates {
+    pub(crate) fn new(home: Home) -> Templates {
+        Templates {
+            home,
+            set: Mutex::default(),
+            next_id: AtomicU64::new(1),
+            forked: AtomicU64::new(0),
+            cold: AtomicU64::new(0),
+        }
+    }
+
+    pub(crate) fn count_start(&self, forked: bool) {
+        let c = if forked { &self.forked } else { &self.cold };
+        c.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn stats(&self) -> TemplateStats {
+        let up = lock(&self.set)
+            .values()
+            .filter(|e| matches!(e, Entry::Up(_)))
+            .count() as u64;
+        TemplateStats {
+            up,
+            forked_starts: self.forked.load(Ordering::Relaxed),
+            cold_starts: self.cold.load(Ordering::Relaxed),
+        }
+    }
+
+    /// A child of `s`'s environment's template, forked for `s`; none when
+    /// no template is up for it (one is then started in the background),
+    /// or the fork failed (the template is then replaced).
+    pub(crate) async fn fork(
+        self: &Arc<Self>,
+        jails: &Jails,
+        policy: &Policy,
+        s: &StartSpec,
+    ) -> Option<Forked> {
+        let key = key(s);
+        let template = self.usable(&key, policy);
+        let Some(t) = template else {
+            self.ensure(key, jails, policy, s);
+            return None;
+        };
+        match fork_one(&t, self.next_id.fetch_add(1, Ordering::Relaxed)).await {
+            Ok(adopt) => {
+                *lock(&t.last_used) = Instant::now();
+                Some(Forked {
+                    adopt,
+                    template_python: t.python,
+                })
+            }
+            Err(why) => {
+                tracing::warn!(env = %s.env_key, why, "a fork template failed; replacing it");
+                self.retire(&key, &t);
+                None
+            }
+        }
+    }
+
+    /// The template for `key` if it is up and young enough; an old one is
+    /// retired (its children live on) and a new one started.
+    fn usable(&self, key: &str, policy: &Policy) -> Option<Arc<Template>> {
+        let mut set = lock(&self.set);
+        let Some(Entry::Up(t)) = set.get(key) else {
+            return None;
+        };
+        if t.born.elapsed() > policy.interpreters.template_max_age.0 {
+            set.remove(key);
+            return None;
+        }
+        Some(t.clone())
+    }
+
+    fn retire(&self, key: &str, t: &Arc<Template>) {
+        let mut set = lock(&self.set);
+        if matches!(set.get(key), Some(Entry::Up(u)) if Arc::ptr_eq(u, t)) {
+            set.remove(key);
+        }
+    }
+
+    /// Starts the template for `key` in the background unless one is up,
+    /// starting, or failed a moment ago; makes room under the cap first.
+    fn ensure(self: &Arc<Self>, key: String, jails: &Jails, policy: &Policy, s: &StartSpec) {
+        {
+            let mut set = lock(&self.set);
+            match set.get(&key) {
+                Some(Entry::Starting | Entry::Up(_)) => return,
+                Some(Entry::Failed(at)) if at.elapsed() < RETRY_AFTER => return,
+                _ => {}
+            }
+            let max = policy.interpreters.max_templates as usize;
+            while set.len() >= max {
+                let oldest = set
+                    .iter()
+                    .filter_map(|(k, e)| match e {
+                        Entry::Up(t) => Some((k.clone(), *lock(&t.last_used))),
+                        Entry::Failed(at) => Some((k.clone(), *at)),
+                        Entry::Starting => None,
+                    })
+                    .min_by_key(|(_, at)| *at);
+                match oldest {
+                    Some((k, _)) => drop(set.remove(&k)),
+                    None => return,
+                }
+            }
+            set.insert(key.clone(), Entry::Starting);
+        }
+        let parts = Parts::of(s, policy);
+        let (this, jails, policy) = (self.clone(), jails.clone(), policy.clone());
+        tokio::spawn(async move {
+            let entry = match this.start_one(&jails, &policy, parts).await {
+                Ok(t) => Entry::Up(Arc::new(t)),
+                Err(why) => {
+                    tracing::warn!(
+                        why,
+                        "a fork template did not start; interpreters start cold"
+                    );
+                    Entry::Failed(Instant::now())
+                }
+            };
+            let mut set = lock(&this.set);
+            if matches!(set.get(&key), Some(Entry::Starting)) {
+                set.insert(key, entry);
+            }
+        });
+    }
+
+    /// Starts the template `s` would fork from, now; for a caller that
+    /// must have one (`prims run --live --forked`).
+    pub(crate) async fn warm_up(
+        &self,
+        jails: &Jails,
+        policy: &Policy,
+        s: &StartSpec,
+    ) -> Result<(), String> {
+        let t = self.start_one(jails, policy, Parts::of(s, policy)).await?;
+        lock(&self.set).insert(key(s), Entry::Up(Arc::new(t)));
+        Ok(())
+    }
+
+    /// A workspace, uid and job name for a new template, and the spare
+    /// session that holds them, if one does.
+    async fn home(&self, jails: &Jails) -> Result<(PathBuf, u32, String, Option<Spare>), String> {
+        match &self.home {
+            Home::Dir {
+                workspace,
+                host_uid,
+            } => Ok((
+                workspace.clone(),
+                *host_uid,
+                jails.names.interpreter("template"),
+                None,
+            )),
+            Home::Store(store) => {
+                let store = store.clone();
+                let spare = tokio::task::spawn_blocking(move || store.create_spare())
+                    .await
+                    .map_err(|e| e.to_string())?
+                    .map_err(|e| format!("a place for the template: {e}"))?;
+                Ok((
+                    spare.workspace().to_path_buf(),
+                    spare.host_uid(),
+                    jails.names.interpreter(spare.name()),
+                    Some(spare),
+                ))
+            }
+        }
+    }
+
+    async fn start_one(
+        &self,
+        jails: &Jails,
+        policy: &Policy,
+        p: Parts,
+    ) -> Result<Template, String> {
+        let (workspace, host_uid, name, spare) = self.home(jails).await?;
+        let spec = StartSpec {
+            name,
+            interpreter: p.interpreter,
+            workspace,
+            host_uid,
+            venv: p.venv,
+            env_key: p.env_key,
+            lease: p.lease,
+            limits: Default::default(),
+            prewarm: p.prewarm,
+            kernel: p.kernel,
+            warm: true,
+            fork: ForkRole::Template {
+                children_uid_base: policy.identity.uid_base,
+                children_uid_count: policy.identity.uid_count,
+            },
+        };
+        let store = match &self.home {
+            Home::Store(store) => Some(store.clone()),
+            Home::Dir { .. } => None,
+        };
+        let spare = spare.zip(store);
+        let live = match start::start(jails, None, policy, spec).await {
+            Ok(live) => live,
+            Err(e) => {
+                if let Some((spare, store)) = spare {
+                    let _ = tokio::task::spawn_blocking(move || store.discard(spare)).await;
+                }
+                return Err(e.to_string());
+            }
+        };
+        let jail = TemplateJail {
+            kill: live.kill.clone(),
+            spare: Mutex::new(spare),
+        };
+        let python = pid_of(live.python.as_fd()).ok_or("the template's python has no pid")?;
+        // A thread left by an import would not survive a fork whole.
+        let threads = threads_of(python);
+        if threads != Some(1) {
+            return Err(format!(
+                "the template's imports left {threads:?} threads; set OPENBLAS_NUM_THREADS and the like to 1"
+            ));
+        }
+        tracing::info!(env = %live.env_key, python, "fork template up");
+        Ok(Template {
+            live: tokio::sync::Mutex::new(live),
+            _jail: jail,
+            python,
+            born: Instant::now(),
+            last_used: Mutex::new(Instant::now()),
+        })
+    }
+}
+
+/// What a template's start needs of the first start that wanted it.
+struct Parts {
+    lease: Option<EnvLease>,
+    venv: PathBuf,
+    env_key: String,
+    kernel: Option<Kernel>,
+    interpreter: PathBuf,
+    prewarm: Vec<String>,
+}
+
+impl Parts {
+    fn of(s: &StartSpec, policy: &Policy) -> Parts {
+        Parts {
+            lease: s.lease.as_ref().map(EnvLease::share),
+            venv: s.venv.clone(),
+            env_key: s.env_key.clone(),
+            kernel: s.kernel.as_ref().map(Kernel::share),
+            interpreter: s.interpreter.clone(),
+            prewarm: policy.python.prewarm_imports.clone(),
+        }
+    }
+}
+
+/// Templates are per environment and kernel layer.
+fn key(s: &StartSpec) -> String {
+    let kernel = s.kernel.as_ref().map(|k| k.site.display().to_string());
+    format!("{}\n{}", s.env_key, kernel.unwrap_or_default())
+}
+
+/// One `fork` frame, with the child's end of a new socket pair; our end,
+/// for the adopting jailer, once the template says it forked.
+async fn fork_one(t: &Template, id: u64) -> Result<OwnedFd, String> {
+    use nix::sys::socket::{setsockopt, socketpair, sockopt, AddressFamily, SockFlag, SockType};
+    let (ours, theirs) = socketpair(
+        AddressFamily::Unix,
+        SockType::SeqPacket,
+        None,
+        SockFlag::SOCK_CLOEXEC,
+    )
+    .map_err(|e| format!("socketpair: {e}"))?;
+    // Before the child can send: its hello then carries its pid.
+    setsockopt(&ours, sockopt::PassCred, &true).map_err(|e| format!("SO_PASSCRED: {e}"))?;
+    let mut live = t.live.lock().await;
+    let asked = async {
+        live.writer
+            .send_with_fd(&ToAgent::Fork { id }, theirs.as_fd())
+            .await
+            .map_err(|e| e.to_string())?;
+        match live.rx.recv().await {
+            Some(Ok(FromAgent::Forked { id: got })) if got == id => Ok(()),
+            Some(Ok(FromAgent::Error { message })) => Err(message),
+            Some(Ok(other)) => Err(format!("it answered {}", other.op())),
+            Some(Err(e)) => Err(e.to_string()),
+            None => Err("it is gone".to_string()),
+        }
+    };
+    match tokio::time::timeout(FORK_DEADLINE, asked).await {
+        Ok(Ok(())) => Ok(ours),
+        Ok(Err(why)) => Err(why),
+        Err(_) => Err("no answer in time".to_string()),
+    }
+}
+
+/// The host pid behind a pidfd (its fdinfo's `Pid:`).
+fn pid_of(pidfd: std::os::fd::BorrowedFd<'_>) -> Option<u32> {
+    use std::os::fd::AsRawFd;
+    let info = std::fs::read_to_string(format!("/proc/self/fdinfo/{}", pidfd.as_raw_fd())).ok()?;
+    info.lines()
+        .find_map(|l| l.strip_prefix("Pid:"))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+fn threads_of(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Threads:"))
+        .and_then(|v| v.trim().parse().ok())
+}

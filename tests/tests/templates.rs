@@ -1,0 +1,237 @@
+//! Fork templates through a real supervisor: interpreters forked from an
+//! environment's template are confined as cold ones are, share nothing
+//! session-specific, and a template's death or a child's fork bomb costs
+//! no other session anything.
+
+use prims_protocol::client::Client;
+use prims_protocol::wire::RunRequest;
+use prims_tests::daemon::{run_req, Daemon};
+use prims_tests::live::*;
+use std::os::unix::fs::MetadataExt;
+use std::time::{Duration, Instant};
+
+fn policy() -> String {
+    live_policy(&format!("{NO_POOL}fork_templates = true\n"), "")
+}
+
+/// Python that says whether it runs in a forked child: only a template's
+/// root has `/.t`.
+const FORKED: &str = "import os\nprint(os.path.isdir('/.t'))";
+
+/// A new session whose first interpreter was forked from the template,
+/// once the template is up (the first start that wants it starts it).
+async fn forked_session(d: &Daemon, c: &Client) -> String {
+    forked_session_with(d, c, |s| run_req(s, FORKED)).await
+}
+
+async fn forked_session_with(d: &Daemon, c: &Client, req: impl Fn(&str) -> RunRequest) -> String {
+    let deadline = Instant::now() + HANG_GUARD * 5;
+    loop {
+        let s = c.open_session(None).await.unwrap().session_id;
+        let mut r = req(&s);
+        r.code = FORKED.into();
+        let r = send(c, r).await;
+        if stdout(&r) == "True\n" {
+            return s;
+        }
+        assert_eq!(stdout(&r), "False\n", "{r:?}");
+        assert!(
+            Instant::now() < deadline,
+            "no template came up:\n{}",
+            d.log()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Runs `code` and returns its stdout, failing on anything on stderr.
+async fn out(c: &Client, s: &str, code: &str) -> String {
+    let r = run(c, s, code).await;
+    assert_eq!(stderr(&r), "", "{code}");
+    stdout(&r)
+}
+
+/// What a forked child can see of, and do to, its template, its siblings
+/// and the host: its own pid namespace and nothing else, no way to make a
+/// namespace, mount or trace, and the template's procfs out of reach.
+const REACH: &str = r#"
+import ctypes, errno, os
+libc = ctypes.CDLL(None, use_errno=True)
+def call(name, *args):
+    r = getattr(libc, name)(*args)
+    return 'ok' if r == 0 else errno.errorcode[ctypes.get_errno()]
+print('pids', sorted(int(p) for p in os.listdir('/proc') if p.isdigit()))
+print('me', os.getpid(), os.getuid(), os.getgid())
+alive = []
+for pid in range(3, 1 << 16):
+    try:
+        os.kill(pid, 0)
+        alive.append(pid)
+    except ProcessLookupError:
+        pass
+print('signalable', alive)
+print('ptrace', call('ptrace', 16, 1, 0, 0))
+print('unshare', call('unshare', 0x10000000))
+print('setns', call('setns', 0, 0))
+print('mount', call('mount', b'none', b'/tmp', b'tmpfs', 0, None))
+try:
+    os.listdir('/.t')
+    print('/.t', 'listed')
+except OSError as e:
+    print('/.t', errno.errorcode[e.errno])
+print([l.split()[::2] for l in open('/proc/self/uid_map')])
+print([l.split()[::2] for l in open('/proc/self/gid_map')])
+open('/workspace/mine', 'w').close()
+print(sorted({l.split(':', 2)[2].strip() for l in open('/proc/self/cgroup')}))
+"#;
+
+#[tokio::test(flavor = "multi_thread")]
+async fn templates_a_forked_interpreter_is_confined_as_a_cold_one() {
+    let d = Daemon::start(&policy());
+    let c = d.client().await;
+    let a = forked_session(&d, &c).await;
+    assert_eq!(out(&c, &a, CONFINEMENT).await, CONFINED);
+    let host_uid = std::fs::metadata(d.workspace(&a)).unwrap().uid();
+    assert_eq!(
+        out(&c, &a, REACH).await,
+        "pids [1, 2]\n\
+             me 2 1000 1000\n\
+             signalable []\n\
+             ptrace EPERM\n\
+             unshare EPERM\n\
+             setns EPERM\n\
+             mount EPERM\n\
+             /.t EACCES\n\
+             [['1000', '1']]\n\
+             [['1000', '1']]\n\
+             ['/']\n"
+    );
+    // Its one id is the session's own on the host.
+    let made = std::fs::metadata(d.workspace(&a).join("mine")).unwrap();
+    assert_eq!((made.uid(), made.gid()), (host_uid, host_uid));
+    // State stays, as in any live interpreter.
+    out(&c, &a, "x = 41").await;
+    assert_eq!(out(&c, &a, "print(x + 1)").await, "42\n");
+
+    // A sibling, forked from the same template, is another session's.
+    let b = forked_session(&d, &c).await;
+    out(&c, &b, "open('output/b-secret.txt', 'w').write('B')").await;
+    let look = "import os\nhits = []\n\
+                for top in ('/workspace', '/tmp', '/dev', '/etc'):\n\
+                \x20   for root, dirs, files in os.walk(top):\n\
+                \x20       hits += [f for f in files if f == 'b-secret.txt']\n\
+                print(hits)";
+    assert_eq!(out(&c, &a, look).await, "[]\n");
+    let b_uid = std::fs::metadata(d.workspace(&b)).unwrap().uid();
+    assert_ne!(host_uid, b_uid);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn templates_siblings_draw_their_own_random_numbers() {
+    let d = Daemon::start_with_python(&policy(), "prewarm_imports = [\"random\", \"numpy\"]");
+    let c = d.client().await;
+    let with_numpy = |s: &str| RunRequest {
+        requirements: vec!["numpy".into()],
+        ..run_req(s, "")
+    };
+    let draw = "import random, numpy, sys\n\
+                print('numpy' in sys.modules, random.random(), numpy.random.random())";
+    let mut seen = Vec::new();
+    for _ in 0..2 {
+        let s = forked_session_with(&d, &c, with_numpy).await;
+        let r = send(&c, with_numpy(&s)).await;
+        assert_eq!(stderr(&r), "");
+        let mut req = with_numpy(&s);
+        req.code = draw.into();
+        let line = stdout(&send(&c, req).await);
+        assert!(line.starts_with("True "), "{line}");
+        seen.push(line);
+    }
+    assert_ne!(seen[0], seen[1], "siblings drew the same numbers");
+    let halves = |l: &str| l.split_whitespace().map(str::to_string).collect::<Vec<_>>();
+    let (a, b) = (halves(&seen[0]), halves(&seen[1]));
+    assert_ne!(a[1], b[1], "random: {a:?} {b:?}");
+    assert_ne!(a[2], b[2], "numpy: {a:?} {b:?}");
+}
+
+/// Host pids of `d`'s template pythons: a python in our pid namespace
+/// (every interpreter has its own) whose jail's jailer is the supervisor's
+/// child (each child's parent outside its namespace is a fork of the
+/// template, one level further down).
+fn template_pythons(d: &Daemon) -> Vec<i32> {
+    let parent = |pid: i32| -> Option<i32> {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("PPid:"))
+            .and_then(|v| v.trim().parse().ok())
+    };
+    let mut found = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else {
+            continue;
+        };
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+        let nspid = status.lines().find_map(|l| l.strip_prefix("NSpid:"));
+        let ours = nspid.is_some_and(|v| v.split_whitespace().count() == 1);
+        let grandparent = parent(pid).and_then(parent).and_then(parent);
+        if ours && cmdline.starts_with(b"/venv/bin/python") && grandparent == Some(d.pid() as i32) {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn templates_a_template_killed_during_a_burst_loses_no_session() {
+    let d = Daemon::start(&policy());
+    let c = d.client().await;
+    forked_session(&d, &c).await;
+    let before = template_pythons(&d);
+    assert_eq!(before.len(), 1, "{before:?}");
+    let burst: Vec<_> = (0..6)
+        .map(|i| {
+            let c = c.clone();
+            tokio::spawn(async move {
+                let s = c.open_session(None).await.unwrap().session_id;
+                out(&c, &s, &format!("print({i} * 2)")).await
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(30)).await;
+    // SAFETY: kill with a pid and a signal number.
+    assert_eq!(unsafe { libc::kill(before[0], libc::SIGKILL) }, 0);
+    for (i, t) in burst.into_iter().enumerate() {
+        assert_eq!(t.await.unwrap(), format!("{}\n", i * 2));
+    }
+    // A new template takes the dead one's place; its children work.
+    let s = forked_session(&d, &c).await;
+    assert_eq!(out(&c, &s, "print('after')").await, "after\n");
+    let after = template_pythons(&d);
+    assert_eq!(after.len(), 1, "{after:?}");
+    assert_ne!(after, before);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn templates_a_fork_bomb_stays_within_its_own_pids_max() {
+    let d = Daemon::start(&policy());
+    let c = d.client().await;
+    let bomber = forked_session(&d, &c).await;
+    let bomb = "import os, time\n\
+                n = 0\n\
+                try:\n\
+                \x20   while n < 10000:\n\
+                \x20       if os.fork() == 0:\n\
+                \x20           time.sleep(60)\n\
+                \x20           os._exit(0)\n\
+                \x20       n += 1\n\
+                except OSError as e:\n\
+                \x20   print('stopped', e.errno == 11, 0 < n < 64)";
+    assert_eq!(out(&c, &bomber, bomb).await, "stopped True True\n");
+    // The template and the other children are untouched: a new session is
+    // still forked, and works.
+    let other = forked_session(&d, &c).await;
+    assert_eq!(out(&c, &other, "print('fine')").await, "fine\n");
+    assert_eq!(template_pythons(&d).len(), 1);
+}
