@@ -63,6 +63,22 @@ passed=$((passed + live_passed))
 failed=$((failed + live_failed))
 [ "$live_status" -eq 0 ] || { summary "$passed" "$failed"; exit "$live_status"; }
 
+# And against interpreters forked from a fork template: each `prims run`
+# starts a template and runs its script in a child the jailer adopted, or
+# fails (the architecture guide's "Fork templates").
+echo "== cargo test, FORKED mode (PRIMS_TEST_FORKED=1, prims run --live --forked): ${live_names[*]}"
+set +e
+PRIMS_TEST_FORKED=1 cargo test -p prims-tests --locked --no-fail-fast "${live_tests[@]}" \
+  -- --test-threads="${PRIMS_TEST_THREADS:-4}" 2>&1 | tee "$log"
+forked_status=${PIPESTATUS[0]}
+set -e
+forked_passed=$(awk '/^test result:/ {p += $4} END {print p + 0}' "$log")
+forked_failed=$(awk '/^test result:/ {f += $6} END {print f + 0}' "$log")
+echo "forked mode: $forked_passed passed, $forked_failed failed"
+passed=$((passed + forked_passed))
+failed=$((failed + forked_failed))
+[ "$forked_status" -eq 0 ] || { summary "$passed" "$failed"; exit "$forked_status"; }
+
 echo "== MCP clients (Python SDK, Inspector, mcp-remote) against prims serve"
 mcp_log=$(mktemp)
 set +e

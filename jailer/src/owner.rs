@@ -60,6 +60,16 @@ fn fail(call: &'static str) -> impl Fn(Errno) -> JailError {
     move |errno| JailError::CloneIdentity { call, errno }
 }
 
+/// Take `uid` and `gid` as the effective ids for good, keeping the
+/// capabilities (`SECBIT_NO_SETUID_FIXUP`) and the real and saved ids.
+pub fn become_effective(uid: u32, gid: u32) -> Result<(), JailError> {
+    set_securebits(securebits()? | libc::SECBIT_NO_SETUID_FIXUP)?;
+    setresgid(Gid::from_raw(KEEP), Gid::from_raw(gid), Gid::from_raw(KEEP))
+        .map_err(fail("setresgid"))?;
+    setresuid(Uid::from_raw(KEEP), Uid::from_raw(uid), Uid::from_raw(KEEP))
+        .map_err(fail("setresuid"))
+}
+
 fn securebits() -> Result<libc::c_int, JailError> {
     // SAFETY: prctl with integer arguments only.
     let bits = unsafe { libc::prctl(libc::PR_GET_SECUREBITS, 0, 0, 0, 0) };

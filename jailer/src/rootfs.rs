@@ -338,6 +338,12 @@ fn build_template_proc(root: &Path, keeper: u32) -> Result<(), JailError> {
     mkdir_p(&proc_dir)?;
     bind("/proc", &proc_dir, true)?;
     userns_limits::apply(&proc_dir)?;
+    // Not read-only: a child's new procfs could then only be read-only too.
+    set_attr(
+        &proc_dir,
+        MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC,
+        true,
+    )?;
     let dir = in_root(Path::new(TEMPLATE_PROC_DIR));
     let id = |errno| JailError::WriteFile {
         path: TEMPLATE_PROC_DIR.into(),

@@ -99,6 +99,9 @@ fn escape_interpreter_pid1_names_no_host_path() {
     if prims_tests::harness::live_mode() {
         argv.extend(["--channel-fd", "6"]);
     }
+    if prims_tests::harness::forked_mode() {
+        argv.extend(["--adopt-fd", "7"]);
+    }
     c.kv_eq("cmdline", &argv.join(" "))
         .kv_eq("comm", "prims-jailer")
         .os_errno("pid1_exe", libc::EACCES)

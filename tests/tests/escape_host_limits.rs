@@ -136,6 +136,12 @@ fn status_field(pid: i32, key: &str) -> String {
 #[test]
 fn escape_inotify_charged_to_host_uid_not_root() {
     require_root();
+    if prims_tests::harness::forked_mode() {
+        // Known and documented: a forked child's user namespace is made,
+        // and so owned and charged, by its template's uid.
+        println!("skipped in forked mode: the user namespace is the template uid's (docs/architecture.md, Fork templates)");
+        return;
+    }
     let host_uid = private_host_uid();
     let host_limit = read_u64("/proc/sys/fs/inotify/max_user_instances");
     assert_eq!(
@@ -233,6 +239,12 @@ fn escape_aio_refused_and_host_io_setup_still_works() {
 #[test]
 fn escape_userns_owned_by_host_uid() {
     require_root();
+    if prims_tests::harness::forked_mode() {
+        // Known and documented: a forked child's user namespace is made,
+        // and so owned and charged, by its template's uid.
+        println!("skipped in forked mode: the user namespace is the template uid's (docs/architecture.md, Fork templates)");
+        return;
+    }
     let host_uid = private_host_uid();
     let held = Held::start(Job::probe(&format!("{HOLD_PY}\nhold()\n")).policy(policy(host_uid)));
     let python = held.python_pid();

@@ -13,7 +13,7 @@ use crate::init::{redirect_stdio_to_null, set_fs_identity, set_pdeathsig, wait_r
 use crate::landlock_rules;
 use crate::plan::landlock_access::landlock_access;
 use crate::report::{self, Report};
-use crate::rootfs::{self, open_dir};
+use crate::rootfs::{self, open_dir, JAIL_UID};
 use crate::{net, privs, sys};
 use nix::errno::Errno;
 use nix::mount::{mount, MsFlags};
@@ -151,6 +151,9 @@ fn setup_and_supervise(p: &mut Prepared<'_>, fds: &InitFds) -> Result<i32, JailE
     let access = landlock_access(spec);
     // python's own, made before ours restricts what we may open.
     let python_rules = landlock_rules::ruleset_fd(&access, spec.landlock_required)?;
+    // As a cold init: effective uid 1000, real and saved the host's root,
+    // which the jail cannot name (the capabilities stay for the drop).
+    crate::owner::become_effective(JAIL_UID, JAIL_UID)?;
     privs::drop_capabilities(p.cap_last_cap)?;
     set_pdeathsig()?;
     let (enforcement, abi) = landlock_rules::apply(&access, spec.landlock_required)?;

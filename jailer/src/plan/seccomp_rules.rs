@@ -102,7 +102,14 @@ pub fn seccomp_rules(spec: &JobSpec) -> Result<SeccompRules, JailError> {
         .iter()
         .copied()
         .filter(|n| !(template && matches!(*n, "unshare" | "setns")))
-        .chain(spec.seccomp_extra_deny.iter().map(String::as_str))
+        // The policy's own denials fall on each child, after its setup (a
+        // denied prlimit64 would keep it from setting its rlimits).
+        .chain(
+            spec.seccomp_extra_deny
+                .iter()
+                .filter(|_| !template)
+                .map(String::as_str),
+        )
     {
         eperm.insert(nr(name)?, When::Always);
     }

@@ -8,6 +8,8 @@
 # built around it, and G confines itself before it says ready. See the architecture guide, "Fork templates".
 
 TEMPLATE_ENV = "PRIMS_TEMPLATE"
+# Set in a template's environment (start.rs BLAS_THREADS).
+BLAS_THREADS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "NUMEXPR_NUM_THREADS")
 FORK_FRAME_MAX = 4096
 _PLAN_MAX = 256 * 1024
 _JAIL_ID = 1000
@@ -257,6 +259,10 @@ def _confine(plan, rules, peer, sys_):
         peer.close()
         _restrict(plan, rules, sys_)
         os.chdir("/workspace")
+        # The template's own thread-pool caps are no part of python's
+        # environment (what python already loaded keeps one thread).
+        for var in BLAS_THREADS:
+            os.environ.pop(var, None)
         # What the template made in its own workspace, this one lacks.
         for var in ("IPYTHONDIR", "MPLCONFIGDIR"):
             path = os.environ.get(var, "")

@@ -313,7 +313,8 @@ async fn come_up(
     let (pumps, mut exit) = watch(spawned);
     let (stdout, stderr) =
         pumps.map_err(|e| StartError::Spawn(format!("reading the jail's output: {e}")))?;
-    wait_ready(&mut rx, &mut exit, &s.name, t0).await?;
+    let template = matches!(s.fork, ForkRole::Template { .. });
+    wait_ready(&mut rx, &mut exit, &s.name, template, t0).await?;
     let python = crate::job::python_process_in(jailer_pid, layout)
         .map_err(|e| StartError::NotReady(format!("finding the jail's python: {e}")))?;
     let cgroup = open_cgroup(jails, &s.name)
@@ -366,6 +367,7 @@ async fn wait_ready(
     rx: &mut Incoming,
     exit: &mut oneshot::Receiver<Outcome>,
     job: &str,
+    template: bool,
     t0: Instant,
 ) -> Result<(), StartError> {
     let ready = tokio::select! {
@@ -392,7 +394,7 @@ async fn wait_ready(
             notebook,
             notebook_error,
         }))) => {
-            log_failed_imports(job, &failed);
+            log_failed_imports(job, &failed, template);
             if let Some(why) = notebook_error {
                 tracing::warn!(job = %job, why, "IPython did not start from the kernel layer; cells run without notebook semantics");
             }
@@ -431,9 +433,15 @@ fn jail_ended(o: Result<Outcome, oneshot::error::RecvError>) -> StartError {
     }
 }
 
-fn log_failed_imports(job: &str, failed: &[Named]) {
+/// A template's are noted once, quietly: its children say nothing of them,
+/// and a one-shot `prims run --forked` keeps its stderr the script's.
+fn log_failed_imports(job: &str, failed: &[Named], template: bool) {
     for f in failed {
-        tracing::warn!(job, module = %f.name, why = %f.why, "a prewarm import failed");
+        if template {
+            tracing::info!(job, module = %f.name, why = %f.why, "a template's prewarm import failed");
+        } else {
+            tracing::warn!(job, module = %f.name, why = %f.why, "a prewarm import failed");
+        }
     }
 }
 
