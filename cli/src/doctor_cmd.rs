@@ -157,6 +157,26 @@ fn seccomp() -> Verdict {
     }
 }
 
+/// Which path new interpreters take: forked from a template, or cold.
+fn start_path(policy: &Policy) -> Verdict {
+    if !policy.interpreters.fork_templates {
+        return Verdict::Ok(
+            "new interpreters start cold (interpreters.fork_templates = false)".into(),
+        );
+    }
+    if policy.network.mode == prims_policy::NetworkPolicy::Allowlist {
+        return Verdict::Warn(
+            "interpreters.fork_templates is on, but allowlist-mode interpreters always start cold"
+                .into(),
+            "nothing to fix: calls work, a forked child only lacks the proxy's listener yet",
+        );
+    }
+    Verdict::Ok(
+        "new interpreters fork from a template per environment (interpreters.fork_templates = true); /metrics counts starts by path"
+            .into(),
+    )
+}
+
 fn interpreter(policy: &Policy) -> Verdict {
     match policy.default_interpreter() {
         Some((name, path)) if path.is_file() => {
@@ -257,6 +277,7 @@ pub fn main(args: DoctorArgs) -> i32 {
         cgroups(&policy, &args.host.socket.path),
         seccomp(),
         interpreter(&policy),
+        start_path(&policy),
         uv(&args.host.state.dir),
         state_dir(&args.host.state.dir),
         disk(&policy, &args.host.state.dir),

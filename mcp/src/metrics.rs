@@ -143,16 +143,6 @@ impl Metrics {
                     s.templates_up,
                 ),
                 (
-                    "prims_interpreter_starts_forked",
-                    "Interpreters forked from a template since the supervisor started.",
-                    s.starts_forked,
-                ),
-                (
-                    "prims_interpreter_starts_cold",
-                    "Interpreters started cold (templates off, not up, or a fork that failed).",
-                    s.starts_cold,
-                ),
-                (
                     "prims_tasks_working",
                     "run_code tasks whose run is still going.",
                     s.tasks_working,
@@ -186,6 +176,16 @@ impl Metrics {
                     "prims_egress_denied_total",
                     "Connections the egress proxy refused or cut.",
                     s.egress_denied,
+                ),
+                (
+                    "prims_interpreter_starts_forked_total",
+                    "Interpreters forked from a template since the supervisor started.",
+                    s.starts_forked,
+                ),
+                (
+                    "prims_interpreter_starts_cold_total",
+                    "Interpreters started cold (templates off, not up, or a fork that failed).",
+                    s.starts_cold,
                 ),
             ];
             for (name, help, v) in counters {

@@ -304,6 +304,9 @@ impl Interpreters {
             fork: Default::default(),
         };
         let templates = self.templates_for(policy);
+        if let Some(t) = &templates {
+            t.prepare(&self.jails, policy, &spec).await;
+        }
         let started = super::templates::start(
             templates.as_ref(),
             &self.jails,

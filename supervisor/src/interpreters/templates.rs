@@ -28,6 +28,8 @@ const FORK_DEADLINE: Duration = Duration::from_secs(5);
 /// After a template failed to start, its environment waits this long
 /// before another try; starts are cold meanwhile.
 const RETRY_AFTER: Duration = Duration::from_secs(60);
+/// How long a pool refill waits for its environment's template.
+const PREPARE_WAIT: Duration = Duration::from_secs(120);
 
 /// A template's jail and the spare session whose place and uid it holds:
 /// dropped, the jail is killed and the spare given back. Its children have
@@ -262,6 +264,29 @@ impl Templates {
                 set.insert(key, entry);
             }
         });
+    }
+
+    /// Waits until the template `s` would fork from is up, starting it
+    /// here if none is starting: for work that is in the background
+    /// anyway (the pool's refills), which then never starts cold for want
+    /// of a template. Gives up on one that fails.
+    pub(crate) async fn prepare(self: &Arc<Self>, jails: &Jails, policy: &Policy, s: &StartSpec) {
+        let key = key(s);
+        let deadline = Instant::now() + PREPARE_WAIT;
+        loop {
+            let starting = match lock(&self.set).get(&key) {
+                Some(Entry::Up(_)) | Some(Entry::Failed(_)) => return,
+                Some(Entry::Starting) => true,
+                None => false,
+            };
+            if !starting {
+                self.ensure(key.clone(), jails, policy, s);
+            }
+            if Instant::now() > deadline {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
     }
 
     /// Starts the template `s` would fork from, now; for a caller that
