@@ -6,6 +6,7 @@
 
 mod cluster;
 mod egress;
+mod fresh;
 mod jail;
 mod live;
 mod mcp;
@@ -61,6 +62,24 @@ enum Bench {
         /// scripts/cluster-local.sh (default: the one in this source tree).
         #[arg(long)]
         script: Option<PathBuf>,
+    },
+    /// An evaluation harness's load: independent programs, each in a new
+    /// interpreter (`fresh: true`) through the supervisor socket, 4 at a
+    /// time, against the same programs as bare `python3 -I -c` processes 4
+    /// at a time, rounds alternating. Give a policy with
+    /// `interpreters.fork_templates = true` to measure forked interpreters.
+    Fresh {
+        /// Rounds of each kind.
+        #[arg(long, default_value_t = 5)]
+        rounds: usize,
+        /// Times the 16 programs repeat in one batch.
+        #[arg(long, default_value_t = 5)]
+        repeat: usize,
+        #[arg(long)]
+        policy: Option<PathBuf>,
+        /// The python the bare programs run with.
+        #[arg(long, default_value = "/usr/bin/python3")]
+        python: PathBuf,
     },
     /// Live interpreters through MCP: the same session, a new session's
     /// first call from the warm pool, 8 concurrent sessions and idle
@@ -125,6 +144,12 @@ fn main() -> Result<()> {
             compare_kernel,
         } => live::main(runs, rounds, prims, policy, compare_kernel),
         Bench::Egress { runs, bytes } => egress::main(runs, bytes, prims),
+        Bench::Fresh {
+            rounds,
+            repeat,
+            policy,
+            python,
+        } => fresh::main(rounds, repeat, prims, policy, python),
         Bench::Original {
             runs,
             prims_per,

@@ -140,7 +140,16 @@ fn setup_and_supervise(
         }
     }
     nix::unistd::sethostname("sandbox").map_err(JailError::Hostname)?;
-    privs::set_rlimits(&spec.limits, p.memory_backstop)?;
+    if matches!(spec.fork, ForkRole::Template { .. }) {
+        // The kernel counts every child's processes against the template's
+        // uid too, up to the nproc limit the template had when the child's
+        // user namespace was made: one shared budget for all its children.
+        // The template keeps ours (none) and its cgroup's pids.max; each
+        // child gets its own limits.
+        privs::set_rlimits_but_nproc(&spec.limits, p.memory_backstop)?;
+    } else {
+        privs::set_rlimits(&spec.limits, p.memory_backstop)?;
+    }
     privs::drop_capabilities(p.cap_last_cap)?;
     // A credential change clears the parent-death signal: set it again.
     set_pdeathsig()?;

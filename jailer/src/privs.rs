@@ -42,7 +42,18 @@ pub fn rlimits(
 }
 
 pub fn set_rlimits(limits: &JobLimits, memory_backstop: bool) -> Result<(), JailError> {
-    for (res, name, soft, hard) in rlimits(limits, memory_backstop) {
+    set(rlimits(limits, memory_backstop))
+}
+
+/// [`set_rlimits`] without `RLIMIT_NPROC`, which stays as inherited.
+pub fn set_rlimits_but_nproc(limits: &JobLimits, memory_backstop: bool) -> Result<(), JailError> {
+    let mut list = rlimits(limits, memory_backstop);
+    list.retain(|(res, ..)| *res != Resource::RLIMIT_NPROC);
+    set(list)
+}
+
+fn set(list: Vec<(Resource, &'static str, u64, u64)>) -> Result<(), JailError> {
+    for (res, name, soft, hard) in list {
         setrlimit(res, soft, hard).map_err(|errno| JailError::Rlimit {
             resource: name,
             errno,

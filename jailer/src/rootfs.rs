@@ -336,8 +336,10 @@ fn build_template_proc(root: &Path, keeper: u32) -> Result<(), JailError> {
     mkdir_p(&root.join("proc"))?;
     let proc_dir = in_root(Path::new(TEMPLATE_PROC));
     mkdir_p(&proc_dir)?;
+    // No ceilings of its own here: the kernel counts each child's inotify
+    // use in the template's namespace too, and its children would share
+    // them; each child's init sets a cold jail's in the child's own.
     bind("/proc", &proc_dir, true)?;
-    userns_limits::apply(&proc_dir)?;
     // Not read-only: a child's new procfs could then only be read-only too.
     set_attr(
         &proc_dir,

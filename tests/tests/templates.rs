@@ -235,3 +235,20 @@ async fn templates_a_fork_bomb_stays_within_its_own_pids_max() {
     assert_eq!(out(&c, &other, "print('fine')").await, "fine\n");
     assert_eq!(template_pythons(&d).len(), 1);
 }
+
+/// The kernel counts every child's processes against the template's uid as
+/// well, up to the process limit the template had: with `limits.pids` of
+/// 16, a template holding that limit would refuse its ninth live child.
+#[tokio::test(flavor = "multi_thread")]
+async fn templates_children_share_no_process_budget() {
+    let d = Daemon::start(&live_policy(
+        &format!("{NO_POOL}fork_templates = true\n"),
+        "[limits]\npids = 16\n",
+    ));
+    let c = d.client().await;
+    forked_session(&d, &c).await;
+    for i in 0..12 {
+        let s = c.open_session(None).await.unwrap().session_id;
+        assert_eq!(out(&c, &s, FORKED).await, "True\n", "child {i}");
+    }
+}

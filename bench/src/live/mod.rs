@@ -15,7 +15,7 @@ mod kernel;
 mod kernel_report;
 mod report;
 mod socket;
-mod supervisor;
+pub(crate) mod supervisor;
 
 use crate::mcp::{bench_dir, with_serve};
 use anyhow::{bail, Context, Result};

@@ -161,7 +161,13 @@ def _serve_forks(agent, ready, sys_):
                 agent.send(_error("a template only forks, each fork with its socket"))
                 continue
             ctl = fds.pop(0)
-            pid = os.fork()
+            try:
+                pid = os.fork()
+            except OSError as e:
+                # This child is lost, not the template: say why.
+                os.close(ctl)
+                agent.send(_error("fork: %s" % _why(e)))
+                continue
             if pid == 0:
                 sock.detach()
                 return _become_child(agent, ctl, fds, sys_)

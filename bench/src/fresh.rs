@@ -1,0 +1,210 @@
+//! `prims-bench fresh`: an evaluation harness's load. Independent programs
+//! in the style of HumanEval's canonical solutions with their tests, each
+//! in a new interpreter (`fresh: true`) through the supervisor socket, 4 at
+//! a time, against the same programs as bare `python3 -I -c` subprocesses
+//! 4 at a time. Rounds alternate between the two in one run, so the ratio
+//! shares the machine's noise. Run it with and without
+//! `interpreters.fork_templates` to see what templates change.
+
+use crate::live::supervisor::socket_path;
+use crate::mcp::{bench_dir, with_serve};
+use anyhow::{bail, Context, Result};
+use prims_protocol::client::Client;
+use prims_protocol::jail::{LimitRequest, Status};
+use prims_protocol::wire::RunRequest;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Programs in flight at once, as the harness runs them.
+const PARALLEL: usize = 4;
+
+/// Our own set: small functions with the asserts that test them, the
+/// shape of HumanEval's problems. Each prints `ok`.
+const PROGRAMS: [&str; 16] = [
+    "def has_close(xs, t):\n    return any(abs(a - b) < t for i, a in enumerate(xs) for b in xs[i + 1:])\nassert has_close([1.0, 2.8, 3.0], 0.3)\nassert not has_close([1.0, 2.0], 0.5)\nprint('ok')",
+    "def separate(s):\n    out, depth, cur = [], 0, ''\n    for c in s.replace(' ', ''):\n        cur += c\n        depth += 1 if c == '(' else -1\n        if depth == 0:\n            out.append(cur)\n            cur = ''\n    return out\nassert separate('( ) (( ))') == ['()', '(())']\nprint('ok')",
+    "def below_zero(ops):\n    b = 0\n    for o in ops:\n        b += o\n        if b < 0:\n            return True\n    return False\nassert below_zero([1, -2]) and not below_zero([1, 2])\nprint('ok')",
+    "def mad(xs):\n    m = sum(xs) / len(xs)\n    return sum(abs(x - m) for x in xs) / len(xs)\nassert abs(mad([1.0, 2.0, 3.0, 4.0]) - 1.0) < 1e-9\nprint('ok')",
+    "def intersperse(xs, d):\n    out = []\n    for x in xs:\n        out += [x, d]\n    return out[:-1]\nassert intersperse([1, 2, 3], 4) == [1, 4, 2, 4, 3]\nprint('ok')",
+    "def parse_nested(s):\n    def depth(g):\n        d = m = 0\n        for c in g:\n            d += 1 if c == '(' else -1\n            m = max(m, d)\n        return m\n    return [depth(g) for g in s.split() if g]\nassert parse_nested('(()()) ((()))') == [2, 3]\nprint('ok')",
+    "def sum_product(xs):\n    p = 1\n    for x in xs:\n        p *= x\n    return sum(xs), p\nassert sum_product([1, 2, 3, 4]) == (10, 24)\nprint('ok')",
+    "def rolling_max(xs):\n    out, m = [], None\n    for x in xs:\n        m = x if m is None else max(m, x)\n        out.append(m)\n    return out\nassert rolling_max([1, 2, 3, 2, 3, 4, 2]) == [1, 2, 3, 3, 3, 4, 4]\nprint('ok')",
+    "def make_palindrome(s):\n    for i in range(len(s) + 1):\n        if s[i:] == s[i:][::-1]:\n            return s + s[:i][::-1]\nassert make_palindrome('cat') == 'catac'\nprint('ok')",
+    "def string_xor(a, b):\n    return ''.join('0' if x == y else '1' for x, y in zip(a, b))\nassert string_xor('010', '110') == '100'\nprint('ok')",
+    "def longest(xs):\n    return max(xs, key=len) if xs else None\nassert longest(['a', 'bb', 'ccc']) == 'ccc'\nprint('ok')",
+    "import math\ndef gcd(a, b):\n    return math.gcd(a, b)\nassert gcd(25, 15) == 5\nprint('ok')",
+    "def prefixes(s):\n    return [s[:i] for i in range(1, len(s) + 1)]\nassert prefixes('abc') == ['a', 'ab', 'abc']\nprint('ok')",
+    "def count_distinct(s):\n    return len(set(s.lower()))\nassert count_distinct('xyzXYZ') == 3\nprint('ok')",
+    "import re\ndef parse_music(s):\n    return [{'o': 4, 'o|': 2, '.|': 1}[n] for n in re.split(r' +', s.strip()) if n]\nassert parse_music('o o| .| o|') == [4, 2, 1, 2]\nprint('ok')",
+    "from collections import Counter\ndef how_many(s, sub):\n    return sum(1 for i in range(len(s) - len(sub) + 1) if s[i:i + len(sub)] == sub)\nassert how_many('aaaa', 'aa') == 3 and Counter('ab')['a'] == 1\nprint('ok')",
+];
+
+pub fn main(
+    rounds: usize,
+    repeat: usize,
+    prims: PathBuf,
+    policy: Option<PathBuf>,
+    python: PathBuf,
+) -> Result<()> {
+    if rounds < 1 || repeat < 1 {
+        bail!("--rounds and --repeat must be at least 1");
+    }
+    let programs: Vec<&'static str> = (0..repeat).flat_map(|_| PROGRAMS).collect();
+    let templates = match &policy {
+        Some(p) => {
+            prims_policy::Policy::load(p)
+                .with_context(|| format!("reading {}", p.display()))?
+                .interpreters
+                .fork_templates
+        }
+        None => false,
+    };
+    let dir = bench_dir("fresh")?;
+    let socket = socket_path(&dir);
+    with_serve(&prims, &dir, policy.as_deref(), |_port| async move {
+        let client = Client::connect(&socket, "prims-bench fresh").await?;
+        let sessions = open_sessions(&client).await?;
+        // The first batch starts what a new interpreter needs (a template,
+        // when the policy wants them) and is not counted.
+        prims_batch(&client, &sessions, &programs).await?;
+        wait_for_templates(&client, templates).await?;
+        let mut bare = Vec::new();
+        let mut jailed = Vec::new();
+        for round in 0..rounds {
+            let b = bare_batch(&python, &programs)?;
+            let p = prims_batch(&client, &sessions, &programs).await?;
+            eprintln!("round {}: bare {b:.1}/s, PRIMS fresh {p:.1}/s", round + 1);
+            bare.push(b);
+            jailed.push(p);
+        }
+        let stats = client.stats().await?;
+        report(
+            &programs,
+            &bare,
+            &jailed,
+            stats.starts_forked,
+            stats.starts_cold,
+        );
+        Ok(())
+    })
+}
+
+async fn open_sessions(client: &Client) -> Result<Vec<String>> {
+    let mut ids = Vec::new();
+    for _ in 0..PARALLEL {
+        ids.push(client.open_session(None).await?.session_id);
+    }
+    Ok(ids)
+}
+
+/// Waits until a template is up, when the policy wants them.
+async fn wait_for_templates(client: &Client, templates: bool) -> Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while templates && client.stats().await?.templates_up == 0 {
+        if Instant::now() > deadline {
+            bail!("interpreters.fork_templates is on, but no template came up in 120 s");
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    Ok(())
+}
+
+/// Programs per second, each a bare `python -I -c`, `PARALLEL` at a time.
+fn bare_batch(python: &Path, programs: &[&'static str]) -> Result<f64> {
+    let next = AtomicUsize::new(0);
+    let t = Instant::now();
+    std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..PARALLEL)
+            .map(|_| {
+                scope.spawn(|| -> Result<()> {
+                    while let Some(code) = programs.get(next.fetch_add(1, Ordering::Relaxed)) {
+                        let out = std::process::Command::new(python)
+                            .args(["-I", "-c", code])
+                            .output()
+                            .with_context(|| format!("running {}", python.display()))?;
+                        if !out.status.success() || out.stdout != b"ok\n" {
+                            bail!("bare python failed: {out:?}");
+                        }
+                    }
+                    Ok(())
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .try_for_each(|w| w.join().map_err(|_| anyhow::anyhow!("a worker panicked"))?)
+    })?;
+    Ok(programs.len() as f64 / t.elapsed().as_secs_f64())
+}
+
+/// Programs per second through the supervisor, each `fresh: true` in one
+/// of the sessions, one session per program in flight.
+async fn prims_batch(
+    client: &Client,
+    sessions: &[String],
+    programs: &[&'static str],
+) -> Result<f64> {
+    let next = Arc::new(AtomicUsize::new(0));
+    let programs: Arc<Vec<&'static str>> = Arc::new(programs.to_vec());
+    let t = Instant::now();
+    let tasks: Vec<_> = sessions
+        .iter()
+        .map(|id| {
+            let (client, id, next, programs) =
+                (client.clone(), id.clone(), next.clone(), programs.clone());
+            tokio::spawn(async move {
+                while let Some(code) = programs.get(next.fetch_add(1, Ordering::Relaxed)) {
+                    let req = RunRequest {
+                        session_id: id.clone(),
+                        tenant: None,
+                        code: (*code).into(),
+                        requirements: vec![],
+                        limits: LimitRequest::default(),
+                        fresh: true,
+                        network: None,
+                    };
+                    let reply = client.run(req, |_| {}).await?;
+                    if reply.outcome.status != Status::Ok || reply.stdout != b"ok\n" {
+                        bail!("a fresh run answered unexpectedly: {reply:?}");
+                    }
+                }
+                Ok::<(), anyhow::Error>(())
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await??;
+    }
+    Ok(programs.len() as f64 / t.elapsed().as_secs_f64())
+}
+
+fn median(v: &[f64]) -> f64 {
+    let mut v = v.to_vec();
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
+fn report(programs: &[&str], bare: &[f64], jailed: &[f64], forked: u64, cold: u64) {
+    let ratios: Vec<f64> = bare.iter().zip(jailed).map(|(b, p)| p / b).collect();
+    println!(
+        "{} programs per batch ({} distinct), {PARALLEL} at a time, {} rounds; interpreters started forked {forked}, cold {cold}\n",
+        programs.len(),
+        PROGRAMS.len(),
+        bare.len()
+    );
+    println!("| | median programs/s | min | max |");
+    println!("|---|---|---|---|");
+    let row = |name: &str, v: &[f64]| {
+        let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = v.iter().copied().fold(0.0, f64::max);
+        println!("| {name} | {:.1} | {lo:.1} | {hi:.1} |", median(v));
+    };
+    row("bare `python3 -I -c`", bare);
+    row("PRIMS, `fresh: true`, supervisor socket", jailed);
+    println!(
+        "\nPRIMS / bare, per round: median {:.2}× (target ≥ 1.00×)",
+        median(&ratios)
+    );
+}
