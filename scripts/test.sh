@@ -50,34 +50,30 @@ for f in tests/tests/escape_*.rs tests/tests/limits.rs tests/tests/bad_input.rs 
   live_names+=("$(basename "$f" .rs)")
   live_tests+=(--test "${live_names[-1]}")
 done
+# catalogue_stage LABEL ENV_VAR: the catalogue above, once more, with
+# ENV_VAR=1; its figures join the totals, and a failure ends the run.
+catalogue_stage() {
+  local label=$1 var=$2 status stage_passed stage_failed
+  set +e
+  env "$var=1" cargo test -p prims-tests --locked --no-fail-fast "${live_tests[@]}" \
+    -- --test-threads="${PRIMS_TEST_THREADS:-4}" 2>&1 | tee "$log"
+  status=${PIPESTATUS[0]}
+  set -e
+  stage_passed=$(awk '/^test result:/ {p += $4} END {print p + 0}' "$log")
+  stage_failed=$(awk '/^test result:/ {f += $6} END {print f + 0}' "$log")
+  echo "$label: $stage_passed passed, $stage_failed failed"
+  passed=$((passed + stage_passed))
+  failed=$((failed + stage_failed))
+  [ "$status" -eq 0 ] || { summary "$passed" "$failed"; exit "$status"; }
+}
 echo "== cargo test, LIVE INTERPRETER mode (PRIMS_TEST_LIVE=1, prims run --live): ${live_names[*]}"
-set +e
-PRIMS_TEST_LIVE=1 cargo test -p prims-tests --locked --no-fail-fast "${live_tests[@]}" \
-  -- --test-threads="${PRIMS_TEST_THREADS:-4}" 2>&1 | tee "$log"
-live_status=${PIPESTATUS[0]}
-set -e
-live_passed=$(awk '/^test result:/ {p += $4} END {print p + 0}' "$log")
-live_failed=$(awk '/^test result:/ {f += $6} END {print f + 0}' "$log")
-echo "live interpreter mode: $live_passed passed, $live_failed failed"
-passed=$((passed + live_passed))
-failed=$((failed + live_failed))
-[ "$live_status" -eq 0 ] || { summary "$passed" "$failed"; exit "$live_status"; }
+catalogue_stage "live interpreter mode" PRIMS_TEST_LIVE
 
 # And against interpreters forked from a fork template: each `prims run`
 # starts a template and runs its script in a child the jailer adopted, or
 # fails (the architecture guide's "Fork templates").
 echo "== cargo test, FORKED mode (PRIMS_TEST_FORKED=1, prims run --live --forked): ${live_names[*]}"
-set +e
-PRIMS_TEST_FORKED=1 cargo test -p prims-tests --locked --no-fail-fast "${live_tests[@]}" \
-  -- --test-threads="${PRIMS_TEST_THREADS:-4}" 2>&1 | tee "$log"
-forked_status=${PIPESTATUS[0]}
-set -e
-forked_passed=$(awk '/^test result:/ {p += $4} END {print p + 0}' "$log")
-forked_failed=$(awk '/^test result:/ {f += $6} END {print f + 0}' "$log")
-echo "forked mode: $forked_passed passed, $forked_failed failed"
-passed=$((passed + forked_passed))
-failed=$((failed + forked_failed))
-[ "$forked_status" -eq 0 ] || { summary "$passed" "$failed"; exit "$forked_status"; }
+catalogue_stage "forked mode" PRIMS_TEST_FORKED
 
 echo "== MCP clients (Python SDK, Inspector, mcp-remote) against prims serve"
 mcp_log=$(mktemp)

@@ -130,6 +130,8 @@ pub enum JailError {
     NotTemplateChild { pid: i32, template: u32 },
     #[error("joining the child's {ns} namespace: {errno}")]
     Setns { ns: &'static str, errno: Errno },
+    #[error("a pid namespace for the template's child: {0}")]
+    UnsharePid(Errno),
     #[error("cloning the workspace mount ({path}): {errno}")]
     OpenTree { path: PathBuf, errno: Errno },
     #[error("attaching {target}: {errno}")]
@@ -166,7 +168,7 @@ impl JailError {
             Fork(_) => "fork",
             Exec { .. } | PythonFds { .. } | Signals(_) => "exec",
             AdoptPeer(_) | AdoptCall { .. } | NotTemplateChild { .. } => "adopt",
-            Setns { .. } => "clone",
+            Setns { .. } | UnsharePid(_) => "clone",
             OpenTree { .. } | MoveMount { .. } => "mounts",
         }
     }
@@ -198,7 +200,7 @@ impl JailError {
             Pipe(e) | Clone(e) | Setgroups(e) | Wait(e) | Pdeathsig(e) | Setsid(e)
             | UnshareCgroup(e) | MakePrivate(e) | SetFsId(e) | MountProc(e) | PivotRoot(e)
             | DetachOldRoot(e) | LoopbackUp(e) | Hostname(e) | SetGid(e) | SetUid(e)
-            | NoNewPrivs(e) | Fork(e) | Random(e) | Signals(e) => Some(*e),
+            | NoNewPrivs(e) | Fork(e) | Random(e) | Signals(e) | UnsharePid(e) => Some(*e),
             ProxyListener { errno, .. } => Some(*errno),
             _ => None,
         }

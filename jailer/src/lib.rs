@@ -55,10 +55,12 @@ pub use plan::spec::read as read_spec;
 pub use prims_syscalls::landlock_abi;
 
 use init::{InitFds, Prepared};
-use nix::errno::Errno;
 use prims_cgroup::JobCgroup;
 use prims_protocol::jail::{CgroupBackend, Enforced, JobSpec, Outcome, Status};
-use setup::{cap_last_cap, check_not_terminal, job_cgroup, pipe, v1_tasks_files};
+use setup::{
+    cap_last_cap, check_not_terminal, drop_supplementary_groups, in_job_cgroup, pipe,
+    v1_tasks_files,
+};
 use std::os::fd::{AsFd, OwnedFd};
 use std::time::Instant;
 
@@ -124,14 +126,9 @@ fn run_jail(spec: &JobSpec, start: Instant, handed: Handed) -> Result<Outcome, J
     check_not_terminal()?;
     plan::spec::check_proxy_channel(spec.network, handed.proxy.is_some())?;
     let filters = seccomp::build(&plan::seccomp_rules::seccomp_rules(spec)?)?;
-    let cgroup = job_cgroup(spec)?;
-    let result = run_in_cgroup(spec, filters, cgroup.as_deref(), start, handed);
-    if let Some(cg) = cgroup {
-        // The pid namespace is gone by now; this catches stragglers anyway.
-        let _ = cg.kill();
-        let _ = cg.destroy();
-    }
-    result
+    in_job_cgroup(spec, |cgroup| {
+        run_in_cgroup(spec, filters, cgroup, start, handed)
+    })
 }
 
 fn run_in_cgroup(
@@ -141,12 +138,7 @@ fn run_in_cgroup(
     start: Instant,
     handed: Handed,
 ) -> Result<Outcome, JailError> {
-    // The init inherits our supplementary groups, and setgroups is denied
-    // inside the user namespace: drop them here.
-    // SAFETY: setgroups with an empty list.
-    if unsafe { libc::setgroups(0, std::ptr::null()) } < 0 {
-        return Err(JailError::Setgroups(Errno::last()));
-    }
+    drop_supplementary_groups()?;
     let (release_r, release_w) = pipe()?;
     let (report_r, report_w) = pipe()?;
     let prepared = Prepared {

@@ -83,3 +83,29 @@ pub(crate) fn v1_tasks_files(
         })
         .collect()
 }
+
+/// Runs `f` with the job cgroup of `spec` (none without a backend), then
+/// kills what is left in it and removes it, whatever `f` returned.
+pub(crate) fn in_job_cgroup<T>(
+    spec: &JobSpec,
+    f: impl FnOnce(Option<&dyn JobCgroup>) -> Result<T, JailError>,
+) -> Result<T, JailError> {
+    let cgroup = job_cgroup(spec)?;
+    let result = f(cgroup.as_deref());
+    if let Some(cg) = cgroup {
+        // The pid namespace is gone by now; this catches stragglers anyway.
+        let _ = cg.kill();
+        let _ = cg.destroy();
+    }
+    result
+}
+
+/// The init inherits our supplementary groups, and setgroups is denied
+/// inside the user namespace: drop them here.
+pub(crate) fn drop_supplementary_groups() -> Result<(), JailError> {
+    // SAFETY: setgroups with an empty list.
+    if unsafe { libc::setgroups(0, std::ptr::null()) } < 0 {
+        return Err(JailError::Setgroups(Errno::last()));
+    }
+    Ok(())
+}

@@ -58,7 +58,7 @@ pub fn enter(
     // A pid namespace owned by the child's user namespace, beside the
     // template's: the template's end ends none of its children.
     if let Err(errno) = nix::sched::unshare(CloneFlags::CLONE_NEWPID) {
-        let e = JailError::Setns { ns: "pid", errno };
+        let e = JailError::UnsharePid(errno);
         report::send(fds.report.as_fd(), &Report::SetupFailed(e.to_setup_error()));
         // SAFETY: leaving a forked child without running destructors.
         unsafe { libc::_exit(1) }

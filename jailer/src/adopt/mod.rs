@@ -50,21 +50,17 @@ pub fn run(
     }
     let channel = channel.ok_or(JailError::Spec("a template's child needs a channel".into()))?;
     let filters = seccomp::build(&seccomp_rules(spec)?)?;
-    let cgroup = setup::job_cgroup(spec)?;
-    let result = adopt_in_cgroup(
-        spec,
-        &filters,
-        cgroup.as_deref(),
-        adopt,
-        channel,
-        template_python,
-        start,
-    );
-    if let Some(cg) = cgroup {
-        let _ = cg.kill();
-        let _ = cg.destroy();
-    }
-    result
+    setup::in_job_cgroup(spec, |cgroup| {
+        adopt_in_cgroup(
+            spec,
+            &filters,
+            cgroup,
+            adopt,
+            channel,
+            template_python,
+            start,
+        )
+    })
 }
 
 fn adopt_in_cgroup(
@@ -77,10 +73,7 @@ fn adopt_in_cgroup(
     start: Instant,
 ) -> Result<Outcome, JailError> {
     let step = || Instant::now() + peer::STEP;
-    // SAFETY: setgroups with an empty list.
-    if unsafe { libc::setgroups(0, std::ptr::null()) } < 0 {
-        return Err(JailError::Setgroups(Errno::last()));
-    }
+    setup::drop_supplementary_groups()?;
     // The supervisor set this before the child could send; again, in case.
     peer::pass_credentials(adopt.as_fd())?;
     let hello = peer::expect(adopt.as_fd(), "hello", step())?;

@@ -29,6 +29,16 @@ pub(crate) const CHANNEL_LOST_EXIT: i32 = 118;
 /// imports instead of running cells (fork.py).
 pub(crate) const TEMPLATE_ENV: &str = "PRIMS_TEMPLATE";
 
+/// The thread-pool sizes of numpy's BLAS builds and their kin, set to 1 in
+/// a template (a thread does not survive a fork) and dropped in its
+/// children (fork.py).
+pub(crate) const BLAS_THREADS: [&str; 4] = [
+    "OPENBLAS_NUM_THREADS",
+    "OMP_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "NUMEXPR_NUM_THREADS",
+];
+
 /// Comma-separated modules the agent imports before it reports ready.
 pub(crate) const PREWARM_ENV: &str = "PRIMS_PREWARM";
 

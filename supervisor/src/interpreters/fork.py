@@ -8,7 +8,7 @@
 # built around it, and G confines itself before it says ready. See the architecture guide, "Fork templates".
 
 TEMPLATE_ENV = "PRIMS_TEMPLATE"
-# Set in a template's environment (start.rs BLAS_THREADS).
+# Set in a template's environment (agent.rs BLAS_THREADS).
 BLAS_THREADS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "NUMEXPR_NUM_THREADS")
 FORK_FRAME_MAX = 4096
 _PLAN_MAX = 256 * 1024

@@ -1,7 +1,7 @@
 //! Starting an interpreter: the jail of a session's workspace running the
 //! agent, up to the agent's `ready`.
 
-use super::agent::{AGENT_SOURCE, PREWARM_ENV, SESSION_SITE, SITE_ENV, TEMPLATE_ENV};
+use super::agent::{AGENT_SOURCE, BLAS_THREADS, PREWARM_ENV, SESSION_SITE, SITE_ENV, TEMPLATE_ENV};
 use super::channel::{self, ChannelError, FromAgent, Incoming, Named};
 use super::enforced::enforced;
 use super::kernel::Kernel;
@@ -31,13 +31,6 @@ const SETUP_REPORT_WAIT: Duration = Duration::from_secs(5);
 /// An interpreter's jail ends after this long whatever happens; the
 /// supervisor enforces each call's own limits.
 const LIFETIME_MS: u64 = 24 * 3600 * 1000;
-/// The thread-pool sizes of numpy's BLAS builds and their kin.
-const BLAS_THREADS: [&str; 4] = [
-    "OPENBLAS_NUM_THREADS",
-    "OMP_NUM_THREADS",
-    "MKL_NUM_THREADS",
-    "NUMEXPR_NUM_THREADS",
-];
 /// A template's jail outlives its python by its last child's lifetime.
 const TEMPLATE_LIFETIME_MS: u64 = 3 * LIFETIME_MS;
 
@@ -122,9 +115,10 @@ pub(crate) async fn start_forked(
     }
 }
 
-/// Whether a start of `s` could adopt a template's child at all.
-pub(crate) fn forkable(jails: &Jails, policy: &Policy, s: &StartSpec) -> bool {
-    agent_spec(jails, policy, s).network != NetworkMode::Proxy
+/// Whether a start under `policy` could adopt a template's child at all:
+/// not in proxy mode, whose listener a forked child is not handed yet.
+pub(crate) fn forkable(policy: &Policy) -> bool {
+    NetworkMode::from(policy.network.mode) != NetworkMode::Proxy
 }
 
 /// A started jail, before it becomes a [`Live`].

@@ -116,7 +116,7 @@ pub(crate) async fn start(
         return start::start(jails, egress, policy, s).await;
     };
     let mut s = s;
-    if start::forkable(jails, policy, &s) {
+    if start::forkable(policy) {
         if let Some(forked) = templates.fork(jails, policy, &s).await {
             match start::start_forked(jails, egress, policy, s, forked).await {
                 Ok(live) => {

@@ -52,6 +52,13 @@ fn the_agent_and_the_supervisor_agree_on_limits_and_formats() {
         .map(|l| l.trim().trim_end_matches(',').trim_matches('"').to_string())
         .collect();
     assert_eq!(mimes, MIME_KEPT);
+    // The fork-template half.
+    assert_eq!(python_constant("TEMPLATE_ENV"), format!("{TEMPLATE_ENV:?}"));
+    let blas: Vec<String> = BLAS_THREADS.iter().map(|v| format!("{v:?}")).collect();
+    assert_eq!(
+        python_constant("BLAS_THREADS"),
+        format!("({})", blas.join(", "))
+    );
 }
 
 #[test]
