@@ -3,7 +3,8 @@
 # ../shared/vm (systemd 252, cgroup v2, Landlock ABI 2). This build machine is
 # cgroup v1, so this is where the v2 backend, the systemd units and the .deb
 # run for real. One boot runs:
-#   tests/vm/jail-v2.sh     `prims run` against the v2 backend (limits, OOM, pids)
+#   tests/vm/jail-v2.sh     `prims run` against the v2 backend (limits, OOM, pids),
+#                           cold and forked from a fork template
 #   tests/vm/cgroup-v2.sh   the cgroup crate's live-job tests on v2 controllers
 #   tests/vm/deb-systemd.sh the .deb, both services, an MCP smoke test with the
 #                           Python SDK, a supervisor restart, policy reload

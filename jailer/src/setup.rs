@@ -84,6 +84,15 @@ pub(crate) fn v1_tasks_files(
         .collect()
 }
 
+/// Whether every job directory behind `files` (from [`v1_tasks_files`])
+/// lists `pid` among its tasks.
+pub(crate) fn v1_holds(files: &[(std::path::PathBuf, OwnedFd)], pid: libc::pid_t) -> bool {
+    let pid = pid.to_string();
+    files.iter().all(|(path, _)| {
+        std::fs::read_to_string(path).is_ok_and(|tasks| tasks.lines().any(|l| l == pid))
+    })
+}
+
 /// Runs `f` with the job cgroup of `spec` (none without a backend), then
 /// kills what is left in it and removes it, whatever `f` returned.
 pub(crate) fn in_job_cgroup<T>(

@@ -74,6 +74,51 @@ wait
 check v2_userns_owned_by_host_uid "{\"owner\": \"$owner\", \"run\": $(cat "$work/hold.json")}" \
   'd["owner"]=="345678" and d["run"]["status"]=="ok"'
 
+# Fork templates on v2: `prims run --live --forked` forks the one cell's
+# interpreter from a template started for it, and fails rather than start
+# it cold. The adopting jailer moves the child into its job cgroup by pid
+# here (on v1 the child moves itself).
+frun() { # policy-text script-text -> JSON on stdout
+  printf '%s\n' "$1" > "$work/policy.toml"
+  printf '%s\n' "$2" > "$work/script.py"
+  systemd-run --scope -q -p Delegate=yes /opt/prims/prims run --json --live --forked \
+    --policy "$work/policy.toml" "$work/script.py"
+}
+j=$(frun '' 'import os; print(os.getuid(), os.getpid())')
+check v2_forked_hello "$j" 'd["status"]=="ok" and d["stdout"]=="1000 2\n" and d["enforced"]["cgroup"]=="v2"'
+j=$(frun $'[limits]\nmemory = "64MiB"' "b = b'\\1' * (256 << 20)")
+check v2_forked_memory_hog_is_oom "$j" 'd["status"]=="oom" and d["oom_killed"] is True'
+j=$(frun $'[limits]\npids = 16' $'import os, time\nn = 0\ntry:\n    for i in range(200):\n        if os.fork() == 0:\n            time.sleep(5); os._exit(0)\n        n += 1\nexcept OSError as e:\n    print("EAGAIN" if e.errno == 11 else e.errno, n)')
+check v2_forked_fork_loop_stops_at_pids_max "$j" 'd["status"]=="ok" and d["stdout"].startswith("EAGAIN") and int(d["stdout"].split()[1]) < 16'
+# Seen from the host: the child's python is the session's host uid with no
+# capabilities, in a job cgroup of its own, not its template's.
+mkdir -p "$work/fws"
+# A live cell is not on python's command line: it names itself instead.
+printf '%s\n' 'import ctypes, os, time' 'ctypes.CDLL(None).prctl(15, b"prims-vm-fmark", 0, 0, 0)' \
+  'open("ready", "w").close()' \
+  'end = time.monotonic() + 30' \
+  'while not os.path.exists("release") and time.monotonic() < end: time.sleep(0.01)' > "$work/fhold.py"
+systemd-run --scope -q -p Delegate=yes /opt/prims/prims run --json --live --forked \
+  --workspace "$work/fws" "$work/fhold.py" > "$work/fhold.json" &
+for _ in $(seq 1 600); do [ -e "$work/fws/ready" ] && break; sleep 0.05; done
+pid=$(pgrep -x prims-vm-fmark | head -1)
+facts=$(python3 - "$pid" <<'PY' 2>&1
+import json, sys
+def status(pid):
+    return dict(l.split(":", 1) for l in open("/proc/%s/status" % pid).read().splitlines())
+g = status(sys.argv[1])
+k = status(g["PPid"].strip())
+template = k["PPid"].strip()
+cg = lambda pid: open("/proc/%s/cgroup" % pid).read().strip()
+print(json.dumps({"uid": g["Uid"].split(), "capeff": g["CapEff"].strip(),
+                  "cgroup": cg(sys.argv[1]), "template_cgroup": cg(template)}))
+PY
+)
+touch "$work/fws/release"
+wait
+check v2_forked_child_seen_from_the_host "{\"facts\": $facts, \"run\": $(cat "$work/fhold.json")}" \
+  'd["run"]["status"]=="ok" and set(d["facts"]["uid"])=={str(d["run"]["host_uid"])} and int(d["facts"]["capeff"], 16)==0 and "-py-" in d["facts"]["cgroup"] and d["facts"]["cgroup"]!=d["facts"]["template_cgroup"]'
+
 left=$(find /sys/fs/cgroup -type d -name 'run-*' | wc -l)
 if [ "$left" -eq 0 ]; then echo "PASS v2_no_job_cgroups_left"; else echo "FAIL v2_no_job_cgroups_left: $left"; fails=$((fails+1)); fi
 echo "$fails failed"

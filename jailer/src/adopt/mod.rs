@@ -90,7 +90,15 @@ fn adopt_in_cgroup(
         call: "pidfd_send_signal",
         errno,
     })?;
-    send_plan(adopt.as_fd(), spec, filters, &channel, cgroup.is_none())?;
+    let self_attach = setup::v1_tasks_files(spec, cgroup)?;
+    send_plan(
+        adopt.as_fd(),
+        spec,
+        filters,
+        &channel,
+        &self_attach,
+        cgroup.is_none(),
+    )?;
     drop(channel);
     peer::expect(adopt.as_fd(), "unshared", step())?;
     let (namespaces, template_userns) = open_namespaces(pid, template_python)?;
@@ -102,11 +110,13 @@ fn adopt_in_cgroup(
     )?;
     drop(template_userns);
     if let Some(cg) = cgroup {
-        cg.attach(pid)?;
+        // It was told to move itself (v1); one that did not is moved.
+        if self_attach.is_empty() || !setup::v1_holds(&self_attach, pid) {
+            cg.attach(pid)?;
+        }
     }
     let _ = std::fs::write(format!("/proc/{pid}/oom_score_adj"), "1000");
     let trees = open_trees(spec)?;
-    let self_attach = setup::v1_tasks_files(spec, cgroup)?;
     let (release_r, release_w) = setup::pipe()?;
     let (report_r, report_w) = setup::pipe()?;
     let (pid_r, pid_w) = setup::pipe()?;
@@ -168,6 +178,7 @@ fn send_plan(
     spec: &JobSpec,
     filters: &seccomp::Filters,
     channel: &OwnedFd,
+    self_attach: &[(PathBuf, OwnedFd)],
     memory_backstop: bool,
 ) -> Result<(), JailError> {
     let rlimits: Vec<_> = crate::privs::rlimits(&spec.limits, memory_backstop)
@@ -184,8 +195,11 @@ fn send_plan(
         "rlimits": rlimits,
         "cap_last_cap": setup::cap_last_cap(),
         "filters": programs,
+        "attach": self_attach.len(),
     });
-    peer::send(sock, &plan, &[1, 2, channel.as_raw_fd()])
+    let mut fds = vec![1, 2, channel.as_raw_fd()];
+    fds.extend(self_attach.iter().map(|(_, fd)| fd.as_raw_fd()));
+    peer::send(sock, &plan, &fds)
 }
 
 /// The child must be the template's python's own child, not something it

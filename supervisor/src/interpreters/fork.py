@@ -12,6 +12,8 @@ TEMPLATE_ENV = "PRIMS_TEMPLATE"
 BLAS_THREADS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "NUMEXPR_NUM_THREADS")
 FORK_FRAME_MAX = 4096
 _PLAN_MAX = 256 * 1024
+# stdio, the channel and a job cgroup's v1 `tasks` files.
+_FDS_MAX = 8
 _JAIL_ID = 1000
 _CLONE_NEWNS = 0x00020000
 _CLONE_NEWCGROUP = 0x02000000
@@ -199,7 +201,16 @@ def _become_child(agent, ctl, stray, sys_):
         ctl = fcntl.fcntl(ctl, fcntl.F_DUPFD_CLOEXEC, 100)
         peer = socket.socket(fileno=ctl)
         peer.send(_ENCODER.encode({"op": "hello"}).encode())
-        plan, fds = _receive(peer, socket, "plan", 3)
+        plan, fds = _receive(peer, socket, "plan", None)
+        attach = int(plan.get("attach", 0))
+        if len(fds) != 3 + attach:
+            raise OSError("plan carried %d fds, not %d" % (len(fds), 3 + attach))
+        # On cgroup v1 a thread that moves itself skips the global lock (and
+        # its RCU grace period) that moving another pid takes; the jailer
+        # opened these job `tasks` files and checks where we landed.
+        for fd in fds[3:]:
+            os.write(fd, b"0")
+            os.close(fd)
         null = os.open(os.devnull, os.O_RDWR)
         for src, dst in ((null, 0), (fds[0], 1), (fds[1], 2), (fds[2], CHANNEL_FD)):
             os.dup2(src, dst)
@@ -234,7 +245,7 @@ def _become_child(agent, ctl, stray, sys_):
 
 
 def _receive(peer, socket, op, nfds):
-    data, anc, flags, _ = peer.recvmsg(_PLAN_MAX, socket.CMSG_SPACE(4 * 4), socket.MSG_CMSG_CLOEXEC)
+    data, anc, flags, _ = peer.recvmsg(_PLAN_MAX, socket.CMSG_SPACE(4 * _FDS_MAX), socket.MSG_CMSG_CLOEXEC)
     fds = _fds_of(anc, socket)
     msg = _DECODER.decode(data.decode("utf-8")) if data else None
     if not isinstance(msg, dict) or msg.get("op") != op or flags & (socket.MSG_TRUNC | socket.MSG_CTRUNC):

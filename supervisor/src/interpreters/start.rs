@@ -182,7 +182,9 @@ async fn launch(
     let layout = match spec.fork {
         ForkRole::None => crate::job::Layout::Nested,
         ForkRole::Template { .. } => crate::job::Layout::Shallow,
-        ForkRole::Child { .. } => crate::job::Layout::Adopted,
+        ForkRole::Child { template_python } => crate::job::Layout::Adopted {
+            template: template_python as libc::pid_t,
+        },
     };
     let up = match come_up(jails, s, layout, spawned, rx, proxy, t0).await {
         Ok(up) => up,

@@ -7,12 +7,14 @@
 
 use super::error::RunError;
 use prims_protocol::jail::JobSpec;
+use std::ffi::CString;
 use std::fs::File;
 use std::io::{self, Seek, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::os::unix::process::CommandExt;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::ExitStatus;
 
 const SPEC_FD: RawFd = 3;
 const OUTCOME_FD: RawFd = 4;
@@ -30,20 +32,55 @@ const JAILER_ARG0: &str = "prims-jailer";
 /// A started jailer and the memfd it writes its outcome record to.
 #[derive(Debug)]
 pub(super) struct Launched {
-    pub child: Child,
+    pub child: JailerProcess,
     pub outcome: File,
+}
+
+/// A jailer process this one started and has not reaped.
+#[derive(Debug)]
+pub(crate) struct JailerProcess {
+    pid: libc::pid_t,
+    /// Read ends of its stdout and stderr pipes, once each.
+    pub stdout: Option<File>,
+    pub stderr: Option<File>,
+}
+
+impl JailerProcess {
+    pub fn id(&self) -> u32 {
+        self.pid.unsigned_abs()
+    }
+
+    /// Blocks until it exits, and reaps it.
+    pub fn wait(&mut self) -> io::Result<ExitStatus> {
+        let mut status = 0;
+        loop {
+            // SAFETY: waitpid on our own unreaped child, into a local.
+            let r = unsafe { libc::waitpid(self.pid, &mut status, 0) };
+            if r == self.pid {
+                return Ok(ExitStatus::from_raw(status));
+            }
+            let e = io::Error::last_os_error();
+            if e.kind() != io::ErrorKind::Interrupted {
+                return Err(e);
+            }
+        }
+    }
 }
 
 /// `fd` duplicated to [`HIGH_FDS`] or above, close-on-exec, clear of the
 /// child's dup2 targets; `err` names what it was for.
 fn high_fd(fd: RawFd, err: fn(io::Error) -> RunError) -> Result<File, RunError> {
-    // SAFETY: fcntl on a valid fd; the duplicate is owned by the File.
+    dup_high(fd).map(File::from).map_err(err)
+}
+
+fn dup_high(fd: RawFd) -> io::Result<OwnedFd> {
+    // SAFETY: fcntl on a valid fd; the duplicate is owned by the OwnedFd.
     let high = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, HIGH_FDS) };
     if high < 0 {
-        return Err(err(io::Error::last_os_error()));
+        return Err(io::Error::last_os_error());
     }
     // SAFETY: high is a fresh fd nothing else owns.
-    Ok(unsafe { File::from_raw_fd(high) })
+    Ok(unsafe { OwnedFd::from_raw_fd(high) })
 }
 
 fn memfd(name: &std::ffi::CStr) -> Result<File, RunError> {
@@ -59,6 +96,10 @@ fn memfd(name: &std::ffi::CStr) -> Result<File, RunError> {
 
 /// Starts the jailer at `jailer` on `spec`. `proxy` and `channel` are
 /// handed over; this process keeps no copy of them.
+///
+/// With `posix_spawn`, which clones with `CLONE_VM|CLONE_VFORK`: a fork
+/// would copy this large, many-threaded process's page tables for every
+/// jail, only to throw them away at the exec.
 pub(super) fn launch(
     jailer: &Path,
     spec: &JobSpec,
@@ -81,49 +122,137 @@ pub(super) fn launch(
     let adopt = adopt
         .map(|fd| high_fd(fd.as_raw_fd(), RunError::Channel))
         .transpose()?;
+    let spawn_err = |source: io::Error| RunError::Spawn {
+        path: jailer.to_path_buf(),
+        source,
+    };
+    let null = std::fs::File::open("/dev/null")
+        .and_then(|f| dup_high(f.as_raw_fd()))
+        .map_err(spawn_err)?;
+    let (out_r, out_w) = pipe().map_err(spawn_err)?;
+    let (err_r, err_w) = pipe().map_err(spawn_err)?;
     let pairs = [
+        (Some(null.as_raw_fd()), 0),
+        (Some(out_w.as_raw_fd()), 1),
+        (Some(err_w.as_raw_fd()), 2),
         (Some(spec_file.as_raw_fd()), SPEC_FD),
         (Some(outcome.as_raw_fd()), OUTCOME_FD),
         (proxy.as_ref().map(AsRawFd::as_raw_fd), PROXY_FD),
         (channel.as_ref().map(AsRawFd::as_raw_fd), CHANNEL_FD),
         (adopt.as_ref().map(AsRawFd::as_raw_fd), ADOPT_FD),
     ];
-    let mut cmd = Command::new(jailer);
     // The jail's init is this process after its clone, and its command line
     // is /proc/1/cmdline to the jailed code: the bare name and fd numbers
     // say nothing of the host (the spec travels on SPEC_FD).
-    cmd.arg0(JAILER_ARG0)
-        .args(["--spec-fd", "3", "--outcome-fd", "4"]);
+    let mut args = vec![JAILER_ARG0, "--spec-fd", "3", "--outcome-fd", "4"];
     if proxy.is_some() {
-        cmd.args(["--proxy-fd", "5"]);
+        args.extend(["--proxy-fd", "5"]);
     }
     if channel.is_some() {
-        cmd.args(["--channel-fd", "6"]);
+        args.extend(["--channel-fd", "6"]);
     }
     if adopt.is_some() {
-        cmd.args(["--adopt-fd", "7"]);
+        args.extend(["--adopt-fd", "7"]);
     }
-    cmd.env_clear()
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    // SAFETY: dup2 is async-signal-safe; the sources are ≥ HIGH_FDS, so
-    // they never collide with the targets.
-    unsafe {
-        cmd.pre_exec(move || {
-            for (src, dst) in pairs {
-                if let Some(src) = src {
-                    if libc::dup2(src, dst) < 0 {
-                        return Err(io::Error::last_os_error());
-                    }
-                }
-            }
+    let pid = spawn(jailer, &args, &pairs).map_err(spawn_err)?;
+    drop((out_w, err_w));
+    Ok(Launched {
+        child: JailerProcess {
+            pid,
+            stdout: Some(File::from(out_r)),
+            stderr: Some(File::from(err_r)),
+        },
+        outcome,
+    })
+}
+
+/// A pipe, both ends clear of the dup2 targets.
+fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
+    let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
+    Ok((dup_high(r.as_raw_fd())?, dup_high(w.as_raw_fd())?))
+}
+
+/// `posix_spawn` of `program` with `args` (argv[0] first), an empty
+/// environment, and each `(source, target)` of `pairs` dup2ed in place; the
+/// sources are close-on-exec and at [`HIGH_FDS`] or above.
+fn spawn(
+    program: &Path,
+    args: &[&str],
+    pairs: &[(Option<RawFd>, RawFd)],
+) -> io::Result<libc::pid_t> {
+    let nul = |e: std::ffi::NulError| io::Error::new(io::ErrorKind::InvalidInput, e);
+    let path = CString::new(program.as_os_str().as_bytes()).map_err(nul)?;
+    let argv: Vec<CString> = args
+        .iter()
+        .map(|a| CString::new(*a))
+        .collect::<Result<_, _>>()
+        .map_err(nul)?;
+    let mut argv_ptrs: Vec<*mut libc::c_char> =
+        argv.iter().map(|a| a.as_ptr().cast_mut()).collect();
+    argv_ptrs.push(std::ptr::null_mut());
+    let envp: [*mut libc::c_char; 1] = [std::ptr::null_mut()];
+    let check = |r: libc::c_int| {
+        if r == 0 {
             Ok(())
-        });
+        } else {
+            Err(io::Error::from_raw_os_error(r))
+        }
+    };
+    // SAFETY: zeroed structs are what the init calls overwrite.
+    let mut actions: libc::posix_spawn_file_actions_t = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    let mut attr: libc::posix_spawnattr_t = unsafe { std::mem::zeroed() };
+    // SAFETY: initialises the local the pointer names.
+    check(unsafe { libc::posix_spawn_file_actions_init(&mut actions) })?;
+    // SAFETY: as above.
+    if let Err(e) = check(unsafe { libc::posix_spawnattr_init(&mut attr) }) {
+        // SAFETY: initialised just above, destroyed once.
+        unsafe { libc::posix_spawn_file_actions_destroy(&mut actions) };
+        return Err(e);
     }
-    let child = cmd.spawn().map_err(|source| RunError::Spawn {
-        path: jailer.to_path_buf(),
-        source,
-    })?;
-    Ok(Launched { child, outcome })
+    let spawned = (|| {
+        // As std's Command: no signal blocked, and SIGPIPE (which the Rust
+        // runtime ignores) back to its default.
+        // SAFETY: sigset_t locals, filled by the libc calls on them.
+        let (mut none, mut pipe): (libc::sigset_t, libc::sigset_t) =
+            unsafe { (std::mem::zeroed(), std::mem::zeroed()) };
+        // SAFETY: attr is initialised; the sets are locals set up here.
+        unsafe {
+            libc::sigemptyset(&mut none);
+            libc::sigemptyset(&mut pipe);
+            libc::sigaddset(&mut pipe, libc::SIGPIPE);
+            check(libc::posix_spawnattr_setsigmask(&mut attr, &none))?;
+            check(libc::posix_spawnattr_setsigdefault(&mut attr, &pipe))?;
+            check(libc::posix_spawnattr_setflags(
+                &mut attr,
+                (libc::POSIX_SPAWN_SETSIGMASK | libc::POSIX_SPAWN_SETSIGDEF) as libc::c_short,
+            ))?;
+        }
+        for (src, dst) in pairs {
+            if let Some(src) = src {
+                // SAFETY: actions is initialised; both are plain fd numbers.
+                check(unsafe { libc::posix_spawn_file_actions_adddup2(&mut actions, *src, *dst) })?;
+            }
+        }
+        let mut pid = 0;
+        // SAFETY: path, argv and envp are NUL-terminated and outlive the
+        // call; actions is initialised; no attributes are given.
+        check(unsafe {
+            libc::posix_spawn(
+                &mut pid,
+                path.as_ptr(),
+                &actions,
+                &attr,
+                argv_ptrs.as_ptr(),
+                envp.as_ptr(),
+            )
+        })?;
+        Ok(pid)
+    })();
+    // SAFETY: both were initialised above and are destroyed once.
+    unsafe {
+        libc::posix_spawn_file_actions_destroy(&mut actions);
+        libc::posix_spawnattr_destroy(&mut attr);
+    }
+    spawned
 }

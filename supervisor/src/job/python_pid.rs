@@ -57,9 +57,9 @@ pub enum Layout {
     Nested,
     /// In our pid namespace, the child of the jail's init (a template).
     Shallow,
-    /// pid 2 of the init's namespace, but not its child (a template's
-    /// child, whose parent stays outside the namespace).
-    Adopted,
+    /// pid 2 of the init's namespace, but not its child: the child of a
+    /// process the template python `template` forked, which stays outside.
+    Adopted { template: libc::pid_t },
 }
 
 /// [`python_process`] of a jail laid out as `layout` says.
@@ -70,7 +70,7 @@ pub fn python_process_in(
     let find = |jailer| match layout {
         Layout::Nested => find(jailer),
         Layout::Shallow => find_shallow(jailer),
-        Layout::Adopted => find_adopted(jailer),
+        Layout::Adopted { template } => find_adopted(jailer, template),
     };
     let python = find(jailer)?;
     // SAFETY: pidfd_open takes a pid and flags and returns a new fd.
@@ -152,9 +152,10 @@ fn find_shallow(jailer: libc::pid_t) -> Result<libc::pid_t, PythonPidError> {
     Err(PythonPidError::NotRunning("the init has no live python"))
 }
 
-/// pid 2 of the pid namespace of the jailer's only child, its init: found
-/// among all processes, since its parent is not the init.
-fn find_adopted(jailer: libc::pid_t) -> Result<libc::pid_t, PythonPidError> {
+/// pid 2 of the pid namespace of the jailer's only child, its init: a
+/// grandchild of the template python, whose children are few (one per
+/// live forked interpreter), unlike all the host's processes.
+fn find_adopted(jailer: libc::pid_t, template: libc::pid_t) -> Result<libc::pid_t, PythonPidError> {
     let [init] = children(jailer)?[..] else {
         return Err(PythonPidError::NotRunning("the jailer has no single init"));
     };
@@ -163,22 +164,13 @@ fn find_adopted(jailer: libc::pid_t) -> Result<libc::pid_t, PythonPidError> {
             "the jailer's child is not a jail's init",
         ));
     }
-    let ns = |pid: &str| std::fs::read_link(format!("/proc/{pid}/ns/pid")).ok();
-    let theirs = ns(&init.to_string()).ok_or(PythonPidError::NotRunning("the init is gone"))?;
-    let entries = std::fs::read_dir("/proc").map_err(|source| PythonPidError::Proc {
-        path: "/proc".into(),
-        source,
-    })?;
-    for e in entries.flatten() {
-        let name = e.file_name();
-        let Some(pid) = name.to_str().and_then(|n| n.parse::<libc::pid_t>().ok()) else {
-            continue;
-        };
-        if pid == init || ns(&pid.to_string()).as_ref() != Some(&theirs) {
-            continue;
-        }
-        if status(pid)?.is_some_and(|s| s.is_python()) {
-            return Ok(pid);
+    let ns = |pid: libc::pid_t| std::fs::read_link(format!("/proc/{pid}/ns/pid")).ok();
+    let theirs = ns(init).ok_or(PythonPidError::NotRunning("the init is gone"))?;
+    for forked in children(template)? {
+        for pid in children(forked)? {
+            if ns(pid).as_ref() == Some(&theirs) && status(pid)?.is_some_and(|s| s.is_python()) {
+                return Ok(pid);
+            }
         }
     }
     Err(PythonPidError::NotRunning(

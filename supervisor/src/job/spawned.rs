@@ -5,13 +5,12 @@
 
 use super::cgroup_parents::{self, Parents};
 use super::jailer_end;
-use super::launch::Launched;
+use super::launch::{JailerProcess, Launched};
 use super::python_pid::{self, PythonPidError};
 use prims_protocol::jail::{Outcome, Status};
 use std::fs::File;
 use std::os::fd::OwnedFd;
 use std::os::fd::{AsRawFd, FromRawFd};
-use std::process::Child;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -34,7 +33,7 @@ pub struct Spawned {
 /// What it takes to see the jail to its end.
 #[derive(Debug)]
 struct Running {
-    child: Child,
+    child: JailerProcess,
     outcome: File,
     job: String,
     parents: Parents,
