@@ -154,6 +154,19 @@ async fn templates_siblings_draw_their_own_random_numbers() {
     assert_ne!(a[2], b[2], "numpy: {a:?} {b:?}");
 }
 
+#[tokio::test(flavor = "multi_thread")]
+async fn templates_a_forked_session_starts_at_cell_one_with_its_own_history() {
+    // The template ran a warm-up cell; no child may see it.
+    let d = Daemon::start(&policy());
+    let c = d.client().await;
+    let s = forked_session(&d, &c).await;
+    let code = "ip = get_ipython()\n\
+                print(ip.execution_count, len(In), In[1] == _i1 == _i, 'pass' in In, '_1' in globals())\n\
+                print(repr(_i1))";
+    let got = out(&c, &s, code).await;
+    assert_eq!(got, format!("3 3 True False False\n{FORKED:?}\n"));
+}
+
 /// Host pids of `d`'s template pythons: a python in our pid namespace
 /// (every interpreter has its own) whose jail's jailer is the supervisor's
 /// child (each child's parent outside its namespace is a fork of the

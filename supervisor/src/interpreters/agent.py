@@ -781,6 +781,9 @@ def main():
         "notebook_error": _name(notebook_error) if notebook_error else None,
     }
     if template:
+        agent.import_own()
+        if agent.notebook is not None:
+            agent.notebook.warm_up()
         # Returns in a forked child only, confined, its stdio and channel
         # on fds 0-3.
         _serve_forks(agent, ready, sys_)

@@ -343,6 +343,14 @@ class _Notebook:
         if backend is not None:
             backend.flush_figures()
 
+    def warm_up(self):
+        """A fork template runs one empty cell before it forks, outside the
+        history and the execution count, so that what IPython sets up
+        lazily on a first cell (imports, caches) is done once and shared."""
+        self.shell.run_cell("pass", store_history=False)
+        self.outputs = []
+        self.output_bytes = 0
+
     def run(self, code):
         """Runs a cell: ((text/plain, cut) of its result or None, the
         exception it ended with or None). Outputs are in `self.outputs`."""
