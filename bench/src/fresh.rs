@@ -3,8 +3,11 @@
 //! in a new interpreter (`fresh: true`) through the supervisor socket, 4 at
 //! a time, against the same programs as bare `python3 -I -c` subprocesses
 //! 4 at a time. Rounds alternate between the two in one run, so the ratio
-//! shares the machine's noise. Run it with and without
+//! shares the machine's noise. Then a new session's first pandas call,
+//! quiet and under that load ([`loaded`]). Run it with and without
 //! `interpreters.fork_templates` to see what templates change.
+
+mod loaded;
 
 use crate::live::supervisor::socket_path;
 use crate::mcp::{bench_dir, with_serve};
@@ -80,6 +83,7 @@ pub fn main(
             jailed.push(p);
         }
         let stats = client.stats().await?;
+        let first = loaded::first_pandas(&client, &sessions).await?;
         report(
             &programs,
             &bare,
@@ -87,6 +91,7 @@ pub fn main(
             stats.starts_forked,
             stats.starts_cold,
         );
+        loaded::report(&first);
         Ok(())
     })
 }
@@ -100,7 +105,7 @@ async fn open_sessions(client: &Client) -> Result<Vec<String>> {
 }
 
 /// Waits until a template is up, when the policy wants them.
-async fn wait_for_templates(client: &Client, templates: bool) -> Result<()> {
+pub(crate) async fn wait_for_templates(client: &Client, templates: bool) -> Result<()> {
     let deadline = Instant::now() + Duration::from_secs(120);
     while templates && client.stats().await?.templates_up == 0 {
         if Instant::now() > deadline {

@@ -7,6 +7,7 @@
 mod cluster;
 mod egress;
 mod fresh;
+mod idle;
 mod jail;
 mod live;
 mod mcp;
@@ -81,6 +82,17 @@ enum Bench {
         #[arg(long, default_value = "/usr/bin/python3")]
         python: PathBuf,
     },
+    /// What idle sessions that used pandas hold, over many sessions: the
+    /// host's MemAvailable drop and their cgroups, with any template and
+    /// the warm pool up before and after. Run it with and without
+    /// `interpreters.fork_templates`.
+    Idle {
+        /// Sessions opened (at least 8).
+        #[arg(long, default_value_t = 8)]
+        sessions: usize,
+        #[arg(long)]
+        policy: Option<PathBuf>,
+    },
     /// Live interpreters through MCP: the same session, a new session's
     /// first call from the warm pool, 8 concurrent sessions and idle
     /// memory, each beside a new interpreter per call (`fresh: true`).
@@ -150,6 +162,7 @@ fn main() -> Result<()> {
             policy,
             python,
         } => fresh::main(rounds, repeat, prims, policy, python),
+        Bench::Idle { sessions, policy } => idle::main(sessions, prims, policy),
         Bench::Original {
             runs,
             prims_per,

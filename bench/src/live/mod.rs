@@ -9,7 +9,7 @@
 //! and with the IPython kernel layer, alternating between them (kernel.rs).
 
 mod cases;
-mod cell;
+pub(crate) mod cell;
 mod idle;
 mod kernel;
 mod kernel_report;
