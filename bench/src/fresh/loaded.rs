@@ -3,7 +3,7 @@
 //! programs without pause): with a warm pool that load drains, the figure
 //! shows what a new session waits for once the pool is empty.
 
-use super::{PARALLEL, PROGRAMS};
+use super::programs::{PARALLEL, PROGRAMS};
 use crate::live::cell::PANDAS;
 use anyhow::{bail, Result};
 use prims_protocol::client::Client;
