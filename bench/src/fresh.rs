@@ -8,15 +8,13 @@
 //! `interpreters.fork_templates` to see what templates change.
 
 mod loaded;
-mod programs;
+pub(crate) mod programs;
 
 use crate::live::supervisor::socket_path;
 use crate::mcp::{bench_dir, with_serve};
 use anyhow::{bail, Context, Result};
 use prims_protocol::client::Client;
-use prims_protocol::jail::{LimitRequest, Status};
-use prims_protocol::wire::RunRequest;
-use programs::{PARALLEL, PROGRAMS};
+use programs::{run_fresh, PARALLEL, PROGRAMS};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -139,19 +137,7 @@ async fn prims_batch(
                 (client.clone(), id.clone(), next.clone(), programs.clone());
             tokio::spawn(async move {
                 while let Some(code) = programs.get(next.fetch_add(1, Ordering::Relaxed)) {
-                    let req = RunRequest {
-                        session_id: id.clone(),
-                        tenant: None,
-                        code: (*code).into(),
-                        requirements: vec![],
-                        limits: LimitRequest::default(),
-                        fresh: true,
-                        network: None,
-                    };
-                    let reply = client.run(req, |_| {}).await?;
-                    if reply.outcome.status != Status::Ok || reply.stdout != b"ok\n" {
-                        bail!("a fresh run answered unexpectedly: {reply:?}");
-                    }
+                    run_fresh(&client, &id, code).await?;
                 }
                 Ok::<(), anyhow::Error>(())
             })

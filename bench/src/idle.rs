@@ -7,14 +7,13 @@
 //! and the warm pool are up and full before the first reading and after
 //! the last, so neither is counted.
 
+use crate::fresh::programs::run_pandas;
 use crate::fresh::wait_for_templates;
 use crate::live::cell::PANDAS;
+use crate::live::idle::kb_field;
 use crate::live::supervisor::{socket_path, Supervisor};
 use crate::mcp::{bench_dir, with_serve};
 use anyhow::{bail, Context, Result};
-use prims_protocol::client::Client;
-use prims_protocol::jail::{LimitRequest, Status};
-use prims_protocol::wire::RunRequest;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -40,7 +39,7 @@ pub fn main(sessions: usize, prims: PathBuf, policy: Option<PathBuf>) -> Result<
         let client = sup.client().clone();
         // The base environment, and the template when the policy wants one.
         let warm = client.open_session(None).await?.session_id;
-        pandas(&client, &warm).await?;
+        run_pandas(&client, &warm).await?;
         client.close_session(&warm, None).await?;
         wait_for_templates(&client, templates).await?;
         sup.settle(0).await?;
@@ -49,7 +48,7 @@ pub fn main(sessions: usize, prims: PathBuf, policy: Option<PathBuf>) -> Result<
         let mut ids = Vec::new();
         for _ in 0..sessions {
             let id = client.open_session(None).await?.session_id;
-            pandas(&client, &id).await?;
+            run_pandas(&client, &id).await?;
             ids.push(id);
         }
         let stats = sup.settle(sessions as u64).await?;
@@ -88,23 +87,6 @@ pub fn main(sessions: usize, prims: PathBuf, policy: Option<PathBuf>) -> Result<
         }
         Ok(())
     })
-}
-
-async fn pandas(client: &Client, session: &str) -> Result<()> {
-    let req = RunRequest {
-        session_id: session.into(),
-        tenant: None,
-        code: PANDAS.code.into(),
-        requirements: vec![],
-        limits: LimitRequest::default(),
-        fresh: false,
-        network: None,
-    };
-    let reply = client.run(req, |_| {}).await?;
-    if reply.outcome.status != Status::Ok || reply.stdout != PANDAS.stdout.as_bytes() {
-        bail!("the pandas cell answered unexpectedly: {reply:?}");
-    }
-    Ok(())
 }
 
 /// PSS summed over `prims serve --state-dir state` and all its
@@ -155,17 +137,12 @@ fn tree_pss(state: &std::path::Path) -> Result<(u64, usize)> {
         if !in_tree(pid) {
             continue;
         }
-        // A process that ended meanwhile counts for nothing.
-        if let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")) {
-            if let Some(kib) = text
-                .lines()
-                .find_map(|l| l.strip_prefix("Pss:"))
-                .and_then(|v| v.trim().strip_suffix("kB"))
-                .and_then(|v| v.trim().parse::<u64>().ok())
-            {
-                pss += kib * 1024;
-                n += 1;
-            }
+        // A process that ended meanwhile (gone, or a zombie with an empty
+        // rollup) counts for nothing.
+        let text = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).unwrap_or_default();
+        if let Ok(bytes) = kb_field(&text, "Pss") {
+            pss += bytes;
+            n += 1;
         }
     }
     Ok((pss, n))
@@ -178,13 +155,8 @@ async fn mem_available() -> Result<u64> {
     for _ in 0..5 {
         tokio::time::sleep(Duration::from_secs(1)).await;
         let text = std::fs::read_to_string("/proc/meminfo")?;
-        let kib = text
-            .lines()
-            .find_map(|l| l.strip_prefix("MemAvailable:"))
-            .and_then(|v| v.trim().strip_suffix("kB"))
-            .and_then(|v| v.trim().parse::<u64>().ok())
-            .context("no MemAvailable in /proc/meminfo")?;
-        readings.push(kib * 1024);
+        let bytes = kb_field(&text, "MemAvailable")?;
+        readings.push(bytes);
     }
     readings.sort_unstable();
     Ok(readings[readings.len() / 2])

@@ -9,10 +9,11 @@ install -m 0755 "$here/prims" "$here/prims-jailer" /opt/prims/
 work=$(mktemp -d)
 fails=0
 
-run() { # policy-text script-text -> JSON on stdout
+run() { # policy-text script-text [prims-run-flags...] -> JSON on stdout
   printf '%s\n' "$1" > "$work/policy.toml"
   printf '%s\n' "$2" > "$work/script.py"
-  systemd-run --scope -q -p Delegate=yes /opt/prims/prims run --json --policy "$work/policy.toml" "$work/script.py"
+  systemd-run --scope -q -p Delegate=yes /opt/prims/prims run --json "${@:3}" \
+    --policy "$work/policy.toml" "$work/script.py"
 }
 
 check() { # name json python-expression-over-d
@@ -78,12 +79,7 @@ check v2_userns_owned_by_host_uid "{\"owner\": \"$owner\", \"run\": $(cat "$work
 # interpreter from a template started for it, and fails rather than start
 # it cold. The adopting jailer moves the child into its job cgroup by pid
 # here (on v1 the child moves itself).
-frun() { # policy-text script-text -> JSON on stdout
-  printf '%s\n' "$1" > "$work/policy.toml"
-  printf '%s\n' "$2" > "$work/script.py"
-  systemd-run --scope -q -p Delegate=yes /opt/prims/prims run --json --live --forked \
-    --policy "$work/policy.toml" "$work/script.py"
-}
+frun() { run "$1" "$2" --live --forked; }
 j=$(frun '' 'import os; print(os.getuid(), os.getpid())')
 check v2_forked_hello "$j" 'd["status"]=="ok" and d["stdout"]=="1000 2\n" and d["enforced"]["cgroup"]=="v2"'
 j=$(frun $'[limits]\nmemory = "64MiB"' "b = b'\\1' * (256 << 20)")

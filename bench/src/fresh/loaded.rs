@@ -3,12 +3,9 @@
 //! programs without pause): with a warm pool that load drains, the figure
 //! shows what a new session waits for once the pool is empty.
 
-use super::programs::{PARALLEL, PROGRAMS};
-use crate::live::cell::PANDAS;
+use super::programs::{run_fresh, run_pandas, PARALLEL, PROGRAMS};
 use anyhow::{bail, Result};
 use prims_protocol::client::Client;
-use prims_protocol::jail::{LimitRequest, Status};
-use prims_protocol::wire::RunRequest;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -34,10 +31,7 @@ pub(super) async fn first_pandas(client: &Client, sessions: &[String]) -> Result
                 while !stop.load(Ordering::Relaxed) {
                     let code = PROGRAMS[n % PROGRAMS.len()];
                     n += 1;
-                    let reply = client.run(request(&id, code, true), |_| {}).await?;
-                    if reply.outcome.status != Status::Ok {
-                        bail!("a fresh program under load failed: {reply:?}");
-                    }
+                    run_fresh(&client, &id, code).await?;
                     done.fetch_add(1, Ordering::Relaxed);
                 }
                 Ok::<(), anyhow::Error>(())
@@ -65,27 +59,12 @@ async fn sample(client: &Client) -> Result<Vec<f64>> {
     for _ in 0..SAMPLES {
         let id = client.open_session(None).await?.session_id;
         let t = Instant::now();
-        let reply = client.run(request(&id, PANDAS.code, false), |_| {}).await?;
+        run_pandas(client, &id).await?;
         ms.push(t.elapsed().as_secs_f64() * 1000.0);
-        if reply.outcome.status != Status::Ok || reply.stdout != PANDAS.stdout.as_bytes() {
-            bail!("a new session's pandas call answered unexpectedly: {reply:?}");
-        }
         client.close_session(&id, None).await?;
         tokio::time::sleep(PACE).await;
     }
     Ok(ms)
-}
-
-fn request(session: &str, code: &str, fresh: bool) -> RunRequest {
-    RunRequest {
-        session_id: session.into(),
-        tenant: None,
-        code: code.into(),
-        requirements: vec![],
-        limits: LimitRequest::default(),
-        fresh,
-        network: None,
-    }
 }
 
 /// `| condition | p50 | p90 |` rows, in milliseconds.

@@ -1,4 +1,11 @@
-//! The evaluation harness's load that `prims-bench fresh` runs.
+//! The evaluation harness's load that `prims-bench fresh` runs, and the
+//! calls that run it (and the pandas cell) through the supervisor socket.
+
+use crate::live::cell::PANDAS;
+use anyhow::{bail, Result};
+use prims_protocol::client::Client;
+use prims_protocol::jail::{LimitRequest, Status};
+use prims_protocol::wire::RunRequest;
 
 /// Programs in flight at once, as the harness runs them.
 pub(super) const PARALLEL: usize = 4;
@@ -23,3 +30,36 @@ pub(super) const PROGRAMS: [&str; 16] = [
     "import re\ndef parse_music(s):\n    return [{'o': 4, 'o|': 2, '.|': 1}[n] for n in re.split(r' +', s.strip()) if n]\nassert parse_music('o o| .| o|') == [4, 2, 1, 2]\nprint('ok')",
     "from collections import Counter\ndef how_many(s, sub):\n    return sum(1 for i in range(len(s) - len(sub) + 1) if s[i:i + len(sub)] == sub)\nassert how_many('aaaa', 'aa') == 3 and Counter('ab')['a'] == 1\nprint('ok')",
 ];
+
+/// One program in a new interpreter (`fresh: true`) of `session`; it must
+/// print `ok`.
+pub(crate) async fn run_fresh(client: &Client, session: &str, code: &str) -> Result<()> {
+    let reply = client.run(request(session, code, true), |_| {}).await?;
+    if reply.outcome.status != Status::Ok || reply.stdout != b"ok\n" {
+        bail!("a fresh run answered unexpectedly: {reply:?}");
+    }
+    Ok(())
+}
+
+/// The pandas cell in `session`'s interpreter; it must print its sum.
+pub(crate) async fn run_pandas(client: &Client, session: &str) -> Result<()> {
+    let reply = client
+        .run(request(session, PANDAS.code, false), |_| {})
+        .await?;
+    if reply.outcome.status != Status::Ok || reply.stdout != PANDAS.stdout.as_bytes() {
+        bail!("the pandas cell answered unexpectedly: {reply:?}");
+    }
+    Ok(())
+}
+
+fn request(session: &str, code: &str, fresh: bool) -> RunRequest {
+    RunRequest {
+        session_id: session.into(),
+        tenant: None,
+        code: code.into(),
+        requirements: vec![],
+        limits: LimitRequest::default(),
+        fresh,
+        network: None,
+    }
+}

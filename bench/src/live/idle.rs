@@ -53,8 +53,8 @@ pub(crate) async fn open<'a>(url: &str, sup: &'a Supervisor, first: Cell) -> Res
         pool_ready: idle.pool_ready,
         pool_bytes: idle.pool_memory_bytes,
         session_bytes: idle.interpreters_memory_bytes,
-        rss_bytes: smaps_field(text, "Rss")?,
-        pss_bytes: smaps_field(text, "Pss")?,
+        rss_bytes: kb_field(text, "Rss")?,
+        pss_bytes: kb_field(text, "Pss")?,
     };
     let fresh = Session::open(url, PRINT_1).await?;
     let socket = SocketSession::open(sup, PRINT_1).await?;
@@ -76,8 +76,9 @@ impl Open<'_> {
     }
 }
 
-/// `field` of `/proc/<pid>/smaps_rollup` (`Rss:   1234 kB`), in bytes.
-fn smaps_field(text: &str, field: &str) -> Result<u64> {
+/// `field` of a /proc file of `Name:   1234 kB` lines (`smaps_rollup`,
+/// `meminfo`), in bytes.
+pub(crate) fn kb_field(text: &str, field: &str) -> Result<u64> {
     let key = format!("{field}:");
     for line in text.lines() {
         let mut words = line.split_whitespace();
@@ -87,7 +88,7 @@ fn smaps_field(text: &str, field: &str) -> Result<u64> {
             }
         }
     }
-    bail!("no {field} in smaps_rollup: {text:?}")
+    bail!("no `{field}: N kB` line in {text:?}")
 }
 
 #[cfg(test)]
@@ -99,8 +100,8 @@ mod tests {
         let text = "55d0-7ffd ---p 00000000 00:00 0 [rollup]\n\
                     Rss:               61440 kB\nPss:               40960 kB\n\
                     Pss_Anon:          20480 kB\n";
-        assert_eq!(smaps_field(text, "Rss").unwrap(), 60 << 20);
-        assert_eq!(smaps_field(text, "Pss").unwrap(), 40 << 20);
-        assert!(smaps_field(text, "Swap").is_err());
+        assert_eq!(kb_field(text, "Rss").unwrap(), 60 << 20);
+        assert_eq!(kb_field(text, "Pss").unwrap(), 40 << 20);
+        assert!(kb_field(text, "Swap").is_err());
     }
 }

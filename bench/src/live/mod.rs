@@ -10,7 +10,7 @@
 
 mod cases;
 pub(crate) mod cell;
-mod idle;
+pub(crate) mod idle;
 mod kernel;
 mod kernel_report;
 mod report;

@@ -348,8 +348,6 @@ class _Notebook:
         history and the execution count, so that what IPython sets up
         lazily on a first cell (imports, caches) is done once and shared."""
         self.shell.run_cell("pass", store_history=False)
-        self.outputs = []
-        self.output_bytes = 0
 
     def run(self, code):
         """Runs a cell: ((text/plain, cut) of its result or None, the

@@ -11,7 +11,6 @@ use std::ffi::CString;
 use std::fs::File;
 use std::io::{self, Seek, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::process::ExitStatus;
@@ -180,79 +179,28 @@ fn spawn(
     args: &[&str],
     pairs: &[(Option<RawFd>, RawFd)],
 ) -> io::Result<libc::pid_t> {
-    let nul = |e: std::ffi::NulError| io::Error::new(io::ErrorKind::InvalidInput, e);
-    let path = CString::new(program.as_os_str().as_bytes()).map_err(nul)?;
+    use nix::spawn::{PosixSpawnAttr, PosixSpawnFileActions, PosixSpawnFlags};
+    use nix::sys::signal::{SigSet, Signal};
     let argv: Vec<CString> = args
         .iter()
         .map(|a| CString::new(*a))
         .collect::<Result<_, _>>()
-        .map_err(nul)?;
-    let mut argv_ptrs: Vec<*mut libc::c_char> =
-        argv.iter().map(|a| a.as_ptr().cast_mut()).collect();
-    argv_ptrs.push(std::ptr::null_mut());
-    let envp: [*mut libc::c_char; 1] = [std::ptr::null_mut()];
-    let check = |r: libc::c_int| {
-        if r == 0 {
-            Ok(())
-        } else {
-            Err(io::Error::from_raw_os_error(r))
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+    let mut actions = PosixSpawnFileActions::init()?;
+    for (src, dst) in pairs {
+        if let Some(src) = src {
+            actions.add_dup2(*src, *dst)?;
         }
-    };
-    // SAFETY: zeroed structs are what the init calls overwrite.
-    let mut actions: libc::posix_spawn_file_actions_t = unsafe { std::mem::zeroed() };
-    // SAFETY: as above.
-    let mut attr: libc::posix_spawnattr_t = unsafe { std::mem::zeroed() };
-    // SAFETY: initialises the local the pointer names.
-    check(unsafe { libc::posix_spawn_file_actions_init(&mut actions) })?;
-    // SAFETY: as above.
-    if let Err(e) = check(unsafe { libc::posix_spawnattr_init(&mut attr) }) {
-        // SAFETY: initialised just above, destroyed once.
-        unsafe { libc::posix_spawn_file_actions_destroy(&mut actions) };
-        return Err(e);
     }
-    let spawned = (|| {
-        // As std's Command: no signal blocked, and SIGPIPE (which the Rust
-        // runtime ignores) back to its default.
-        // SAFETY: sigset_t locals, filled by the libc calls on them.
-        let (mut none, mut pipe): (libc::sigset_t, libc::sigset_t) =
-            unsafe { (std::mem::zeroed(), std::mem::zeroed()) };
-        // SAFETY: attr is initialised; the sets are locals set up here.
-        unsafe {
-            libc::sigemptyset(&mut none);
-            libc::sigemptyset(&mut pipe);
-            libc::sigaddset(&mut pipe, libc::SIGPIPE);
-            check(libc::posix_spawnattr_setsigmask(&mut attr, &none))?;
-            check(libc::posix_spawnattr_setsigdefault(&mut attr, &pipe))?;
-            check(libc::posix_spawnattr_setflags(
-                &mut attr,
-                (libc::POSIX_SPAWN_SETSIGMASK | libc::POSIX_SPAWN_SETSIGDEF) as libc::c_short,
-            ))?;
-        }
-        for (src, dst) in pairs {
-            if let Some(src) = src {
-                // SAFETY: actions is initialised; both are plain fd numbers.
-                check(unsafe { libc::posix_spawn_file_actions_adddup2(&mut actions, *src, *dst) })?;
-            }
-        }
-        let mut pid = 0;
-        // SAFETY: path, argv and envp are NUL-terminated and outlive the
-        // call; actions is initialised; no attributes are given.
-        check(unsafe {
-            libc::posix_spawn(
-                &mut pid,
-                path.as_ptr(),
-                &actions,
-                &attr,
-                argv_ptrs.as_ptr(),
-                envp.as_ptr(),
-            )
-        })?;
-        Ok(pid)
-    })();
-    // SAFETY: both were initialised above and are destroyed once.
-    unsafe {
-        libc::posix_spawn_file_actions_destroy(&mut actions);
-        libc::posix_spawnattr_destroy(&mut attr);
-    }
-    spawned
+    // As std's Command: no signal blocked, and SIGPIPE (which the Rust
+    // runtime ignores) back to its default.
+    let mut attr = PosixSpawnAttr::init()?;
+    attr.set_sigmask(&SigSet::empty())?;
+    attr.set_sigdefault(&SigSet::from(Signal::SIGPIPE))?;
+    attr.set_flags(
+        PosixSpawnFlags::POSIX_SPAWN_SETSIGMASK | PosixSpawnFlags::POSIX_SPAWN_SETSIGDEF,
+    )?;
+    let no_env: [&std::ffi::CStr; 0] = [];
+    let pid = nix::spawn::posix_spawn(program, &actions, &attr, &argv, &no_env)?;
+    Ok(pid.as_raw())
 }
