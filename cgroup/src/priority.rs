@@ -1,5 +1,7 @@
 //! CPU priority of a job against other cgroups: a warm-pool refill runs
-//! idle so that it never slows a running call.
+//! idle so that it never slows a running call, and a batch run (a fresh
+//! interpreter per program) at a tenth of the default weight, so that a
+//! session's call takes the CPU from it without starving it.
 
 use crate::error::CgroupError;
 use crate::fs;
@@ -11,42 +13,45 @@ use std::path::Path;
 pub enum CpuPriority {
     /// CPU only when nothing else wants it.
     Idle,
+    /// A tenth of the kernel's default share.
+    Batch,
     /// The kernel's default share.
     Normal,
 }
 
 impl CpuPriority {
-    /// `cpu.idle` (v2, Linux 5.15+).
-    fn v2_idle(self) -> &'static str {
-        match self {
-            CpuPriority::Idle => "1",
-            CpuPriority::Normal => "0",
-        }
-    }
-
-    /// `cpu.weight` (v2 without `cpu.idle`): the minimum, or the default.
+    /// `cpu.weight` (v2): the minimum, a tenth, or the default.
     fn v2_weight(self) -> &'static str {
         match self {
             CpuPriority::Idle => "1",
+            CpuPriority::Batch => "10",
             CpuPriority::Normal => "100",
         }
     }
 
-    /// `cpu.shares` (v1): the minimum, or the default.
+    /// `cpu.shares` (v1): the minimum, a tenth, or the default.
     fn v1_shares(self) -> &'static str {
         match self {
             CpuPriority::Idle => "2",
+            CpuPriority::Batch => "102",
             CpuPriority::Normal => "1024",
         }
     }
 }
 
-/// v2: `cpu.idle`, or `cpu.weight` when the kernel has no `cpu.idle`.
+/// v2: `cpu.idle` (Linux 5.15+) for idle, else `cpu.weight`; without
+/// `cpu.idle`, idle is the minimum weight.
 pub(crate) fn set_v2(dir: &Path, priority: CpuPriority) -> Result<(), CgroupError> {
     let idle = dir.join("cpu.idle");
-    let value = priority.v2_idle();
+    let value = if priority == CpuPriority::Idle {
+        "1"
+    } else {
+        "0"
+    };
     match fs::write_raw(&idle, value) {
-        Ok(()) => Ok(()),
+        Ok(()) if priority == CpuPriority::Idle => Ok(()),
+        // The weight is ignored while idle, and must be right once not.
+        Ok(()) => fs::write_limit(&dir.join("cpu.weight"), priority.v2_weight()),
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
             fs::write_limit(&dir.join("cpu.weight"), priority.v2_weight())
         }
@@ -79,9 +84,13 @@ mod tests {
         sfs::write(d.path().join("cpu.weight"), "100").unwrap();
         set_v2(d.path(), CpuPriority::Idle).unwrap();
         assert_eq!(read(d.path(), "cpu.idle"), "1");
+        assert_eq!(read(d.path(), "cpu.weight"), "100", "untouched");
+        set_v2(d.path(), CpuPriority::Batch).unwrap();
+        assert_eq!(read(d.path(), "cpu.idle"), "0");
+        assert_eq!(read(d.path(), "cpu.weight"), "10");
         set_v2(d.path(), CpuPriority::Normal).unwrap();
         assert_eq!(read(d.path(), "cpu.idle"), "0");
-        assert_eq!(read(d.path(), "cpu.weight"), "100", "untouched");
+        assert_eq!(read(d.path(), "cpu.weight"), "100");
     }
 
     #[test]
@@ -90,6 +99,8 @@ mod tests {
         sfs::write(d.path().join("cpu.weight"), "").unwrap();
         set_v2(d.path(), CpuPriority::Idle).unwrap();
         assert_eq!(read(d.path(), "cpu.weight"), "1");
+        set_v2(d.path(), CpuPriority::Batch).unwrap();
+        assert_eq!(read(d.path(), "cpu.weight"), "10");
         set_v2(d.path(), CpuPriority::Normal).unwrap();
         assert_eq!(read(d.path(), "cpu.weight"), "100");
         assert!(!d.path().join("cpu.idle").exists(), "never created");
@@ -114,6 +125,8 @@ mod tests {
         sfs::write(d.path().join("cpu.shares"), "1024").unwrap();
         set_v1(d.path(), CpuPriority::Idle).unwrap();
         assert_eq!(read(d.path(), "cpu.shares"), "2");
+        set_v1(d.path(), CpuPriority::Batch).unwrap();
+        assert_eq!(read(d.path(), "cpu.shares"), "102");
         set_v1(d.path(), CpuPriority::Normal).unwrap();
         assert_eq!(read(d.path(), "cpu.shares"), "1024");
     }

@@ -6,7 +6,7 @@ use crate::error::JailError;
 use crate::plan;
 use nix::errno::Errno;
 use prims_cgroup::{JobCgroup, Limits};
-use prims_protocol::jail::{CgroupBackend, JobSpec};
+use prims_protocol::jail::{CgroupBackend, CpuClass, JobSpec};
 use std::os::fd::OwnedFd;
 
 /// python inherits our stdout and stderr: a terminal there would put the
@@ -43,8 +43,13 @@ pub(crate) fn job_cgroup(spec: &JobSpec) -> Result<Option<Box<dyn JobCgroup>>, J
     // Before the clone, so not one instruction of the job runs at normal
     // priority.
     // Best effort: without a cpu controller the job only warms up slower.
-    if spec.cpu_idle {
-        let _ = job.set_cpu_priority(prims_cgroup::CpuPriority::Idle);
+    let priority = match spec.cpu {
+        CpuClass::Normal => None,
+        CpuClass::Batch => Some(prims_cgroup::CpuPriority::Batch),
+        CpuClass::Idle => Some(prims_cgroup::CpuPriority::Idle),
+    };
+    if let Some(p) = priority {
+        let _ = job.set_cpu_priority(p);
     }
     Ok(Some(job))
 }

@@ -256,6 +256,11 @@ pub struct Python {
     /// Modules the warm pool's interpreters import before any session
     /// claims them, so a first call that uses them pays nothing.
     pub prewarm_imports: Vec<String>,
+    /// Python each warm-pool spare runs while it waits, in a namespace of
+    /// its own with its output discarded: the first use of a module in an
+    /// interpreter forked from a template copies the pages it touches, and
+    /// this pays for the common ones before a session claims the spare.
+    pub warm_up_code: String,
     /// The kernel layer: packages every interpreter sees after its own
     /// environment's, which give cells notebook semantics (IPython runs
     /// them) and plots. Built once, like an environment. Empty: no layer.
@@ -266,6 +271,11 @@ pub struct Python {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub kernel_site: Option<std::path::PathBuf>,
 }
+
+/// Builds, sums and prints a small frame and an array, as most first
+/// calls with pandas and numpy do; only with what the prewarm imports
+/// brought in, so it imports nothing itself.
+pub const DEFAULT_WARM_UP_CODE: &str = "import sys\npd, np = sys.modules.get('pandas'), sys.modules.get('numpy')\nif pd:\n    f = pd.DataFrame({'n': [1, 2], 'x': [0.5, 1.5], 'k': ['a', 'b']})\n    f.n.sum(); f.x.mean(); str(f)\nif np:\n    np.arange(6).reshape(2, 3).sum(axis=0)\n";
 
 impl Default for Python {
     fn default() -> Self {
@@ -284,6 +294,7 @@ impl Default for Python {
             build_memory: ByteSize::gib(2),
             build_disk: ByteSize::gib(4),
             prewarm_imports: ["pandas", "numpy"].into_iter().map(String::from).collect(),
+            warm_up_code: DEFAULT_WARM_UP_CODE.to_string(),
             kernel_packages: ["ipython", "matplotlib", "matplotlib-inline"]
                 .into_iter()
                 .map(String::from)

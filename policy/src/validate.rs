@@ -12,7 +12,9 @@ mod egress;
 mod findings;
 mod network;
 mod tasks;
-use bounds::{MAX_INTERRUPT_GRACE, MAX_POOL_SIZE, MAX_PREWARM_IMPORTS, MAX_SAVE_TIMEOUT};
+use bounds::{
+    MAX_INTERRUPT_GRACE, MAX_POOL_SIZE, MAX_PREWARM_IMPORTS, MAX_SAVE_TIMEOUT, MAX_WARM_UP_CODE,
+};
 pub use bounds::{
     MAX_OPEN_FILES, MAX_RUN_TIME, MAX_UID_END, MIN_BUILD_DISK, MIN_BUILD_MEMORY, MIN_CPUS,
     MIN_DISK_QUOTA, MIN_MEMORY, MIN_OPEN_FILES, MIN_OUTPUT_BYTES, MIN_PIDS, MIN_TMP_SIZE,
@@ -324,6 +326,15 @@ fn python(p: &Policy, f: &mut Findings) {
                 format!("{m:?} is not a module name (dotted Python identifiers, such as \"pandas\" or \"matplotlib.pyplot\")"),
             );
         }
+    }
+    if py.warm_up_code.len() > MAX_WARM_UP_CODE {
+        f.add(
+            KeyPath::new(&["python", "warm_up_code"]),
+            format!(
+                "{} bytes; at most {MAX_WARM_UP_CODE}",
+                py.warm_up_code.len()
+            ),
+        );
     }
     if py.build_disk < MIN_BUILD_DISK {
         f.add(

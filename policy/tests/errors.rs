@@ -771,3 +771,15 @@ fn unknown_egress_keys_are_errors() {
     let err = Policy::from_toml_str("[egress]\nallowed = []\n").unwrap_err();
     assert!(err.to_string().contains("allowed"), "{err}");
 }
+
+#[test]
+fn warm_up_code_has_a_size_cap() {
+    let code = "x".repeat(16 * 1024 + 1);
+    let got = only_issue(&format!("[python]\nwarm_up_code = \"{code}\"\n")).to_string();
+    assert_eq!(
+        got,
+        "python.warm_up_code: 16385 bytes; at most 16384 at line 2, column 16"
+    );
+    let fits = format!("[python]\nwarm_up_code = \"{}\"\n", "x".repeat(16 * 1024));
+    assert!(Policy::from_toml_str(&fits).is_ok());
+}

@@ -7,7 +7,7 @@ use crate::harness::{prims_bin, require_root};
 use crate::host::unique;
 use crate::policy::{with_defaults, TEST_DEFAULTS};
 use prims_protocol::client::Client;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -180,6 +180,36 @@ impl Daemon {
             .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
             .filter_map(|e| e.file_name().to_str().map(str::to_string))
             .collect()
+    }
+
+    /// `cpu.shares` of each job cgroup in the v1 cpu hierarchy, by name.
+    pub fn job_cpu_shares(&self) -> BTreeMap<String, String> {
+        let mut shares = BTreeMap::new();
+        for parent in self.cgroup_parent_dirs() {
+            for e in std::fs::read_dir(&parent).into_iter().flatten().flatten() {
+                if let Ok(v) = std::fs::read_to_string(e.path().join("cpu.shares")) {
+                    let name = e.file_name().to_string_lossy().into_owned();
+                    shares.insert(name, v.trim().to_string());
+                }
+            }
+        }
+        shares
+    }
+
+    /// How many jobs run at batch CPU weight once `n` do (or 10 s passed).
+    pub fn wait_for_batch_jobs(&self, n: usize) -> usize {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let batch = self
+                .job_cpu_shares()
+                .values()
+                .filter(|v| *v == "102")
+                .count();
+            if batch >= n || Instant::now() > deadline {
+                return batch;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 
     pub fn log(&self) -> String {

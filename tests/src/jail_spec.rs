@@ -72,7 +72,7 @@ impl Default for SpecBuilder {
             binds: Vec::new(),
             venv_writable: false,
             proxy_port: 0,
-            cpu_idle: false,
+            cpu: Default::default(),
             fork: Default::default(),
         })
     }

@@ -287,6 +287,50 @@ async fn live_lifecycle_a_cancel_and_a_restart_replace_the_interpreter() {
     assert_kept(&next);
 }
 
+/// A spare runs `python.warm_up_code` while it waits: in the jail, as the
+/// session's uid, before the session's first cell, and leaving nothing in
+/// its globals, its history or its output.
+#[tokio::test(flavor = "multi_thread")]
+async fn live_lifecycle_a_spare_runs_the_warm_up_code_apart_from_the_session() {
+    let warm = "import os, sys\\n\
+                open('/workspace/.warmed', 'w').write(str(os.getuid()))\\n\
+                print('noise')\\nprint('noise', file=sys.stderr)\\nleaked = 1";
+    let d = Daemon::start_with_python(
+        &live_policy("pool_size = 1", ""),
+        &format!("prewarm_imports = []\nwarm_up_code = \"{warm}\""),
+    );
+    let c = d.client().await;
+    wait_for_stats(&c, "a warm session in the pool", |s| s.pool_ready == 1).await;
+    // The next spare's code raises.
+    d.reload_raw(&std::fs::read_to_string(&d.policy).unwrap().replace(
+        &format!("warm_up_code = \"{warm}\""),
+        "warm_up_code = \"1 / 0\"",
+    ));
+    let a = c.open_session(None).await.unwrap().session_id;
+    let first = run(
+        &c,
+        &a,
+        "print('leaked' in globals(), open('/workspace/.warmed').read())\n\
+         print(get_ipython().execution_count, len(In))",
+    )
+    .await;
+    assert!(first.interpreter.warm, "{first:?}");
+    assert_eq!(
+        stdout(&first),
+        "False 1000\n2 2\n",
+        "cell one, as in any session"
+    );
+    assert_eq!(stderr(&first), "");
+
+    // Code that raises costs the pool nothing: the spare still serves.
+    wait_for_stats(&c, "a second warm session", |s| s.pool_ready == 1).await;
+    let b = c.open_session(None).await.unwrap().session_id;
+    let r = run(&c, &b, "print(2)").await;
+    assert!(r.interpreter.warm, "{r:?}");
+    assert_eq!(stdout(&r), "2\n");
+    assert!(d.log().contains("ZeroDivisionError"), "{}", d.log());
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn live_lifecycle_the_pool_leaves_room_for_a_real_session() {
     let d = Daemon::start(&live_policy(

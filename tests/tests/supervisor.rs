@@ -152,6 +152,62 @@ async fn supervisor_queue_overflow_is_busy() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn supervisor_fresh_runs_yield_to_session_calls() {
+    let d = Daemon::start("[limits]\nmax_concurrent_runs = 1\nmax_queued_runs = 4\n");
+    let c = d.client().await;
+    let (a, b, e) = (
+        c.open_session(None).await.unwrap().session_id,
+        c.open_session(None).await.unwrap().session_id,
+        c.open_session(None).await.unwrap().session_id,
+    );
+    assert_eq!(run(&c, &b, "x = 1").await.outcome.status, Status::Ok);
+    // A fresh run holds the only batch slot until the test lets it go.
+    let hold = "import os, time\nwhile not os.path.exists('/workspace/go'):\n    time.sleep(0.02)";
+    let fresh = |sid: &str| prims_protocol::wire::RunRequest {
+        fresh: true,
+        ..run_req(sid, hold)
+    };
+    let mut first = c.call(RequestBody::Run(fresh(&a))).await.unwrap();
+    while first.next_event().await.unwrap() != Some(Event::Started) {}
+    assert_eq!(d.wait_for_batch_jobs(1), 1, "{:?}", d.job_cpu_shares());
+    // A session's call takes a slot of its own: no queue, while the fresh
+    // run still waits for the file.
+    let mut events = Vec::new();
+    let call = c
+        .run(run_req(&b, "print(x + 1)"), |ev| events.push(ev))
+        .await
+        .unwrap();
+    assert_eq!(text(&call.stdout), "2\n", "{call:?}");
+    assert!(
+        !events.iter().any(|ev| matches!(ev, Event::Queued { .. })),
+        "the session's call queued behind a fresh run: {events:?}"
+    );
+    // Another fresh run waits for the batch slot.
+    let mut second = c.call(RequestBody::Run(fresh(&e))).await.unwrap();
+    assert_eq!(
+        second.next_event().await.unwrap(),
+        Some(Event::Queued { position: 1 })
+    );
+    for sid in [&a, &e] {
+        std::fs::write(d.workspace(sid).join("go"), "").unwrap();
+    }
+    for call in [first, second] {
+        match call.finish().await {
+            Ok(Reply::Run(r)) => assert_eq!(r.outcome.status, Status::Ok, "{r:?}"),
+            other => panic!("{other:?}"),
+        }
+    }
+    // The fresh interpreter goes on as the session's: at normal weight.
+    assert_eq!(text(&run(&c, &a, "print(3)").await.stdout), "3\n");
+    assert_eq!(text(&run(&c, &e, "print(4)").await.stdout), "4\n");
+    let shares = d.job_cpu_shares();
+    assert!(
+        !shares.values().any(|v| v == "102"),
+        "still at batch weight: {shares:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn supervisor_sessions_persist_and_are_isolated() {
     let d = Daemon::start("");
     let c = d.client().await;

@@ -226,6 +226,32 @@ async fn templates_a_template_killed_during_a_burst_loses_no_session() {
     assert_ne!(after, before);
 }
 
+/// A template imports at idle weight, as a pool refill does, and forks at
+/// normal weight; a fresh run's child competes at batch weight until a
+/// call of the session's own uses it.
+#[tokio::test(flavor = "multi_thread")]
+async fn templates_a_fresh_child_runs_at_batch_weight() {
+    let d = Daemon::start(&policy());
+    let c = d.client().await;
+    let s = forked_session(&d, &c).await;
+    let shares = d.job_cpu_shares();
+    assert!(shares.values().all(|v| v == "1024"), "{shares:?}");
+    let hold = format!(
+        "{FORKED}\nimport time\nwhile not os.path.exists('/workspace/go'):\n    time.sleep(0.02)"
+    );
+    let call = tokio::spawn({
+        let (c, s) = (c.clone(), s.clone());
+        async move { send(&c, fresh(&s, &hold)).await }
+    });
+    assert_eq!(d.wait_for_batch_jobs(1), 1, "{:?}", d.job_cpu_shares());
+    std::fs::write(d.workspace(&s).join("go"), "").unwrap();
+    let r = call.await.unwrap();
+    assert_eq!(stdout(&r), "True\n", "forked: {r:?}");
+    assert_eq!(out(&c, &s, "print(2)").await, "2\n");
+    let shares = d.job_cpu_shares();
+    assert!(shares.values().all(|v| v == "1024"), "{shares:?}");
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn templates_a_fork_bomb_stays_within_its_own_pids_max() {
     let d = Daemon::start(&policy());

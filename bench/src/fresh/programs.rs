@@ -1,7 +1,7 @@
 //! The evaluation harness's load that `prims-bench fresh` runs, and the
 //! calls that run it (and the pandas cell) through the supervisor socket.
 
-use crate::live::cell::PANDAS;
+use crate::live::cell::{Cell, PANDAS};
 use anyhow::{bail, Result};
 use prims_protocol::client::Client;
 use prims_protocol::jail::{LimitRequest, Status};
@@ -34,20 +34,36 @@ pub(super) const PROGRAMS: [&str; 16] = [
 /// One program in a new interpreter (`fresh: true`) of `session`; it must
 /// print `ok`.
 pub(crate) async fn run_fresh(client: &Client, session: &str, code: &str) -> Result<()> {
-    let reply = client.run(request(session, code, true), |_| {}).await?;
+    run_program(client, session, code, true).await
+}
+
+/// One program, in a new interpreter or as the session's next cell; it
+/// must print `ok`.
+pub(crate) async fn run_program(
+    client: &Client,
+    session: &str,
+    code: &str,
+    fresh: bool,
+) -> Result<()> {
+    let reply = client.run(request(session, code, fresh), |_| {}).await?;
     if reply.outcome.status != Status::Ok || reply.stdout != b"ok\n" {
-        bail!("a fresh run answered unexpectedly: {reply:?}");
+        bail!("a program (fresh: {fresh}) answered unexpectedly: {reply:?}");
     }
     Ok(())
 }
 
 /// The pandas cell in `session`'s interpreter; it must print its sum.
 pub(crate) async fn run_pandas(client: &Client, session: &str) -> Result<()> {
+    run_cell(client, session, PANDAS).await
+}
+
+/// `cell` in `session`'s interpreter; it must print what the cell says.
+pub(crate) async fn run_cell(client: &Client, session: &str, cell: Cell) -> Result<()> {
     let reply = client
-        .run(request(session, PANDAS.code, false), |_| {})
+        .run(request(session, cell.code, false), |_| {})
         .await?;
-    if reply.outcome.status != Status::Ok || reply.stdout != PANDAS.stdout.as_bytes() {
-        bail!("the pandas cell answered unexpectedly: {reply:?}");
+    if reply.outcome.status != Status::Ok || reply.stdout != cell.stdout.as_bytes() {
+        bail!("the cell {:?} answered unexpectedly: {reply:?}", cell.code);
     }
     Ok(())
 }

@@ -44,7 +44,7 @@ pub fn spec() -> JobSpec {
         binds: vec![],
         venv_writable: false,
         proxy_port: 0,
-        cpu_idle: false,
+        cpu: Default::default(),
         fork: Default::default(),
     }
 }

@@ -142,7 +142,7 @@ pub fn cgroup_version(backend: CgroupBackend) -> Result<Option<Version>, JailErr
 mod tests {
     use super::*;
     use crate::plan::fixture::{on_host, spec};
-    use prims_protocol::jail::Bind;
+    use prims_protocol::jail::{Bind, CpuClass};
     use std::path::PathBuf;
 
     fn refused(spec: &JobSpec) -> JailError {
@@ -431,22 +431,26 @@ mod tests {
     }
 
     #[test]
-    fn cpu_idle_is_off_unless_asked_for() {
-        // A spec from a supervisor that predates the field decodes at
-        // normal priority.
+    fn cpu_class_is_normal_unless_asked_for() {
+        // A spec without the field decodes at normal priority.
         let mut v = serde_json::to_value(spec()).unwrap();
+        let o = v.as_object_mut().unwrap();
+        assert_eq!(o.remove("cpu"), Some("normal".into()));
         assert_eq!(
-            v.as_object_mut().unwrap().remove("cpu_idle"),
-            Some(false.into())
+            read(v.to_string().as_bytes()).unwrap().cpu,
+            CpuClass::Normal
         );
-        assert!(!read(v.to_string().as_bytes()).unwrap().cpu_idle);
-        let idle = JobSpec {
-            cpu_idle: true,
-            ..spec()
-        };
-        let back = read(serde_json::to_vec(&idle).unwrap().as_slice()).unwrap();
-        assert!(back.cpu_idle);
-        assert_eq!(back, idle);
+        for class in [CpuClass::Batch, CpuClass::Idle] {
+            let s = JobSpec {
+                cpu: class,
+                ..spec()
+            };
+            let back = read(serde_json::to_vec(&s).unwrap().as_slice()).unwrap();
+            assert_eq!(back, s);
+        }
+        let o = v.as_object_mut().unwrap();
+        o.insert("cpu".into(), "realtime".into());
+        assert!(read(v.to_string().as_bytes()).is_err());
     }
 
     #[test]

@@ -28,6 +28,8 @@ pub const MIN_BUILD_DISK: ByteSize = ByteSize::mib(64);
 /// Warm interpreters hold ~70 MiB each with pandas imported.
 pub const MAX_POOL_SIZE: u32 = 64;
 pub const MAX_PREWARM_IMPORTS: usize = 32;
+/// It travels in one channel frame to each spare.
+pub const MAX_WARM_UP_CODE: usize = 16 * 1024;
 pub const MAX_INTERRUPT_GRACE: HumanDuration = HumanDuration::secs(60);
 /// The longest `interpreters.save_timeout`: a save holds only its own session.
 pub const MAX_SAVE_TIMEOUT: HumanDuration = HumanDuration::secs(60);

@@ -48,16 +48,31 @@ pub struct JobSpec {
     /// the listener the jail's init hands to the caller.
     #[serde(default)]
     pub proxy_port: u16,
-    /// Give the job CPU only when nothing else wants it: pooled
-    /// interpreters warm up this way so refills never slow running calls.
-    /// The supervisor raises the priority again through the job's cgroup
-    /// when it hands the interpreter out. No effect without a cgroup.
+    /// How the job competes for CPU against other jobs. The supervisor
+    /// raises it to normal through the job's cgroup when a pooled or batch
+    /// interpreter goes on to serve a session's calls. No effect without a
+    /// cgroup.
     #[serde(default)]
-    pub cpu_idle: bool,
+    pub cpu: CpuClass,
     /// Whether this job is a fork template, a child forked from one, or
     /// neither (a cold jail).
     #[serde(default)]
     pub fork: ForkRole,
+}
+
+/// A job's CPU weight against other jobs.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum CpuClass {
+    /// The kernel's default weight: a session's calls.
+    #[default]
+    Normal,
+    /// A tenth of it: a `fresh: true` run, which yields to sessions' calls
+    /// without starving.
+    Batch,
+    /// CPU only when nothing else wants it: a warm-pool refill, so that
+    /// refills never slow running calls.
+    Idle,
 }
 
 /// A job's part in fork templates (see the architecture guide's "Fork

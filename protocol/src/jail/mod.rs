@@ -6,8 +6,8 @@ mod job;
 mod outcome;
 
 pub use job::{
-    Bind, CgroupBackend, CgroupSpec, ForkRole, JobLimits, JobSpec, LimitRequest, NetworkMode,
-    TEMPLATE_CHILD_UIDS,
+    Bind, CgroupBackend, CgroupSpec, CpuClass, ForkRole, JobLimits, JobSpec, LimitRequest,
+    NetworkMode, TEMPLATE_CHILD_UIDS,
 };
 pub use outcome::{Enforced, Enforcement, Outcome, SetupError, Status};
 

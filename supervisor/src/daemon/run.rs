@@ -6,7 +6,7 @@
 use super::pip;
 use super::replies::{bad_request, internal};
 use super::requirements::{merged, plan, Plan};
-use super::scheduler::cancelled;
+use super::scheduler::{cancelled, RunClass};
 use super::state::Daemon;
 use crate::audit::{now_secs, sha256_hex, RunRecord};
 use crate::egress::{call_rules, NetCall};
@@ -93,9 +93,14 @@ pub(super) async fn run(d: &Arc<Daemon>, req: RunRequest, ctx: Ctx) -> Result<Re
         }
     };
     let events = ctx.events.clone();
+    let class = if req.fresh {
+        RunClass::Batch
+    } else {
+        RunClass::Interactive
+    };
     let _slot = d
         .scheduler
-        .admit(&ctx.cancel, |position| {
+        .admit(class, &ctx.cancel, |position| {
             events.try_send(Event::Queued { position });
         })
         .await?;

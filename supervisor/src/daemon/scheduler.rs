@@ -1,5 +1,8 @@
-//! Admission: at most `max_concurrent_runs` jails at once, a bounded queue
-//! behind them, and a clear "busy" past that rather than a hang.
+//! Admission: at most `max_concurrent_runs` runs of each class at once, a
+//! bounded queue behind them, and a clear "busy" past that rather than a
+//! hang. Batch runs (`fresh: true`, each in a new interpreter) have slots of
+//! their own and run at batch CPU weight, so a session's call never queues
+//! behind an evaluation harness's load: it takes the CPU from it instead.
 
 use prims_protocol::wire::{ErrorCode, ErrorReply};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -7,8 +10,18 @@ use std::sync::Arc;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 
+/// Which slots a run takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum RunClass {
+    /// A call in a session's interpreter, kept or new.
+    Interactive,
+    /// A call that asked for a fresh interpreter.
+    Batch,
+}
+
 pub(super) struct Scheduler {
-    slots: Arc<Semaphore>,
+    interactive: Arc<Semaphore>,
+    batch: Arc<Semaphore>,
     max_queue: usize,
     queued: AtomicUsize,
     active: Arc<AtomicUsize>,
@@ -30,7 +43,8 @@ impl Drop for Slot {
 impl Scheduler {
     pub(super) fn new(max_concurrent: usize, max_queue: usize) -> Self {
         Scheduler {
-            slots: Arc::new(Semaphore::new(max_concurrent.max(1))),
+            interactive: Arc::new(Semaphore::new(max_concurrent.max(1))),
+            batch: Arc::new(Semaphore::new(max_concurrent.max(1))),
             max_queue,
             queued: AtomicUsize::new(0),
             active: Arc::new(AtomicUsize::new(0)),
@@ -38,14 +52,19 @@ impl Scheduler {
         }
     }
 
-    /// Wait for a slot. `on_queued` hears the queue position once, if the
-    /// run has to wait at all.
+    /// Wait for a slot of `class`. `on_queued` hears the queue position
+    /// once, if the run has to wait at all.
     pub(super) async fn admit(
         &self,
+        class: RunClass,
         cancel: &CancellationToken,
         on_queued: impl FnOnce(u32),
     ) -> Result<Slot, ErrorReply> {
-        let permit = match self.slots.clone().try_acquire_owned() {
+        let slots = match class {
+            RunClass::Interactive => &self.interactive,
+            RunClass::Batch => &self.batch,
+        };
+        let permit = match slots.clone().try_acquire_owned() {
             Ok(p) => p,
             Err(_) => {
                 let ahead = self.queued.fetch_add(1, Ordering::SeqCst);
@@ -61,7 +80,7 @@ impl Scheduler {
                 }
                 on_queued(ahead as u32 + 1);
                 tokio::select! {
-                    p = self.slots.clone().acquire_owned() => p.map_err(|_| ErrorReply {
+                    p = slots.clone().acquire_owned() => p.map_err(|_| ErrorReply {
                         code: ErrorCode::Internal,
                         message: "the scheduler is shutting down".into(),
                     })?,
@@ -113,18 +132,27 @@ mod tests {
     async fn overflow_is_busy_not_a_hang() {
         let s = Arc::new(Scheduler::new(1, 1));
         let never = CancellationToken::new();
-        let first = s.admit(&never, |_| {}).await.unwrap();
+        let first = s
+            .admit(RunClass::Interactive, &never, |_| {})
+            .await
+            .unwrap();
         // One waiter fits in the queue...
         let s2 = s.clone();
         let waiter = tokio::spawn(async move {
             let c = CancellationToken::new();
-            s2.admit(&c, |_| {}).await.map(|_| ())
+            s2.admit(RunClass::Interactive, &c, |_| {})
+                .await
+                .map(|_| ())
         });
         while s.queued() == 0 {
             tokio::task::yield_now().await;
         }
         // ...the next one is refused at once.
-        let err = s.admit(&never, |_| {}).await.err().unwrap();
+        let err = s
+            .admit(RunClass::Interactive, &never, |_| {})
+            .await
+            .err()
+            .unwrap();
         assert_eq!(err.code, ErrorCode::Busy);
         drop(first);
         waiter.await.unwrap().unwrap();
@@ -135,11 +163,42 @@ mod tests {
     async fn a_cancelled_waiter_leaves_the_queue() {
         let s = Scheduler::new(1, 4);
         let never = CancellationToken::new();
-        let _first = s.admit(&never, |_| {}).await.unwrap();
+        let _first = s
+            .admit(RunClass::Interactive, &never, |_| {})
+            .await
+            .unwrap();
         let c = CancellationToken::new();
         c.cancel();
-        let err = s.admit(&c, |pos| assert_eq!(pos, 1)).await.err().unwrap();
+        let err = s
+            .admit(RunClass::Interactive, &c, |pos| assert_eq!(pos, 1))
+            .await
+            .err()
+            .unwrap();
         assert_eq!(err.code, ErrorCode::Cancelled);
         assert_eq!(s.queued(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_session_call_never_queues_behind_batch_runs() {
+        let s = Scheduler::new(1, 4);
+        let never = CancellationToken::new();
+        let _batch = s.admit(RunClass::Batch, &never, |_| {}).await.unwrap();
+        let queued = std::cell::Cell::new(false);
+        let call = s
+            .admit(RunClass::Interactive, &never, |_| queued.set(true))
+            .await
+            .unwrap();
+        assert!(!queued.get(), "the session's call waited for a batch slot");
+        assert_eq!(s.active(), 2);
+        // A second batch run waits for the first, not for the call.
+        let c = CancellationToken::new();
+        c.cancel();
+        let err = s
+            .admit(RunClass::Batch, &c, |pos| assert_eq!(pos, 1))
+            .await
+            .err()
+            .unwrap();
+        assert_eq!(err.code, ErrorCode::Cancelled);
+        drop(call);
     }
 }

@@ -67,7 +67,7 @@ fn base_spec(job: &BuildJob, vol: &BuildVolume, cgroup_job: &str) -> JobSpec {
         binds: Vec::new(),
         venv_writable: true,
         proxy_port: 0,
-        cpu_idle: false,
+        cpu: Default::default(),
         fork: Default::default(),
     }
 }

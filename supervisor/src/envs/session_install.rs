@@ -198,7 +198,7 @@ impl Core {
             binds,
             venv_writable: false,
             proxy_port: crate::egress::JAIL_PORT,
-            cpu_idle: false,
+            cpu: Default::default(),
             fork: Default::default(),
         }
     }

@@ -650,6 +650,22 @@ class Agent:
                 pass
         return {"op": "discarded"}
 
+    def warm_up(self, msg):
+        code = msg.get("code")
+        if not isinstance(code, str):
+            return _error("warm_up needs its code")
+        if self.notebook is not None:
+            self.notebook.warm_up()
+        error = None
+        if code:
+            # Not the session's globals, nor its output.
+            with _Silenced(self.saved):
+                try:
+                    exec(compile(code, "<python.warm_up_code>", "exec"), {"__name__": "__warm_up__"})
+                except BaseException as e:
+                    error = _cap(_why(e), MESSAGE_MAX_CHARS)[0]
+        return {"op": "warmed_up", "error": error}
+
     def sync(self, msg):
         nonce = msg.get("nonce")
         if not isinstance(nonce, str):
@@ -695,6 +711,7 @@ class Agent:
             "restore": self.restore,
             "discard": self.discard,
             "sync": self.sync,
+            "warm_up": self.warm_up,
         }
         while True:
             msg = self.recv()

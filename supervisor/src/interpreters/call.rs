@@ -113,6 +113,9 @@ impl Interpreters {
         let Some(live) = guard.as_mut() else {
             return Err(StartError::NotReady("no interpreter".into()));
         };
+        if live.batch && !req.fresh {
+            super::start::promote(live);
+        }
         let grace = policy.interpreters.interrupt_grace.0;
         let cell = CellCall {
             req,
@@ -176,6 +179,7 @@ impl Interpreters {
             prewarm: Vec::new(),
             kernel,
             warm: false,
+            batch: req.fresh,
             fork: Default::default(),
         };
         let templates = self.templates_for(policy);

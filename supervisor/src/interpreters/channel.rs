@@ -29,6 +29,10 @@
 //! - `sync {nonce}`: answered by `synced` with the same nonce, after which
 //!   nothing the agent sent before reading it is still on its way (see
 //!   [`super::settled`]).
+//! - `warm_up {code}`: to a warm-pool spare, before any cell: run what
+//!   IPython sets up lazily on a first cell, outside the history and the
+//!   execution count, then `code` (`python.warm_up_code`) in a namespace of
+//!   its own, its output discarded. Answered by `warmed_up`.
 //!
 //! Agent to supervisor:
 //!
@@ -50,6 +54,8 @@
 //! - `saved {saved, skipped}` and `restored {restored, failed}`: the names
 //!   that made it, and `{name, why}` for those that did not.
 //! - `discarded {}`: the saved globals are gone.
+//! - `warmed_up {error}`: the answer to `warm_up`; `error` says why the
+//!   code raised, if it did.
 //! - `synced {nonce}`: the answer to `sync`.
 //! - `error {message}`: the agent could not act on a message.
 //!
@@ -113,6 +119,9 @@ pub(crate) enum ToAgent {
     Sync {
         nonce: String,
     },
+    WarmUp {
+        code: String,
+    },
     /// A line of an install's progress (`%pip install` in the cell).
     InstallProgress {
         line: String,
@@ -156,6 +165,9 @@ pub(crate) enum FromAgent {
         failed: Vec<Named>,
     },
     Discarded {},
+    WarmedUp {
+        error: Option<String>,
+    },
     Synced {
         nonce: String,
     },
@@ -183,6 +195,7 @@ impl FromAgent {
             FromAgent::Saved { .. } => "saved",
             FromAgent::Restored { .. } => "restored",
             FromAgent::Discarded {} => "discarded",
+            FromAgent::WarmedUp { .. } => "warmed_up",
             FromAgent::Synced { .. } => "synced",
             FromAgent::Install { .. } => "install",
             FromAgent::Forked { .. } => "forked",
@@ -448,6 +461,10 @@ fn check(msg: &FromAgent) -> Result<(), String> {
             named("restored.failed", failed)
         }
         FromAgent::Discarded {} | FromAgent::Forked { .. } => Ok(()),
+        FromAgent::WarmedUp { error } => match error {
+            Some(e) => chars("warmed_up.error", e, MESSAGE_MAX_CHARS),
+            None => Ok(()),
+        },
         FromAgent::Synced { nonce } => chars("synced.nonce", nonce, NAME_MAX_CHARS),
         FromAgent::Install { requirements, .. } => names("install.requirements", requirements),
         FromAgent::Error { message } => chars("error.message", message, MESSAGE_MAX_CHARS),

@@ -16,6 +16,8 @@ use tokio::sync::{mpsc, oneshot};
 /// How long a restore of globals may take inside the jail (the session's
 /// own call waits for it; a save's deadline is the policy's).
 const RESTORE_DEADLINE: Duration = Duration::from_secs(30);
+/// `python.warm_up_code` runs at idle CPU priority, on a busy host too.
+const WARM_UP_DEADLINE: Duration = Duration::from_secs(120);
 /// Where the agent saves globals, inside the jail.
 pub(super) const STATE_FILE: &str = "/workspace/.prims/state.pickle";
 
@@ -46,6 +48,8 @@ pub(crate) struct Live {
     pub cells: u64,
     /// It came from the warm pool.
     pub warm: bool,
+    /// It runs at batch CPU weight: a `fresh: true` call started it.
+    pub batch: bool,
     /// It was forked from a template (not started cold).
     pub forked: bool,
     pub job: String,
@@ -150,6 +154,17 @@ impl Live {
             .await?
         {
             FromAgent::Discarded {} => Ok(()),
+            other => Err(AskError::Unexpected(other.op())),
+        }
+    }
+
+    /// Asks a pool spare's agent to run IPython's lazy first-cell set-up
+    /// and `code` now, while it waits, rather than in the session's first
+    /// call. `Ok(Some(why))`: the code raised, and the spare serves anyway.
+    pub(super) async fn warm_up(&mut self, code: &str) -> Result<Option<String>, AskError> {
+        let msg = ToAgent::WarmUp { code: code.into() };
+        match self.ask(msg, WARM_UP_DEADLINE).await? {
+            FromAgent::WarmedUp { error } => Ok(error),
             other => Err(AskError::Unexpected(other.op())),
         }
     }

@@ -19,6 +19,11 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
+/// How long a refill waits after a spare is taken: a new session's first
+/// call usually follows at once, and should not share the CPU with the
+/// refill's workspace image, jailer and fork.
+const REFILL_DELAY: Duration = Duration::from_millis(250);
+
 /// Live interpreters and the warm pool.
 #[derive(Debug)]
 pub struct Interpreters {
@@ -95,8 +100,8 @@ impl Interpreters {
             tracing::warn!(job = %d.live.job, "a pooled interpreter had died; discarding it");
             sessions.discard(d.spare);
         }
-        let Warm { spare, live } = warm?;
-        start::promote(&live);
+        let Warm { spare, mut live } = warm?;
+        start::promote(&mut live);
         let name = spare.name().to_string();
         match sessions.adopt(spare, tenant.clone()) {
             Ok(info) => {
@@ -266,7 +271,9 @@ impl Interpreters {
                 }
             }
             tokio::select! {
-                _ = self.pool.wake.notified() => {}
+                _ = self.pool.wake.notified() => {
+                    tokio::time::sleep(REFILL_DELAY).await;
+                }
                 _ = tokio::time::sleep(Duration::from_secs(30)) => {}
                 _ = shutdown.cancelled() => return,
             }
@@ -301,6 +308,7 @@ impl Interpreters {
             prewarm: policy.python.prewarm_imports.clone(),
             kernel,
             warm: true,
+            batch: false,
             fork: Default::default(),
         };
         let templates = self.templates_for(policy);
@@ -314,12 +322,26 @@ impl Interpreters {
             policy,
             spec,
         );
-        match started.await {
+        let warmed = match started.await {
+            Ok(mut live) => match live.warm_up(&policy.python.warm_up_code).await {
+                Ok(None) => Ok(live),
+                Ok(Some(why)) => {
+                    tracing::info!(job = %live.job, why = %why, "python.warm_up_code raised in a pooled interpreter");
+                    Ok(live)
+                }
+                Err(e) => {
+                    live.kill.kill();
+                    Err(format!("its warm-up cell: {e}"))
+                }
+            },
+            Err(e) => Err(e.to_string()),
+        };
+        match warmed {
             Ok(live) => Ok(Warm { spare, live }),
             Err(e) => {
                 let store = sessions.clone();
                 let _ = tokio::task::spawn_blocking(move || store.discard(spare)).await;
-                Err(e.to_string())
+                Err(e)
             }
         }
     }

@@ -14,7 +14,7 @@ use crate::job::{Jails, PythonJob, PythonProcess, Spawned, Stream};
 use prims_cgroup::{CpuPriority, JobCgroup};
 use prims_policy::Policy;
 use prims_protocol::jail::{
-    CgroupBackend, ForkRole, JobSpec, LimitRequest, NetworkMode, Outcome, SetupError,
+    CgroupBackend, CpuClass, ForkRole, JobSpec, LimitRequest, NetworkMode, Outcome, SetupError,
 };
 use std::os::fd::OwnedFd;
 use std::path::PathBuf;
@@ -53,6 +53,9 @@ pub(crate) struct StartSpec {
     /// The kernel layer, if there is one: cells then run through IPython.
     pub kernel: Option<Kernel>,
     pub warm: bool,
+    /// For a `fresh: true` call: batch CPU weight until a call of the
+    /// session's own uses it (see the scheduler).
+    pub batch: bool,
     /// A template itself, or a cold jail.
     pub fork: ForkRole,
 }
@@ -149,6 +152,7 @@ impl Launched {
             cgroup: up.cgroup,
             cells: 0,
             warm: s.warm,
+            batch: s.batch,
             forked: false,
             job: s.name,
             egress: up.egress,
@@ -218,7 +222,11 @@ fn agent_spec(jails: &Jails, policy: &Policy, s: &StartSpec) -> JobSpec {
     );
     spec.limits.wall_time_ms = LIFETIME_MS;
     spec.limits.cpu_time_ms = LIFETIME_MS;
-    spec.cpu_idle = s.warm;
+    spec.cpu = match (s.warm, s.batch) {
+        (true, _) => CpuClass::Idle,
+        (false, true) => CpuClass::Batch,
+        (false, false) => CpuClass::Normal,
+    };
     if let ForkRole::Template { .. } = s.fork {
         // Its jail stays while any child lives, however old the template.
         spec.limits.wall_time_ms = TEMPLATE_LIFETIME_MS;
@@ -452,8 +460,11 @@ fn open_cgroup(
     Ok(Some(cg))
 }
 
-/// A claimed pool interpreter competes for CPU like any run from now on.
-pub(super) fn promote(live: &Live) {
+/// A claimed pool interpreter, a ready template, or a fresh run's
+/// interpreter that goes on to serve the session, competes for CPU like any
+/// run from now on.
+pub(super) fn promote(live: &mut Live) {
+    live.batch = false;
     if let Some(cg) = &live.cgroup {
         if let Err(e) = cg.set_cpu_priority(CpuPriority::Normal) {
             tracing::warn!(job = %live.job, error = %e, "could not raise a claimed interpreter's CPU priority");

@@ -350,6 +350,7 @@ impl Templates {
             prewarm: p.prewarm,
             kernel: p.kernel,
             warm: true,
+            batch: false,
             fork: ForkRole::Template {
                 children_uid_base: policy.identity.uid_base,
                 children_uid_count: policy.identity.uid_count,
@@ -360,7 +361,7 @@ impl Templates {
             Home::Dir { .. } => None,
         };
         let spare = spare.zip(store);
-        let live = match start::start(jails, None, policy, spec).await {
+        let mut live = match start::start(jails, None, policy, spec).await {
             Ok(live) => live,
             Err(e) => {
                 if let Some((spare, store)) = spare {
@@ -381,6 +382,8 @@ impl Templates {
                 "the template's imports left {threads:?} threads; set OPENBLAS_NUM_THREADS and the like to 1"
             ));
         }
+        // Its imports ran idle, as a pool refill's do; its forks are starts.
+        start::promote(&mut live);
         tracing::info!(env = %live.env_key, python, "fork template up");
         Ok(Template {
             live: tokio::sync::Mutex::new(live),

@@ -63,7 +63,7 @@ pub(super) fn build(policy: &Policy, job: PythonJob, cgroup: CgroupSpec) -> JobS
         binds: Vec::new(),
         venv_writable: false,
         proxy_port,
-        cpu_idle: false,
+        cpu: Default::default(),
         fork: Default::default(),
     }
 }
@@ -83,7 +83,8 @@ mod tests {
 
     #[test]
     fn a_python_job_runs_at_normal_cpu_priority() {
-        // Only the pool asks for idle priority, on the spec it gets here.
+        // Only the pool and fresh runs ask for less, on the spec they get
+        // here.
         let job = PythonJob {
             code: "print(1)".into(),
             limits: LimitRequest::default(),
@@ -98,7 +99,7 @@ mod tests {
             job: "job-1".into(),
         };
         let spec = build(&Policy::default(), job, cgroup.clone());
-        assert!(!spec.cpu_idle);
+        assert_eq!(spec.cpu, prims_protocol::jail::CpuClass::Normal);
         assert_eq!(spec.cgroup, cgroup);
     }
 }

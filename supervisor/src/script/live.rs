@@ -90,6 +90,7 @@ pub(super) fn run(
         // No environment builds here: only an admin's kernel directory.
         kernel: Kernel::from_policy(policy),
         warm: false,
+        batch: false,
         fork: Default::default(),
     };
     // Kept until the run ends: dropped, it kills the template's jail.

@@ -60,6 +60,13 @@ fn every_message_the_agent_sends_parses() {
     );
     assert_eq!((ready.op(), done.op()), ("ready", "done"));
     assert_eq!((saved.op(), restored.op()), ("saved", "restored"));
+    let warmed = parse(br#"{"op":"warmed_up","error":null}"#).unwrap();
+    assert_eq!(warmed, FromAgent::WarmedUp { error: None });
+    assert_eq!(warmed.op(), "warmed_up");
+    let raised = parse(br#"{"op":"warmed_up","error":"ZeroDivisionError: x"}"#).unwrap();
+    assert!(
+        matches!(raised, FromAgent::WarmedUp { error: Some(e) } if e == "ZeroDivisionError: x")
+    );
     let error = parse(br#"{"op":"error","message":"unknown op 'x'"}"#).unwrap();
     assert_eq!(error.op(), "error");
     assert_eq!(
@@ -161,6 +168,10 @@ fn the_agents_caps_are_enforced() {
     ));
     malformed(&format!(
         r#"{{"op":"error","message":"{}"}}"#,
+        name(MESSAGE_MAX_CHARS + 1)
+    ));
+    malformed(&format!(
+        r#"{{"op":"warmed_up","error":"{}"}}"#,
         name(MESSAGE_MAX_CHARS + 1)
     ));
     for python in [
