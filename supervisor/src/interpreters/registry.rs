@@ -272,7 +272,10 @@ impl Interpreters {
             }
             tokio::select! {
                 _ = self.pool.wake.notified() => {
-                    tokio::time::sleep(REFILL_DELAY).await;
+                    tokio::select! {
+                        _ = tokio::time::sleep(REFILL_DELAY) => {}
+                        _ = shutdown.cancelled() => return,
+                    }
                 }
                 _ = tokio::time::sleep(Duration::from_secs(30)) => {}
                 _ = shutdown.cancelled() => return,
