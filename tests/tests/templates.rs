@@ -235,6 +235,8 @@ async fn templates_a_fresh_child_runs_at_batch_weight() {
     let c = d.client().await;
     let s = forked_session(&d, &c).await;
     let shares = d.job_cpu_shares();
+    // The template's job and the session's, both at the default weight.
+    assert!(shares.len() >= 2, "{shares:?}");
     assert!(shares.values().all(|v| v == "1024"), "{shares:?}");
     let hold = format!(
         "{FORKED}\nimport time\nwhile not os.path.exists('/workspace/go'):\n    time.sleep(0.02)"

@@ -33,7 +33,7 @@ pub(super) const PROGRAMS: [&str; 16] = [
 
 /// One program in a new interpreter (`fresh: true`) of `session`; it must
 /// print `ok`.
-pub(crate) async fn run_fresh(client: &Client, session: &str, code: &str) -> Result<()> {
+pub(crate) async fn run_fresh(client: &Client, session: &str, code: &'static str) -> Result<()> {
     run_program(client, session, code, true).await
 }
 
@@ -42,14 +42,19 @@ pub(crate) async fn run_fresh(client: &Client, session: &str, code: &str) -> Res
 pub(crate) async fn run_program(
     client: &Client,
     session: &str,
-    code: &str,
+    code: &'static str,
     fresh: bool,
 ) -> Result<()> {
-    let reply = client.run(request(session, code, fresh), |_| {}).await?;
-    if reply.outcome.status != Status::Ok || reply.stdout != b"ok\n" {
-        bail!("a program (fresh: {fresh}) answered unexpectedly: {reply:?}");
-    }
-    Ok(())
+    run(
+        client,
+        session,
+        Cell {
+            code,
+            stdout: "ok\n",
+        },
+        fresh,
+    )
+    .await
 }
 
 /// The pandas cell in `session`'s interpreter; it must print its sum.
@@ -59,23 +64,25 @@ pub(crate) async fn run_pandas(client: &Client, session: &str) -> Result<()> {
 
 /// `cell` in `session`'s interpreter; it must print what the cell says.
 pub(crate) async fn run_cell(client: &Client, session: &str, cell: Cell) -> Result<()> {
-    let reply = client
-        .run(request(session, cell.code, false), |_| {})
-        .await?;
-    if reply.outcome.status != Status::Ok || reply.stdout != cell.stdout.as_bytes() {
-        bail!("the cell {:?} answered unexpectedly: {reply:?}", cell.code);
-    }
-    Ok(())
+    run(client, session, cell, false).await
 }
 
-fn request(session: &str, code: &str, fresh: bool) -> RunRequest {
-    RunRequest {
+async fn run(client: &Client, session: &str, cell: Cell, fresh: bool) -> Result<()> {
+    let req = RunRequest {
         session_id: session.into(),
         tenant: None,
-        code: code.into(),
+        code: cell.code.into(),
         requirements: vec![],
         limits: LimitRequest::default(),
         fresh,
         network: None,
+    };
+    let reply = client.run(req, |_| {}).await?;
+    if reply.outcome.status != Status::Ok || reply.stdout != cell.stdout.as_bytes() {
+        bail!(
+            "{:?} (fresh: {fresh}) answered unexpectedly: {reply:?}",
+            cell.code
+        );
     }
+    Ok(())
 }
