@@ -187,6 +187,11 @@ impl Metrics {
                     "Interpreters started cold (templates off, not up, or a fork that failed).",
                     s.starts_cold,
                 ),
+                (
+                    "prims_interpreter_starts_in_place_total",
+                    "Fresh interpreters forked in place of a forked one, in its jail (`fresh: true`).",
+                    s.starts_in_place,
+                ),
             ];
             for (name, help, v) in counters {
                 let _ = writeln!(

@@ -423,6 +423,9 @@ pub struct Stats {
     pub starts_forked: u64,
     #[serde(default)]
     pub starts_cold: u64,
+    /// Fresh pythons forked in place, in their forked interpreter's jail.
+    #[serde(default)]
+    pub starts_in_place: u64,
     /// Connections the egress proxy let through, and refused or cut.
     #[serde(default)]
     pub egress_allowed: u64,

@@ -19,6 +19,8 @@ use nix::errno::Errno;
 use nix::mount::{mount, MsFlags};
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sched::CloneFlags;
+use nix::sys::signal::{SigSet, Signal};
+use nix::sys::signalfd::{SfdFlags, SignalFd};
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use prims_protocol::jail::{JobSpec, NetworkMode};
 use serde_json::json;
@@ -169,21 +171,33 @@ fn setup_and_supervise(p: &mut Prepared<'_>, fds: &InitFds) -> Result<i32, JailE
     Ok(reap_until_reported(p.adopt.as_fd(), fds))
 }
 
-/// Reaps the namespace's orphans until the child, python's parent outside
-/// it, says how python ended; reports that. Orphans come here, python does
-/// not: an orphan goes to the reaper of its parent's pid namespace.
+/// Reaps the namespace's orphans as they come (python's parent, waiting
+/// for an empty namespace before it forks a fresh python, counts on that)
+/// until the child, python's parent outside it, says how python ended;
+/// reports that. Orphans come here, python does not: an orphan goes to the
+/// reaper of its parent's pid namespace.
 fn reap_until_reported(adopt: BorrowedFd<'_>, fds: &InitFds) -> i32 {
+    let children = orphans_signal();
     loop {
         while let Ok(status) = waitpid(None, Some(WaitPidFlag::WNOHANG)) {
             if status == WaitStatus::StillAlive {
                 break;
             }
         }
-        let mut ready = [PollFd::new(adopt, PollFlags::POLLIN)];
+        let mut ready = vec![PollFd::new(adopt, PollFlags::POLLIN)];
+        if let Some(sfd) = &children {
+            ready.push(PollFd::new(sfd.as_fd(), PollFlags::POLLIN));
+        }
         match poll(&mut ready, PollTimeout::from(REAP_EVERY_MS)) {
             Ok(0) | Err(Errno::EINTR) => continue,
             Ok(_) => {}
             Err(_) => return 1,
+        }
+        if let Some(sfd) = &children {
+            while let Ok(Some(_)) = sfd.read_signal() {}
+        }
+        if !ready[0].any().unwrap_or(false) {
+            continue;
         }
         let far = std::time::Instant::now() + peer::STEP;
         let report = match peer::recv(adopt, far) {
@@ -206,8 +220,18 @@ fn reap_until_reported(adopt: BorrowedFd<'_>, fds: &InitFds) -> i32 {
     }
 }
 
-/// How often orphans are reaped while python runs.
+/// How often orphans are reaped while python runs, if SIGCHLD cannot
+/// tell us.
 const REAP_EVERY_MS: u16 = 1000;
+
+/// SIGCHLD as a readable fd, blocked for the rest; `None` if the kernel
+/// refuses one, and orphans are then reaped on the timer alone.
+fn orphans_signal() -> Option<SignalFd> {
+    let mut mask = SigSet::empty();
+    mask.add(Signal::SIGCHLD);
+    mask.thread_block().ok()?;
+    SignalFd::with_flags(&mask, SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC).ok()
+}
 
 /// The session's workspace over the template's, and `mounts/` read-only
 /// within it, resolved without following a link.

@@ -99,6 +99,7 @@ impl Daemon {
             templates_up: templates.up,
             starts_forked: templates.forked_starts,
             starts_cold: templates.cold_starts,
+            starts_in_place: templates.respawns,
             sessions: self.sessions.len() as u64,
             runs_active: self.scheduler.active(),
             runs_queued: self.scheduler.queued(),

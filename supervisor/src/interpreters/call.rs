@@ -87,12 +87,20 @@ impl Interpreters {
                 (Some((instead, _)), ResetReason::RequirementsChanged) => *instead,
                 _ => why,
             });
-        if unfit.is_some() {
+        let in_place = match guard.as_mut() {
+            Some(live) if unfit == Some(ResetReason::FreshRequested) => {
+                self.fresh_in_place(policy, &slot, live, (&lease.key, &limits, net))
+                    .await
+            }
+            _ => None,
+        };
+        if unfit.is_some() && in_place.is_none() {
             retire(&slot, &mut guard);
         }
-        let got = match guard.as_ref() {
-            Some(live) => Got::kept(live),
-            None => {
+        let got = match (in_place, guard.as_ref()) {
+            (Some(got), _) => got,
+            (None, Some(live)) => Got::kept(live),
+            (None, None) => {
                 // Only a new interpreter needs the layer: a kept one's call
                 // never waits for it, nor for a build of it that fails.
                 let kernel = tokio::select! {
@@ -203,6 +211,38 @@ impl Interpreters {
     }
 }
 
+impl Interpreters {
+    /// A fresh python in the jail of `live`, for a `fresh: true` call that
+    /// it fits otherwise; `None` if it cannot be had (the caller then
+    /// starts a new interpreter, as for any `fresh` call).
+    async fn fresh_in_place(
+        &self,
+        policy: &Policy,
+        slot: &Slot,
+        live: &mut Live,
+        (env_key, limits, net): (&str, &JobLimits, Option<&NetCall>),
+    ) -> Option<Got> {
+        if !live.can_respawn() || unfit_for(live, env_key, limits, net).is_some() {
+            return None;
+        }
+        if let Err(e) = live.respawn().await {
+            tracing::info!(job = %live.job, error = %e, "no fresh python in place; starting a new interpreter");
+            return None;
+        }
+        if let Some(t) = self.templates_for(policy) {
+            t.count_respawn();
+        }
+        slot.meta().next_reason = None;
+        let carry = std::mem::take(&mut slot.meta().carry);
+        let carried = carry_over(live, carry, true).await;
+        Some(Got {
+            reason: Some(ResetReason::FreshRequested),
+            warm: false,
+            carried,
+        })
+    }
+}
+
 /// How a call came by its interpreter.
 struct Got {
     /// Why it is not the one the session's last call ran in.
@@ -236,7 +276,19 @@ fn unfit(
 ) -> Option<ResetReason> {
     if req.fresh {
         Some(ResetReason::FreshRequested)
-    } else if live.env_key != env_key {
+    } else {
+        unfit_for(live, env_key, limits, net)
+    }
+}
+
+/// Why the session's interpreter cannot serve a call, `fresh` aside.
+fn unfit_for(
+    live: &mut Live,
+    env_key: &str,
+    limits: &JobLimits,
+    net: Option<&NetCall>,
+) -> Option<ResetReason> {
+    if live.env_key != env_key {
         Some(ResetReason::RequirementsChanged)
     } else if live.held != HeldLimits::from(limits) {
         Some(ResetReason::LimitsChanged)

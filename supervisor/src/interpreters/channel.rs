@@ -361,15 +361,15 @@ impl AgentWriter {
 impl AgentWriter {
     /// Sends `m` with `fd` attached (`SCM_RIGHTS`), to a fork template.
     /// The frame is small: what the first `sendmsg` leaves goes as usual.
-    pub(crate) async fn send_with_fd(
+    pub(crate) async fn send_with_fds(
         &mut self,
         m: &ToAgent,
-        fd: std::os::fd::BorrowedFd<'_>,
+        fds: &[std::os::fd::BorrowedFd<'_>],
     ) -> Result<(), ChannelError> {
         use std::os::fd::AsRawFd;
         let bytes = frame::encode(m).map_err(ChannelError::Frame)?;
         let stream: &UnixStream = self.0.as_ref();
-        let fds = [fd.as_raw_fd()];
+        let fds: Vec<_> = fds.iter().map(|fd| fd.as_raw_fd()).collect();
         let sent = loop {
             stream.writable().await.map_err(ChannelError::Write)?;
             let r = stream.try_io(tokio::io::Interest::WRITABLE, || {

@@ -5,7 +5,10 @@
 # frame carried: hello (the kernel attaches our pid), plan (stdio, channel,
 # what to apply), unshared, go (the init's pid namespace and python's
 # Landlock ruleset); then K forks G, pid 2 of the jail the jailer's init
-# built around it, and G confines itself before it says ready. See the architecture guide, "Fork templates".
+# built around it, and G confines itself before it says ready. A second
+# socket, from the supervisor, asks K for a fresh G in the same jail: K
+# kills G, the init empties the pid namespace, and K forks again. See the
+# architecture guide, "Fork templates" and "Fresh in place".
 
 TEMPLATE_ENV = "PRIMS_TEMPLATE"
 # Set in a template's environment (agent.rs BLAS_THREADS).
@@ -41,11 +44,15 @@ class _Sys:
     def __init__(self):
         import ctypes
         import resource
+        import select
         import socket
+        import stat
 
         self.ctypes = ctypes
         self.resource = resource
+        self.select = select
         self.socket = socket
+        self.stat = stat
         libc = ctypes.CDLL(None, use_errno=True)
         self.prctl = libc.prctl
         self.prctl.argtypes = [ctypes.c_int] + [ctypes.c_ulong] * 4
@@ -72,6 +79,13 @@ class _Sys:
     def close_range(self, first, last):
         c = self.ctypes
         self.check("close_range", self.syscall(c.c_long(_SYS_CLOSE_RANGE), c.c_uint(first), c.c_uint(last), c.c_uint(0)))
+
+    def close_all_but(self, first, keep):
+        """Closes every fd from `first` up, but those in `keep`."""
+        for fd in sorted(keep) + [0x100000000]:
+            if fd > first:
+                self.close_range(first, fd - 1)
+            first = max(first, fd + 1)
 
     def drop_capabilities(self, cap_last_cap):
         for cap in range(cap_last_cap + 1):
@@ -157,23 +171,23 @@ def _serve_forks(agent, ready, sys_):
                 msg = _DECODER.decode(body.decode("utf-8"))
             except ValueError:
                 msg = None
-            if not isinstance(msg, dict) or msg.get("op") != "fork" or not fds:
+            if not isinstance(msg, dict) or msg.get("op") != "fork" or len(fds) < 2:
                 _close_all(fds)
                 fds = []
-                agent.send(_error("a template only forks, each fork with its socket"))
+                agent.send(_error("a template only forks, each fork with its two sockets"))
                 continue
-            ctl = fds.pop(0)
+            ctl, respawn = fds.pop(0), fds.pop(0)
             try:
                 pid = os.fork()
             except OSError as e:
                 # This child is lost, not the template: say why.
-                os.close(ctl)
+                _close_all((ctl, respawn))
                 agent.send(_error("fork: %s" % _why(e)))
                 continue
             if pid == 0:
                 sock.detach()
-                return _become_child(agent, ctl, fds, sys_)
-            os.close(ctl)
+                return _become_child(agent, (ctl, respawn), fds, sys_)
+            _close_all((ctl, respawn))
             agent.send({"op": "forked", "id": msg.get("id")})
         _reap()
 
@@ -189,8 +203,9 @@ def _reap():
             return
 
 
-def _become_child(agent, ctl, stray, sys_):
-    """K: from a fork of the template to G, python in its own jail."""
+def _become_child(agent, socks, stray, sys_):
+    """K: from a fork of the template to G, python in its own jail; then
+    G's parent, which forks a fresh G when the supervisor asks."""
     _close_all(stray)
     # The template's channel and stdio copies closed at the fork; their
     # numbers may come back, and the at-fork hook must not close them.
@@ -198,7 +213,8 @@ def _become_child(agent, ctl, stray, sys_):
     agent.saved = {}
     socket = sys_.socket
     try:
-        ctl = fcntl.fcntl(ctl, fcntl.F_DUPFD_CLOEXEC, 100)
+        ctl, respawn = (fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 100) for fd in socks)
+        _close_all(socks)
         peer = socket.socket(fileno=ctl)
         peer.send(_ENCODER.encode({"op": "hello"}).encode())
         plan, fds = _receive(peer, socket, "plan", None)
@@ -214,8 +230,7 @@ def _become_child(agent, ctl, stray, sys_):
         null = os.open(os.devnull, os.O_RDWR)
         for src, dst in ((null, 0), (fds[0], 1), (fds[1], 2), (fds[2], CHANNEL_FD)):
             os.dup2(src, dst)
-        sys_.close_range(CHANNEL_FD + 1, ctl - 1)
-        sys_.close_range(ctl + 1, 0xFFFFFFFF)
+        sys_.close_all_but(CHANNEL_FD + 1, (ctl, respawn))
         sys_.unshare(_CLONE_NEWUSER)
         sys_.unshare(_CLONE_NEWNS | _CLONE_NEWNET | _CLONE_NEWIPC | _CLONE_NEWUTS)
         peer.send(_ENCODER.encode({"op": "unshared"}).encode())
@@ -227,14 +242,17 @@ def _become_child(agent, ctl, stray, sys_):
         os.close(handed[0])
         # Now in the job cgroup: its root is the namespace's.
         sys_.unshare(_CLONE_NEWCGROUP)
+        # Confined before the fork, so that python is in K's Landlock
+        # domain, where K may signal it (Landlock scopes signals).
+        _restrict(plan, handed[1:], sys_)
         python = os.fork()
         if python == 0:
-            _confine(plan, handed[1:], peer, sys_)
+            _confine(peer, respawn)
             return None
         # Orphans go to the reaper of their parent's pid namespace, not
-        # python's: K stays python's parent, confined as python is, and
-        # tells the init how python ended.
-        _watch(python, plan, handed[1:], peer, sys_)
+        # python's: K stays python's parent, and tells the init how python
+        # ended.
+        _watch(python, peer, respawn, sys_)
     except BaseException as e:
         try:
             peer.send(_ENCODER.encode({"failed": _why(e)}).encode())
@@ -247,11 +265,15 @@ def _become_child(agent, ctl, stray, sys_):
 def _receive(peer, socket, op, nfds):
     data, anc, flags, _ = peer.recvmsg(_PLAN_MAX, socket.CMSG_SPACE(4 * _FDS_MAX), socket.MSG_CMSG_CLOEXEC)
     fds = _fds_of(anc, socket)
-    msg = _DECODER.decode(data.decode("utf-8")) if data else None
-    if not isinstance(msg, dict) or msg.get("op") != op or flags & (socket.MSG_TRUNC | socket.MSG_CTRUNC):
-        raise OSError("expected %s from the jailer, got %r" % (op, msg))
-    if nfds is not None and len(fds) != nfds:
-        raise OSError("%s carried %d fds, not %d" % (op, len(fds), nfds))
+    try:
+        msg = _DECODER.decode(data.decode("utf-8")) if data else None
+        if not isinstance(msg, dict) or msg.get("op") != op or flags & (socket.MSG_TRUNC | socket.MSG_CTRUNC):
+            raise OSError("expected %s, got %r" % (op, msg))
+        if nfds is not None and len(fds) != nfds:
+            raise OSError("%s carried %d fds, not %d" % (op, len(fds), nfds))
+    except BaseException:
+        _close_all(fds)
+        raise
     return msg, fds
 
 
@@ -269,24 +291,34 @@ def _restrict(plan, rules, sys_):
         sys_.seccomp(bytes.fromhex(program))
 
 
-def _confine(plan, rules, peer, sys_):
-    """G, python, pid 2: confined before any user code runs; any failure
-    ends it first."""
+def _confine(peer, respawn):
+    """G, python, pid 2: confined as K is, it takes up its jail before any
+    user code runs; any failure ends it first."""
     try:
         peer.close()
-        _restrict(plan, rules, sys_)
-        os.chdir("/workspace")
-        # The template's own thread-pool caps are no part of python's
-        # environment (what python already loaded keeps one thread).
-        for var in BLAS_THREADS:
-            os.environ.pop(var, None)
-        # What the template made in its own workspace, this one lacks.
-        for var in ("IPYTHONDIR", "MPLCONFIGDIR"):
-            path = os.environ.get(var, "")
-            if path.startswith("/workspace/"):
-                os.makedirs(path, exist_ok=True)
+        os.close(respawn)
+        _settle()
     except BaseException:
         _exit(126)
+    _reseed()
+
+
+def _settle():
+    """What G sets up in its jail after its confinement, each time."""
+    os.chdir("/workspace")
+    # The template's own thread-pool caps are no part of python's
+    # environment (what python already loaded keeps one thread).
+    for var in BLAS_THREADS:
+        os.environ.pop(var, None)
+    # What the template made in its own workspace, this one lacks.
+    for var in ("IPYTHONDIR", "MPLCONFIGDIR"):
+        path = os.environ.get(var, "")
+        if path.startswith("/workspace/"):
+            os.makedirs(path, exist_ok=True)
+
+
+def _reseed():
+    # `random` reseeds itself at a fork; numpy's global state does not.
     numpy = sys.modules.get("numpy.random")
     if numpy is not None:
         try:
@@ -295,20 +327,184 @@ def _confine(plan, rules, peer, sys_):
             pass
 
 
-def _watch(python, plan, rules, peer, sys_):
+
+
+def _watch(python, peer, respawn, sys_):
     """K, python's parent: confined as python is, it holds nothing of
-    python's and waits to say how it ended."""
+    python's, says how python ended, and forks a fresh python when the
+    supervisor asks on `respawn`."""
     sys_.close_range(0, CHANNEL_FD)
-    _restrict(plan, rules, sys_)
+    socket = sys_.socket
+    wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+    signal.set_wakeup_fd(wake_w)
+    signal.signal(signal.SIGCHLD, _on_child)
+    asks = socket.socket(fileno=respawn)
+    while True:
+        status = _ended(python, os.WNOHANG)
+        if status is not None:
+            peer.send(_ENCODER.encode(status).encode())
+            _exit(0)
+        watched = [wake_r] + ([asks] if asks is not None else [])
+        try:
+            ready = sys_.select.select(watched, [], [])[0]
+        except InterruptedError:
+            continue
+        try:
+            os.read(wake_r, 512)
+        except BlockingIOError:
+            pass
+        if asks not in ready:
+            continue
+        try:
+            _, fds = _receive(asks, socket, "respawn", 3)
+        except (OSError, ValueError):
+            # The supervisor is gone, or asked wrongly: no more fresh pythons.
+            asks.close()
+            asks = None
+            continue
+        python = _respawn(python, fds, peer, asks, sys_)
+        if python == 0:
+            return
+
+
+def _on_child(signum, frame):
+    # The wakeup fd does the work; a handler makes the signal reach it.
+    pass
+
+
+def _ended(python, flags):
+    """How `python` ended, as the init reports it; None while it runs."""
     while True:
         try:
-            _, status = os.waitpid(python, 0)
+            pid, status = os.waitpid(python, flags)
             break
         except InterruptedError:
             continue
+        except ChildProcessError:
+            return {"op": "ended", "signal": signal.SIGKILL}
+    if pid == 0:
+        return None
     if os.WIFSIGNALED(status):
-        ended = {"op": "ended", "signal": os.WTERMSIG(status)}
-    else:
-        ended = {"op": "ended", "code": os.WEXITSTATUS(status)}
-    peer.send(_ENCODER.encode(ended).encode())
-    _exit(0)
+        return {"op": "ended", "signal": os.WTERMSIG(status)}
+    return {"op": "ended", "code": os.WEXITSTATUS(status)}
+
+
+def _respawn(python, fds, peer, asks, sys_):
+    """A fresh python in this jail: the old one and everything it left in
+    the pid namespace killed first. Returns the new pid, or 0 in it. A
+    jail that cannot be emptied ends, and the supervisor starts anew."""
+    why = None
+    try:
+        os.kill(python, signal.SIGKILL)
+        _ended(python, 0)
+        _empty_jail(sys_)
+        pid = os.fork()
+    except OSError as e:
+        why = _why(e)
+    if why is not None:
+        _close_all(fds)
+        try:
+            asks.send(_ENCODER.encode({"op": "failed", "why": why}).encode())
+        finally:
+            peer.send(_ENCODER.encode({"op": "ended", "signal": signal.SIGKILL}).encode())
+            _exit(0)
+    if pid == 0:
+        _renew(fds, sys_)
+        return 0
+    _close_all(fds)
+    asks.send(_ENCODER.encode({"op": "respawned", "pid": pid}).encode())
+    return pid
+
+
+# How long what a python left may take to die.
+_EMPTY_WITHIN_S = 3
+_SYS_PIDFD_SEND_SIGNAL = 424
+
+
+def _empty_jail(sys_):
+    """Kills every process of the jail's pid namespace but its init, by
+    the `/proc` of that namespace (our own pids are another namespace's),
+    until the init has reaped them all. A process forked as a pass goes by
+    is caught by the next; a killed one forks no more."""
+    deadline = time.monotonic() + _EMPTY_WITHIN_S
+    while True:
+        alive = False
+        for name in os.listdir("/proc"):
+            if name.isdigit() and name != "1":
+                _kill_live(name, sys_)
+                alive = True
+        if not alive:
+            return
+        if time.monotonic() > deadline:
+            raise OSError("what the last python left did not die within %d s" % _EMPTY_WITHIN_S)
+        time.sleep(0.001)
+
+
+def _kill_live(name, sys_):
+    """SIGKILL to /proc/`name` unless it is gone or dead already. Any other
+    failure is the caller's."""
+    try:
+        fd = os.open("/proc/" + name, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return
+    try:
+        try:
+            with open(os.open("stat", os.O_RDONLY | os.O_CLOEXEC, dir_fd=fd), "rb") as f:
+                state = f.read().rpartition(b")")[2].split()[:1]
+        except (FileNotFoundError, ProcessLookupError):
+            return
+        if state in ([b"Z"], [b"X"], []):
+            return
+        c = sys_.ctypes
+        # A /proc/<pid> directory serves pidfd_send_signal as a pidfd.
+        if sys_.syscall(c.c_long(_SYS_PIDFD_SEND_SIGNAL), c.c_int(fd), c.c_int(signal.SIGKILL), None, c.c_uint(0)) < 0:
+            if c.get_errno() != 3:
+                sys_.check("pidfd_send_signal to %s" % name, -1)
+    finally:
+        os.close(fd)
+
+
+def _renew(fds, sys_):
+    """A fresh G: K's confinement is already its own; it takes its new
+    stdio and channel, and finds its jail as a new one would."""
+    try:
+        signal.set_wakeup_fd(-1)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        # Above 0-3 first: K's own fds there (its wakeup pipe) may be any
+        # of the new ones' sources.
+        null = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
+        srcs = [fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, CHANNEL_FD + 1) for fd in [null] + fds]
+        for dst, src in enumerate(srcs):
+            os.dup2(src, dst)
+        sys_.close_range(CHANNEL_FD + 1, 0xFFFFFFFF)
+        _settle()
+        _empty_tmp(sys_.stat)
+        _no_ipc_left()
+    except BaseException:
+        _exit(126)
+    _reseed()
+
+
+def _empty_tmp(stat):
+    """The jail's /tmp as a new jail's: empty."""
+    def remove(path):
+        st = os.lstat(path)
+        if stat.S_ISDIR(st.st_mode):
+            os.chmod(path, 0o700)
+            for name in os.listdir(path):
+                remove(path + "/" + name)
+            os.rmdir(path)
+        else:
+            os.unlink(path)
+
+    for name in os.listdir("/tmp"):
+        remove("/tmp/" + name)
+
+
+def _no_ipc_left():
+    """System V objects outlive their makers in the jail's IPC namespace:
+    a python that left any is not replaced in place."""
+    for kind in ("shm", "sem", "msg"):
+        with open("/proc/sysvipc/" + kind) as f:
+            if len(f.readlines()) > 1:
+                raise OSError("the last python left System V %s objects" % kind)

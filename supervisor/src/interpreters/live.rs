@@ -52,6 +52,8 @@ pub(crate) struct Live {
     pub batch: bool,
     /// It was forked from a template (not started cold).
     pub forked: bool,
+    /// Asks its parent for a fresh python in the same jail (forked only).
+    pub respawn: Option<super::respawn::Respawner>,
     pub job: String,
     /// Its jail's listener, served by the egress proxy (allowlist mode).
     pub egress: Option<crate::egress::Attached>,

@@ -29,6 +29,7 @@ pub(crate) mod output;
 mod pool;
 mod pumps;
 mod registry;
+mod respawn;
 mod settled;
 mod slot;
 pub(crate) mod start;

@@ -7,6 +7,7 @@ use super::enforced::enforced;
 use super::kernel::Kernel;
 use super::live::Live;
 use super::pumps::Pump;
+use super::respawn::Respawner;
 use super::settled::MainThread;
 use crate::egress::{Attached, EgressProxy};
 use crate::envs::EnvLease;
@@ -16,7 +17,7 @@ use prims_policy::Policy;
 use prims_protocol::jail::{
     CgroupBackend, CpuClass, ForkRole, JobSpec, LimitRequest, NetworkMode, Outcome, SetupError,
 };
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd, OwnedFd};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -94,6 +95,8 @@ pub(crate) async fn start(
 /// it on, and its parent, the template's python.
 pub(crate) struct Forked {
     pub adopt: OwnedFd,
+    /// Our end of the socket on which the child forks a fresh python.
+    pub respawn: OwnedFd,
     pub template_python: u32,
 }
 
@@ -108,10 +111,20 @@ pub(crate) async fn start_forked(
 ) -> Result<Live, (StartError, StartSpec)> {
     let t0 = Instant::now();
     let spec = agent_spec(jails, policy, &s);
-    match launch(jails, egress, &spec, &s, Some(forked), t0).await {
+    let Forked {
+        adopt,
+        respawn,
+        template_python,
+    } = forked;
+    match launch(jails, egress, &spec, &s, Some((adopt, template_python)), t0).await {
         Ok(l) => {
+            let respawner = Respawner::new(respawn, l.up.python.proc_dir.as_fd());
             let mut live = l.into_live(s, &spec);
             live.forked = true;
+            match respawner {
+                Ok(r) => live.respawn = Some(r),
+                Err(e) => tracing::warn!(job = %live.job, error = %e, "a forked interpreter cannot be replaced in place"),
+            }
             Ok(live)
         }
         Err(e) => Err((e, s)),
@@ -154,28 +167,28 @@ impl Launched {
             warm: s.warm,
             batch: s.batch,
             forked: false,
+            respawn: None,
             job: s.name,
             egress: up.egress,
         }
     }
 }
 
-/// Starts the jail of `spec` (adopting `forked`, a template's child, when
-/// given) and waits for its agent's `ready`.
+/// Starts the jail of `spec` (adopting a template's child on the socket
+/// `forked` gives, with the template python's pid) and waits for its
+/// agent's `ready`.
 async fn launch(
     jails: &Jails,
     egress: Option<&Arc<EgressProxy>>,
     spec: &JobSpec,
     s: &StartSpec,
-    forked: Option<Forked>,
+    forked: Option<(OwnedFd, u32)>,
     t0: Instant,
 ) -> Result<Launched, StartError> {
     let mut spec = spec.clone();
-    let adopt = forked.map(|f| {
-        spec.fork = ForkRole::Child {
-            template_python: f.template_python,
-        };
-        f.adopt
+    let adopt = forked.map(|(adopt, template_python)| {
+        spec.fork = ForkRole::Child { template_python };
+        adopt
     });
     let (writer, rx, theirs) = channel::pair().map_err(StartError::Channel)?;
     let channel_ino = inode(&theirs).map_err(StartError::Channel)?;
@@ -318,7 +331,7 @@ async fn come_up(
     let (stdout, stderr) =
         pumps.map_err(|e| StartError::Spawn(format!("reading the jail's output: {e}")))?;
     let template = matches!(s.fork, ForkRole::Template { .. });
-    wait_ready(&mut rx, &mut exit, &s.name, template, t0).await?;
+    wait_ready(&mut rx, &mut exit, &s.name, template, t0, READY_DEADLINE).await?;
     let python = crate::job::python_process_in(jailer_pid, layout)
         .map_err(|e| StartError::NotReady(format!("finding the jail's python: {e}")))?;
     let cgroup = open_cgroup(jails, &s.name)
@@ -367,20 +380,21 @@ fn watch(mut spawned: Spawned) -> (std::io::Result<(Pump, Pump)>, oneshot::Recei
 
 /// Waits for the agent's `ready`, or for the jail to end first, and says
 /// why it did not come.
-async fn wait_ready(
+pub(super) async fn wait_ready(
     rx: &mut Incoming,
     exit: &mut oneshot::Receiver<Outcome>,
     job: &str,
     template: bool,
     t0: Instant,
+    within: Duration,
 ) -> Result<(), StartError> {
     let ready = tokio::select! {
-        m = tokio::time::timeout(READY_DEADLINE, rx.recv()) => m,
+        m = tokio::time::timeout(within, rx.recv()) => m,
         o = &mut *exit => return Err(jail_ended(o)),
     };
     let not_ready = |why: String| Err(StartError::NotReady(why));
     match ready {
-        Err(_) => not_ready(format!("no ready within {} s", READY_DEADLINE.as_secs())),
+        Err(_) => not_ready(format!("no ready within {} s", within.as_secs())),
         Ok(None) | Ok(Some(Err(ChannelError::Closed))) => {
             // The channel closes as the jailer gives up building the jail,
             // just before it reports why: that reason is the one to give.
@@ -419,7 +433,7 @@ async fn attach(proxy: &Arc<EgressProxy>, ours: OwnedFd) -> Result<Attached, Str
 }
 
 /// The inode of the socket `fd`, as `/proc/<pid>/fd` names it.
-fn inode(fd: &OwnedFd) -> std::io::Result<u64> {
+pub(super) fn inode(fd: &OwnedFd) -> std::io::Result<u64> {
     use std::os::unix::fs::MetadataExt;
     let dup = fd.try_clone()?;
     Ok(std::fs::File::from(dup).metadata()?.ino())
@@ -468,6 +482,20 @@ pub(super) fn promote(live: &mut Live) {
     if let Some(cg) = &live.cgroup {
         if let Err(e) = cg.set_cpu_priority(CpuPriority::Normal) {
             tracing::warn!(job = %live.job, error = %e, "could not raise a claimed interpreter's CPU priority");
+        }
+    }
+}
+
+/// An interpreter replaced in place for a `fresh: true` call runs at batch
+/// CPU weight again, as a new one for that call would.
+pub(super) fn demote(live: &mut Live) {
+    if live.batch {
+        return;
+    }
+    live.batch = true;
+    if let Some(cg) = &live.cgroup {
+        if let Err(e) = cg.set_cpu_priority(CpuPriority::Batch) {
+            tracing::warn!(job = %live.job, error = %e, "could not lower a fresh interpreter's CPU priority");
         }
     }
 }

@@ -76,6 +76,8 @@ pub(crate) struct TemplateStats {
     pub up: u64,
     pub forked_starts: u64,
     pub cold_starts: u64,
+    /// Fresh pythons forked in place of a forked one, in its jail.
+    pub respawns: u64,
 }
 
 /// Where a template's workspace and host uid come from.
@@ -92,6 +94,7 @@ pub(crate) struct Templates {
     next_id: AtomicU64,
     forked: AtomicU64,
     cold: AtomicU64,
+    respawned: AtomicU64,
 }
 
 impl std::fmt::Debug for Templates {
@@ -147,7 +150,12 @@ impl Templates {
             next_id: AtomicU64::new(1),
             forked: AtomicU64::new(0),
             cold: AtomicU64::new(0),
+            respawned: AtomicU64::new(0),
         }
+    }
+
+    pub(crate) fn count_respawn(&self) {
+        self.respawned.fetch_add(1, Ordering::Relaxed);
     }
 
     pub(crate) fn count_start(&self, forked: bool) {
@@ -164,6 +172,7 @@ impl Templates {
             up,
             forked_starts: self.forked.load(Ordering::Relaxed),
             cold_starts: self.cold.load(Ordering::Relaxed),
+            respawns: self.respawned.load(Ordering::Relaxed),
         }
     }
 
@@ -183,10 +192,11 @@ impl Templates {
             return None;
         };
         match fork_one(&t, self.next_id.fetch_add(1, Ordering::Relaxed)).await {
-            Ok(adopt) => {
+            Ok((adopt, respawn)) => {
                 *lock(&t.last_used) = Instant::now();
                 Some(Forked {
                     adopt,
+                    respawn,
                     template_python: t.python,
                 })
             }
@@ -424,23 +434,22 @@ fn key(s: &StartSpec) -> String {
     format!("{}\n{}", s.env_key, kernel.unwrap_or_default())
 }
 
-/// One `fork` frame, with the child's end of a new socket pair; our end,
-/// for the adopting jailer, once the template says it forked.
-async fn fork_one(t: &Template, id: u64) -> Result<OwnedFd, String> {
-    use nix::sys::socket::{setsockopt, socketpair, sockopt, AddressFamily, SockFlag, SockType};
-    let (ours, theirs) = socketpair(
-        AddressFamily::Unix,
-        SockType::SeqPacket,
-        None,
-        SockFlag::SOCK_CLOEXEC,
-    )
-    .map_err(|e| format!("socketpair: {e}"))?;
+/// One `fork` frame, with the child's ends of two new socket pairs; our
+/// ends once the template says it forked: one for the adopting jailer,
+/// one to ask the child for a fresh python in place.
+async fn fork_one(t: &Template, id: u64) -> Result<(OwnedFd, OwnedFd), String> {
+    use nix::sys::socket::{setsockopt, sockopt};
+    let (ours, theirs) = seqpacket_pair()?;
+    let (respawn, respawn_theirs) = seqpacket_pair()?;
     // Before the child can send: its hello then carries its pid.
     setsockopt(&ours, sockopt::PassCred, &true).map_err(|e| format!("SO_PASSCRED: {e}"))?;
     let mut live = t.live.lock().await;
     let asked = async {
         live.writer
-            .send_with_fd(&ToAgent::Fork { id }, theirs.as_fd())
+            .send_with_fds(
+                &ToAgent::Fork { id },
+                &[theirs.as_fd(), respawn_theirs.as_fd()],
+            )
             .await
             .map_err(|e| e.to_string())?;
         match live.rx.recv().await {
@@ -452,10 +461,21 @@ async fn fork_one(t: &Template, id: u64) -> Result<OwnedFd, String> {
         }
     };
     match tokio::time::timeout(FORK_DEADLINE, asked).await {
-        Ok(Ok(())) => Ok(ours),
+        Ok(Ok(())) => Ok((ours, respawn)),
         Ok(Err(why)) => Err(why),
         Err(_) => Err("no answer in time".to_string()),
     }
+}
+
+fn seqpacket_pair() -> Result<(OwnedFd, OwnedFd), String> {
+    use nix::sys::socket::{socketpair, AddressFamily, SockFlag, SockType};
+    socketpair(
+        AddressFamily::Unix,
+        SockType::SeqPacket,
+        None,
+        SockFlag::SOCK_CLOEXEC,
+    )
+    .map_err(|e| format!("socketpair: {e}"))
 }
 
 /// The host pid behind a pidfd (its fdinfo's `Pid:`).

@@ -60,6 +60,9 @@ pub enum Layout {
     /// pid 2 of the init's namespace, but not its child: the child of a
     /// process the template python `template` forked, which stays outside.
     Adopted { template: libc::pid_t },
+    /// In the init's namespace, the child of `parent`: a python forked in
+    /// place of the adopted one (any pid, not 2).
+    Respawned { parent: libc::pid_t },
 }
 
 /// [`python_process`] of a jail laid out as `layout` says.
@@ -71,6 +74,7 @@ pub fn python_process_in(
         Layout::Nested => find(jailer),
         Layout::Shallow => find_shallow(jailer),
         Layout::Adopted { template } => find_adopted(jailer, template),
+        Layout::Respawned { parent } => find_respawned(jailer, parent),
     };
     let python = find(jailer)?;
     // SAFETY: pidfd_open takes a pid and flags and returns a new fd.
@@ -152,10 +156,31 @@ fn find_shallow(jailer: libc::pid_t) -> Result<libc::pid_t, PythonPidError> {
     Err(PythonPidError::NotRunning("the init has no live python"))
 }
 
-/// pid 2 of the pid namespace of the jailer's only child, its init: a
-/// grandchild of the template python, whose children are few (one per
-/// live forked interpreter), unlike all the host's processes.
-fn find_adopted(jailer: libc::pid_t, template: libc::pid_t) -> Result<libc::pid_t, PythonPidError> {
+/// The only live child of `parent` that lives in the pid namespace of the
+/// jailer's only child, its init.
+fn find_respawned(jailer: libc::pid_t, parent: libc::pid_t) -> Result<libc::pid_t, PythonPidError> {
+    let theirs = init_namespace(jailer)?;
+    let mut found = None;
+    for pid in children(parent)? {
+        let alive = status(pid)?.is_some_and(|s| s.nspid.len() >= 2 && !matches!(s.state, 'Z' | 'X'));
+        if alive && pid_namespace(pid).as_ref() == Some(&theirs) {
+            if found.is_some() {
+                return Err(PythonPidError::NotRunning("python's parent has several children"));
+            }
+            found = Some(pid);
+        }
+    }
+    found.ok_or(PythonPidError::NotRunning(
+        "the init's namespace has no live python",
+    ))
+}
+
+fn pid_namespace(pid: libc::pid_t) -> Option<std::path::PathBuf> {
+    std::fs::read_link(format!("/proc/{pid}/ns/pid")).ok()
+}
+
+/// The pid namespace of the jailer's only child, a jail's init.
+fn init_namespace(jailer: libc::pid_t) -> Result<std::path::PathBuf, PythonPidError> {
     let [init] = children(jailer)?[..] else {
         return Err(PythonPidError::NotRunning("the jailer has no single init"));
     };
@@ -164,11 +189,19 @@ fn find_adopted(jailer: libc::pid_t, template: libc::pid_t) -> Result<libc::pid_
             "the jailer's child is not a jail's init",
         ));
     }
-    let ns = |pid: libc::pid_t| std::fs::read_link(format!("/proc/{pid}/ns/pid")).ok();
-    let theirs = ns(init).ok_or(PythonPidError::NotRunning("the init is gone"))?;
+    pid_namespace(init).ok_or(PythonPidError::NotRunning("the init is gone"))
+}
+
+/// pid 2 of the pid namespace of the jailer's only child, its init: a
+/// grandchild of the template python, whose children are few (one per
+/// live forked interpreter), unlike all the host's processes.
+fn find_adopted(jailer: libc::pid_t, template: libc::pid_t) -> Result<libc::pid_t, PythonPidError> {
+    let theirs = init_namespace(jailer)?;
     for forked in children(template)? {
         for pid in children(forked)? {
-            if ns(pid).as_ref() == Some(&theirs) && status(pid)?.is_some_and(|s| s.is_python()) {
+            if pid_namespace(pid).as_ref() == Some(&theirs)
+                && status(pid)?.is_some_and(|s| s.is_python())
+            {
                 return Ok(pid);
             }
         }

@@ -158,6 +158,11 @@ pub struct JailKiller {
 }
 
 impl JailKiller {
+    /// The jailer's pid.
+    pub fn pid(&self) -> libc::pid_t {
+        self.pid
+    }
+
     /// SIGKILL the jailer (a no-op once it has exited).
     pub fn kill(&self) {
         let Some(fd) = &self.pidfd else {
