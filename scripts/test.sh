@@ -75,6 +75,11 @@ catalogue_stage "live interpreter mode" PRIMS_TEST_LIVE
 echo "== cargo test, FORKED mode (PRIMS_TEST_FORKED=1, prims run --live --forked): ${live_names[*]}"
 catalogue_stage "forked mode" PRIMS_TEST_FORKED
 
+# And against a fresh python forked in place of such a child, in its jail,
+# as a `fresh: true` call gets it (the architecture guide's "Fresh in place").
+echo "== cargo test, IN-PLACE mode (PRIMS_TEST_IN_PLACE=1, prims run --live --forked --in-place): ${live_names[*]}"
+catalogue_stage "in-place mode" PRIMS_TEST_IN_PLACE
+
 echo "== MCP clients (Python SDK, Inspector, mcp-remote) against prims serve"
 mcp_log=$(mktemp)
 set +e

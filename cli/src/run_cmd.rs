@@ -33,6 +33,10 @@ pub struct RunArgs {
     /// fail rather than start it cold.
     #[arg(long, requires = "live")]
     forked: bool,
+    /// With --forked: run the script in a fresh python forked in place of
+    /// the first one, in the same jail, as a `fresh: true` call does.
+    #[arg(long, requires = "forked")]
+    in_place: bool,
     /// Workspace directory to use and keep (default: a temporary one).
     #[arg(long)]
     workspace: Option<PathBuf>,
@@ -76,6 +80,7 @@ fn run(args: &RunArgs) -> Result<i32> {
         workspace: args.workspace.clone(),
         live: args.live,
         forked: args.forked,
+        in_place: args.in_place,
     };
     let json = args.json;
     let sink = move |s: Stream, bytes: &[u8]| {

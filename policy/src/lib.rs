@@ -87,11 +87,12 @@ impl Policy {
         }
     }
 
-    /// The effective policy as TOML with human units; `max_concurrent_runs`
-    /// is written out resolved so the admin sees what is actually in force.
+    /// The effective policy as TOML with human units; the run slots are
+    /// written out resolved so the admin sees what is actually in force.
     pub fn to_toml_string(&self) -> String {
         let mut effective = self.clone();
         effective.limits.max_concurrent_runs = Some(self.max_concurrent_runs());
+        effective.limits.max_concurrent_fresh_runs = Some(self.max_concurrent_fresh_runs());
         match toml::to_string(&effective) {
             Ok(s) => s,
             // Only reachable with a non-finite `cpus`, which validation rejects.
@@ -178,5 +179,15 @@ impl Policy {
         self.limits.max_concurrent_runs.unwrap_or_else(|| {
             std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
         })
+    }
+
+    /// How many `fresh: true` runs may execute at once, in slots of their
+    /// own: twice [`Self::max_concurrent_runs`] unless set. Each hands off
+    /// between the supervisor, the jail and a new python more than it
+    /// computes, and at batch CPU weight it yields to session calls.
+    pub fn max_concurrent_fresh_runs(&self) -> usize {
+        self.limits
+            .max_concurrent_fresh_runs
+            .unwrap_or_else(|| self.max_concurrent_runs().saturating_mul(2))
     }
 }

@@ -44,6 +44,9 @@ pub struct Limits {
     /// `None` means one run per available core.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_concurrent_runs: Option<usize>,
+    /// `None` means twice `max_concurrent_runs`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_concurrent_fresh_runs: Option<usize>,
     /// Runs that may wait for a slot; more are refused as busy.
     pub max_queued_runs: usize,
     /// CPU bandwidth in cores.
@@ -63,6 +66,7 @@ impl Default for Limits {
             output_bytes: ByteSize::mib(1),
             tmp_size: ByteSize::mib(64),
             max_concurrent_runs: None,
+            max_concurrent_fresh_runs: None,
             max_queued_runs: 64,
             cpus: 1.0,
         }

@@ -95,6 +95,13 @@ fn limits(p: &Policy, f: &mut Findings) {
             "0 would never run anything (at least 1; leave it out for one per core)".to_string(),
         );
     }
+    if l.max_concurrent_fresh_runs == Some(0) {
+        f.add(
+            at("max_concurrent_fresh_runs"),
+            "0 would never run a fresh interpreter (at least 1; leave it out for twice max_concurrent_runs)"
+                .to_string(),
+        );
+    }
 }
 
 /// Why `path` is not an absolute, normalized path, if it is not.

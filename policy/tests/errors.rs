@@ -197,6 +197,13 @@ const RULES: &[(&str, &str, &str, &str, &str)] = &[
         "at least 1",
     ),
     (
+        "limits",
+        "max_concurrent_fresh_runs",
+        "0",
+        "limits.max_concurrent_fresh_runs",
+        "at least 1",
+    ),
+    (
         "filesystem",
         "ro_binds",
         "[\"usr\"]",

@@ -52,6 +52,7 @@ fn example_parses() {
 fn example_documents_every_key() {
     let mut full = Policy::default();
     full.limits.max_concurrent_runs = Some(4);
+    full.limits.max_concurrent_fresh_runs = Some(8);
     full.python.kernel_site = Some("/opt/prims/kernel".into());
     let want = schema_paths(&full.to_toml_string());
     assert!(want.contains("limits.max_concurrent_runs"));
@@ -94,4 +95,11 @@ fn commented_out_keys_are_valid_when_enabled() {
     assert_ne!(enabled, EXAMPLE);
     let p = Policy::from_toml_str(&enabled).unwrap();
     assert_eq!(p.max_concurrent_runs(), 4);
+    assert_eq!(p.max_concurrent_fresh_runs(), 8, "twice the session slots");
+    let enabled = enabled.replace(
+        "# max_concurrent_fresh_runs = 8",
+        "max_concurrent_fresh_runs = 3",
+    );
+    let p = Policy::from_toml_str(&enabled).unwrap();
+    assert_eq!(p.max_concurrent_fresh_runs(), 3);
 }

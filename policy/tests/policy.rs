@@ -129,6 +129,7 @@ only_binary = false
     assert!(out.contains("memory = \"100MB\""), "{out}");
     let mut expected = p.clone();
     expected.limits.max_concurrent_runs = Some(p.max_concurrent_runs());
+    expected.limits.max_concurrent_fresh_runs = Some(p.max_concurrent_fresh_runs());
     assert_eq!(Policy::from_toml_str(&out).unwrap(), expected);
 
     let d = Policy::default();
@@ -139,6 +140,7 @@ only_binary = false
     assert_eq!(back.max_concurrent_runs(), d.max_concurrent_runs());
     let mut d2 = back.clone();
     d2.limits.max_concurrent_runs = None;
+    d2.limits.max_concurrent_fresh_runs = None;
     assert_eq!(d2, d);
 }
 
@@ -149,6 +151,9 @@ fn max_concurrent_runs_defaults_to_cores() {
     let mut p = Policy::default();
     p.limits.max_concurrent_runs = Some(7);
     assert_eq!(p.max_concurrent_runs(), 7);
+    assert_eq!(p.max_concurrent_fresh_runs(), 14);
+    p.limits.max_concurrent_fresh_runs = Some(3);
+    assert_eq!(p.max_concurrent_fresh_runs(), 3);
 }
 
 #[test]
@@ -342,6 +347,7 @@ proptest! {
         prop_assert_eq!(back.to_toml_string(), text);
         let mut expected = p.clone();
         expected.limits.max_concurrent_runs = Some(p.max_concurrent_runs());
+        expected.limits.max_concurrent_fresh_runs = Some(p.max_concurrent_fresh_runs());
         prop_assert_eq!(back, expected);
     }
 }

@@ -30,6 +30,9 @@ pub struct Script {
     pub live: bool,
     /// That interpreter forked from a fork template, never cold.
     pub forked: bool,
+    /// With `forked`: the script runs in a fresh python forked in place of
+    /// the first one, in its jail.
+    pub in_place: bool,
 }
 
 /// A finished script run. A temporary workspace lives as long as this.
@@ -99,7 +102,12 @@ pub fn run_script(
     };
     let name = jails.names.script();
     let result = if script.live {
-        live::run(policy, &jails, name, job, script.forked, sink)?
+        let origin = match (script.forked, script.in_place) {
+            (false, _) => live::Origin::Cold,
+            (true, false) => live::Origin::Forked,
+            (true, true) => live::Origin::InPlace,
+        };
+        live::run(policy, &jails, name, job, origin, sink)?
     } else {
         jails.run_python(policy, &name, job, sink, &Cancel::default())?
     };

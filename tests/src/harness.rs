@@ -102,7 +102,17 @@ pub const FORKED_ENV: &str = "PRIMS_TEST_FORKED";
 
 /// Jobs run in interpreters forked from a template ([`FORKED_ENV`]).
 pub fn forked_mode() -> bool {
-    std::env::var_os(FORKED_ENV).is_some_and(|v| v == "1")
+    std::env::var_os(FORKED_ENV).is_some_and(|v| v == "1") || in_place_mode()
+}
+
+/// Set to `1`, every [`Job`] runs with `--live --forked --in-place`: its
+/// script is the first cell of a fresh python forked in place of a
+/// template's child, in that child's jail, as a `fresh: true` call does.
+pub const IN_PLACE_ENV: &str = "PRIMS_TEST_IN_PLACE";
+
+/// Jobs run in pythons forked in place ([`IN_PLACE_ENV`]).
+pub fn in_place_mode() -> bool {
+    std::env::var_os(IN_PLACE_ENV).is_some_and(|v| v == "1")
 }
 
 /// A policy with just a wall time, plus `extra` appended verbatim.
@@ -211,6 +221,9 @@ impl Job {
         }
         if forked_mode() {
             cmd.arg("--forked");
+        }
+        if in_place_mode() {
+            cmd.arg("--in-place");
         }
         if let Some(p) = &self.policy {
             let pf = dir.path().join("policy.toml");

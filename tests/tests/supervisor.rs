@@ -153,7 +153,9 @@ async fn supervisor_queue_overflow_is_busy() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn supervisor_fresh_runs_yield_to_session_calls() {
-    let d = Daemon::start("[limits]\nmax_concurrent_runs = 1\nmax_queued_runs = 4\n");
+    let d = Daemon::start(
+        "[limits]\nmax_concurrent_runs = 1\nmax_concurrent_fresh_runs = 1\nmax_queued_runs = 4\n",
+    );
     let c = d.client().await;
     let (a, b, e) = (
         c.open_session(None).await.unwrap().session_id,

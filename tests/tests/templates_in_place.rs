@@ -27,7 +27,11 @@ async fn forked_session(d: &Daemon, c: &Client) -> String {
         if stdout(&r) == "True\n" {
             return s;
         }
-        assert!(Instant::now() < deadline, "no template came up:\n{}", d.log());
+        assert!(
+            Instant::now() < deadline,
+            "no template came up:\n{}",
+            d.log()
+        );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
@@ -79,15 +83,28 @@ async fn in_place_a_fresh_python_leaves_nothing_of_the_old_and_is_confined_as_it
     assert_reset(&r, ResetReason::FreshRequested);
     let new = clean(&r);
     let after = stats(&c).await;
-    assert_eq!(after.starts_in_place, before.starts_in_place + 1, "{after:?}");
-    assert_eq!(after.starts_forked, before.starts_forked, "no new fork: {after:?}");
-    let (old, new): (Vec<&str>, Vec<&str>) = (old.split_whitespace().collect(), new.split_whitespace().collect());
+    assert_eq!(
+        after.starts_in_place,
+        before.starts_in_place + 1,
+        "{after:?}"
+    );
+    assert_eq!(
+        after.starts_forked, before.starts_forked,
+        "no new fork: {after:?}"
+    );
+    let (old, new): (Vec<&str>, Vec<&str>) = (
+        old.split_whitespace().collect(),
+        new.split_whitespace().collect(),
+    );
     assert_eq!(new[0], "False", "the old globals: {new:?}");
     assert_ne!(old[0], new[1], "the same python: {old:?} {new:?}");
     assert_ne!(old[1], new[2], "the same random state: {old:?} {new:?}");
     assert_eq!(new[3], "[]", "/tmp: {new:?}");
     // Only the jail's init is left beside it, and it can signal nobody.
-    assert_eq!(clean(&run(&c, &s, NEIGHBOURS).await), "pids [1]\nsignalable []\n");
+    assert_eq!(
+        clean(&run(&c, &s, NEIGHBOURS).await),
+        "pids [1]\nsignalable []\n"
+    );
     // Its confinement is the old one's, to the byte.
     let again = clean(&run(&c, &s, "import os\nos.remove('/workspace/w.txt')").await);
     assert_eq!(again, "");
@@ -95,7 +112,13 @@ async fn in_place_a_fresh_python_leaves_nothing_of_the_old_and_is_confined_as_it
     // It keeps state from its own first cell on, and answers interrupts.
     let r = send(&c, fresh(&s, "y = 'mine'")).await;
     assert_reset(&r, ResetReason::FreshRequested);
-    let cut = send(&c, limited(&s, "import time\ntime.sleep(60)", |l| l.wall_time_ms = Some(1000))).await;
+    let cut = send(
+        &c,
+        limited(&s, "import time\ntime.sleep(60)", |l| {
+            l.wall_time_ms = Some(1000)
+        }),
+    )
+    .await;
     assert_stderr_ends_with(&cut, "KeyboardInterrupt: \n");
     let kept = run(&c, &s, "print(y)").await;
     assert_kept(&kept);
@@ -121,7 +144,11 @@ async fn in_place_a_python_that_left_system_v_objects_gets_a_new_jail() {
     assert_eq!(after.starts_in_place, before.starts_in_place, "{after:?}");
     assert_eq!(after.starts_forked, before.starts_forked + 1, "{after:?}");
     // Other limits than the jail holds need a new jail too.
-    let r = send(&c, limited(&s, FORKED, |l| l.memory_bytes = Some(300 << 20))).await;
+    let r = send(
+        &c,
+        limited(&s, FORKED, |l| l.memory_bytes = Some(300 << 20)),
+    )
+    .await;
     assert_eq!(clean(&r), "True\n");
     let mut other = limited(&s, FORKED, |l| l.memory_bytes = Some(200 << 20));
     other.fresh = true;

@@ -1,8 +1,9 @@
-//! Admission: at most `max_concurrent_runs` runs of each class at once, a
-//! bounded queue behind them, and a clear "busy" past that rather than a
-//! hang. Batch runs (`fresh: true`, each in a new interpreter) have slots of
-//! their own and run at batch CPU weight, so a session's call never queues
-//! behind an evaluation harness's load: it takes the CPU from it instead.
+//! Admission: at most `max_concurrent_runs` session calls and
+//! `max_concurrent_fresh_runs` batch runs at once, a bounded queue behind
+//! them, and a clear "busy" past that rather than a hang. Batch runs
+//! (`fresh: true`, each in a new interpreter) have slots of their own and
+//! run at batch CPU weight, so a session's call never queues behind an
+//! evaluation harness's load: it takes the CPU from it instead.
 
 use prims_protocol::wire::{ErrorCode, ErrorReply};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -41,10 +42,10 @@ impl Drop for Slot {
 }
 
 impl Scheduler {
-    pub(super) fn new(max_concurrent: usize, max_queue: usize) -> Self {
+    pub(super) fn new(max_concurrent: usize, max_fresh: usize, max_queue: usize) -> Self {
         Scheduler {
             interactive: Arc::new(Semaphore::new(max_concurrent.max(1))),
-            batch: Arc::new(Semaphore::new(max_concurrent.max(1))),
+            batch: Arc::new(Semaphore::new(max_fresh.max(1))),
             max_queue,
             queued: AtomicUsize::new(0),
             active: Arc::new(AtomicUsize::new(0)),
@@ -130,7 +131,7 @@ mod tests {
 
     #[tokio::test]
     async fn overflow_is_busy_not_a_hang() {
-        let s = Arc::new(Scheduler::new(1, 1));
+        let s = Arc::new(Scheduler::new(1, 1, 1));
         let never = CancellationToken::new();
         let first = s
             .admit(RunClass::Interactive, &never, |_| {})
@@ -161,7 +162,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_cancelled_waiter_leaves_the_queue() {
-        let s = Scheduler::new(1, 4);
+        let s = Scheduler::new(1, 1, 4);
         let never = CancellationToken::new();
         let _first = s
             .admit(RunClass::Interactive, &never, |_| {})
@@ -179,8 +180,27 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn batch_runs_have_a_count_of_their_own() {
+        let s = Scheduler::new(1, 2, 4);
+        let never = CancellationToken::new();
+        let _a = s.admit(RunClass::Batch, &never, |_| {}).await.unwrap();
+        let _b = s.admit(RunClass::Batch, &never, |_| {}).await.unwrap();
+        let _call = s
+            .admit(RunClass::Interactive, &never, |_| {})
+            .await
+            .unwrap();
+        assert_eq!(s.active(), 3);
+        let c = CancellationToken::new();
+        c.cancel();
+        for class in [RunClass::Batch, RunClass::Interactive] {
+            let err = s.admit(class, &c, |pos| assert_eq!(pos, 1)).await.err();
+            assert_eq!(err.map(|e| e.code), Some(ErrorCode::Cancelled), "{class:?}");
+        }
+    }
+
+    #[tokio::test]
     async fn a_session_call_never_queues_behind_batch_runs() {
-        let s = Scheduler::new(1, 4);
+        let s = Scheduler::new(1, 1, 4);
         let never = CancellationToken::new();
         let _batch = s.admit(RunClass::Batch, &never, |_| {}).await.unwrap();
         let queued = std::cell::Cell::new(false);

@@ -119,7 +119,10 @@ pub async fn start(cfg: DaemonConfig, shutdown: CancellationToken) -> Result<(),
     .map_err(|e| StartError::Envs(e.to_string()))?;
     let envs = Arc::new(envs);
     envs.spawn_base_build();
-    let concurrency = policy.max_concurrent_runs();
+    let concurrency = (
+        policy.max_concurrent_runs(),
+        policy.max_concurrent_fresh_runs(),
+    );
     let interpreters = Arc::new(Interpreters::new(
         jails,
         cfg.egress.clone(),
@@ -128,7 +131,7 @@ pub async fn start(cfg: DaemonConfig, shutdown: CancellationToken) -> Result<(),
     ));
     let task_limits = crate::tasks::TaskLimits::from(&policy.tasks);
     let daemon = Arc::new(Daemon {
-        scheduler: Scheduler::new(concurrency, policy.limits.max_queued_runs),
+        scheduler: Scheduler::new(concurrency.0, concurrency.1, policy.limits.max_queued_runs),
         policy: RwLock::new(Arc::new(policy)),
         sessions,
         envs,

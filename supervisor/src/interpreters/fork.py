@@ -245,6 +245,9 @@ def _become_child(agent, socks, stray, sys_):
         # Confined before the fork, so that python is in K's Landlock
         # domain, where K may signal it (Landlock scopes signals).
         _restrict(plan, handed[1:], sys_)
+        # Once here rather than in every python: a fork's own work pays
+        # copy-on-write faults that K, long-lived, pays once.
+        _settle()
         python = os.fork()
         if python == 0:
             _confine(peer, respawn)
@@ -292,19 +295,19 @@ def _restrict(plan, rules, sys_):
 
 
 def _confine(peer, respawn):
-    """G, python, pid 2: confined as K is, it takes up its jail before any
-    user code runs; any failure ends it first."""
+    """G, python, pid 2: confined and settled as K is, it holds none of
+    K's sockets; any failure ends it before user code runs."""
     try:
         peer.close()
         os.close(respawn)
-        _settle()
     except BaseException:
         _exit(126)
     _reseed()
 
 
 def _settle():
-    """What G sets up in its jail after its confinement, each time."""
+    """What python finds in its jail besides K's confinement; K sets it up
+    before each fork of python."""
     os.chdir("/workspace")
     # The template's own thread-pool caps are no part of python's
     # environment (what python already loaded keeps one thread).
@@ -398,8 +401,11 @@ def _respawn(python, fds, peer, asks, sys_):
         os.kill(python, signal.SIGKILL)
         _ended(python, 0)
         _empty_jail(sys_)
+        _settle()
+        _empty_tmp(sys_.stat)
+        _no_ipc_left()
         pid = os.fork()
-    except OSError as e:
+    except Exception as e:
         why = _why(e)
     if why is not None:
         _close_all(fds)
@@ -465,8 +471,8 @@ def _kill_live(name, sys_):
 
 
 def _renew(fds, sys_):
-    """A fresh G: K's confinement is already its own; it takes its new
-    stdio and channel, and finds its jail as a new one would."""
+    """A fresh G: K's confinement, and the jail K emptied, are already its
+    own; it takes its new stdio and channel."""
     try:
         signal.set_wakeup_fd(-1)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
@@ -477,9 +483,6 @@ def _renew(fds, sys_):
         for dst, src in enumerate(srcs):
             os.dup2(src, dst)
         sys_.close_range(CHANNEL_FD + 1, 0xFFFFFFFF)
-        _settle()
-        _empty_tmp(sys_.stat)
-        _no_ipc_left()
     except BaseException:
         _exit(126)
     _reseed()

@@ -14,6 +14,8 @@
 //!   whose end `settled` confirms from the kernel's view of python;
 //! - `call`: one call in the session's interpreter, in phases, and why
 //!   the interpreter is kept or replaced;
+//! - `in_place`, `respawn`: a `fresh: true` call's new python forked in
+//!   place of a forked interpreter's, in the same jail;
 //! - `registry`, `slot`, `pool`: the interpreters by session, the caps,
 //!   the idle stop and the warm pool.
 
@@ -22,6 +24,7 @@ mod call;
 pub(crate) mod cell;
 pub(crate) mod channel;
 mod enforced;
+mod in_place;
 pub(crate) mod install;
 pub(crate) mod kernel;
 pub(crate) mod live;

@@ -1,29 +1,18 @@
-//! A fresh python in the jail of the one it replaces, for a `fresh: true`
-//! call whose interpreter was forked from a template and fits the call
-//! otherwise. Its parent K, outside the jail's pid namespace, confined as
-//! python is and never running user code, kills python, has the jail's
-//! init kill and reap all python left, and forks again. The new python
-//! takes new stdio and a new channel, empties `/tmp` and says `ready`.
-//! Whatever fails, the caller ends the jail and starts a new interpreter
-//! (the architecture guide's "Fresh in place").
+//! The socket to K, a forked interpreter's python's parent outside its
+//! jail, on which the supervisor asks for a fresh python in place of the
+//! one it has (`in_place` drives it; the architecture guide's "Fresh in
+//! place"). K is as trusted as the template it is a copy of, and nothing in
+//! the jail can reach it; its answers are still read strictly and capped.
 
-use super::channel;
-use super::live::Live;
-use super::pumps::Pump;
-use super::settled::MainThread;
-use super::start::{inode, wait_ready};
-use crate::job::{python_process_in, Layout, Stream};
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sys::socket::{recv, sendmsg, ControlMessage, MsgFlags};
 use serde::Deserialize;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// How long K may take to kill python, have the jail emptied and fork.
 const RESPAWN_DEADLINE: Duration = Duration::from_secs(10);
-/// The new python's `ready`: it imports nothing, so this is generous.
-const READY_DEADLINE: Duration = Duration::from_secs(30);
 /// K's answers are a line of JSON.
 const ANSWER_MAX: usize = 4096;
 
@@ -32,7 +21,7 @@ const ANSWER_MAX: usize = 4096;
 #[derive(Debug)]
 pub(crate) struct Respawner {
     sock: Arc<OwnedFd>,
-    parent: libc::pid_t,
+    pub(super) parent: libc::pid_t,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -77,7 +66,7 @@ impl Respawner {
 
     /// Hands K the new python's stdout, stderr and channel, and waits for
     /// its word that python was replaced.
-    async fn ask(&self, fds: [OwnedFd; 3]) -> Result<(), RespawnError> {
+    pub(super) async fn ask(&self, fds: [OwnedFd; 3]) -> Result<(), RespawnError> {
         let sock = self.sock.clone();
         let answer = tokio::task::spawn_blocking(move || exchange(&sock, fds))
             .await
@@ -122,48 +111,6 @@ fn exchange(sock: &OwnedFd, fds: [OwnedFd; 3]) -> Result<Vec<u8>, RespawnError> 
     }
 }
 
-impl Live {
-    /// Whether a fresh python can replace this one in place.
-    pub(super) fn can_respawn(&self) -> bool {
-        self.respawn.is_some() && self.egress.is_none()
-    }
-
-    /// Replaces python with a fresh one in the same jail, which then holds
-    /// a new interpreter: no cell run, at batch CPU weight.
-    pub(super) async fn respawn(&mut self) -> Result<(), RespawnError> {
-        let t0 = Instant::now();
-        let Some(respawner) = &self.respawn else {
-            return Err(RespawnError::Refused("it was not forked".into()));
-        };
-        let (writer, mut rx, theirs) = channel::pair().map_err(RespawnError::Io)?;
-        let channel_ino = inode(&theirs).map_err(RespawnError::Io)?;
-        let (out_r, out_w) = pipe().map_err(RespawnError::Io)?;
-        let (err_r, err_w) = pipe().map_err(RespawnError::Io)?;
-        respawner.ask([out_w, err_w, theirs]).await?;
-        let stdout = Pump::start(Stream::Stdout, out_r).map_err(RespawnError::Io)?;
-        let stderr = Pump::start(Stream::Stderr, err_r).map_err(RespawnError::Io)?;
-        wait_ready(&mut rx, &mut self.exit, &self.job, false, t0, READY_DEADLINE)
-            .await
-            .map_err(|e| RespawnError::NotReady(e.to_string()))?;
-        let layout = Layout::Respawned {
-            parent: respawner.parent,
-        };
-        let python = python_process_in(self.kill.pid(), layout)
-            .map_err(|e| RespawnError::Find(e.to_string()))?;
-        self.writer = writer;
-        self.rx = rx;
-        self.stdout = stdout;
-        self.stderr = stderr;
-        self.python = python.pidfd;
-        self.main = MainThread::new(python.proc_dir, channel_ino);
-        self.cells = 0;
-        self.warm = false;
-        super::start::demote(self);
-        tracing::debug!(job = %self.job, ms = t0.elapsed().as_millis() as u64, "a fresh python in place");
-        Ok(())
-    }
-}
-
 fn cap(mut why: String) -> String {
     if why.len() > 512 {
         let mut end = 512;
@@ -187,8 +134,3 @@ fn parent_of(proc_dir: BorrowedFd<'_>) -> std::io::Result<libc::pid_t> {
         .filter(|p: &libc::pid_t| *p > 1)
         .ok_or_else(|| std::io::Error::other("python's status names no parent"))
 }
-
-fn pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
-    nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(Into::into)
-}
-

@@ -123,7 +123,9 @@ pub(crate) async fn start_forked(
             live.forked = true;
             match respawner {
                 Ok(r) => live.respawn = Some(r),
-                Err(e) => tracing::warn!(job = %live.job, error = %e, "a forked interpreter cannot be replaced in place"),
+                Err(e) => {
+                    tracing::warn!(job = %live.job, error = %e, "a forked interpreter cannot be replaced in place")
+                }
             }
             Ok(live)
         }

@@ -162,10 +162,13 @@ fn find_respawned(jailer: libc::pid_t, parent: libc::pid_t) -> Result<libc::pid_
     let theirs = init_namespace(jailer)?;
     let mut found = None;
     for pid in children(parent)? {
-        let alive = status(pid)?.is_some_and(|s| s.nspid.len() >= 2 && !matches!(s.state, 'Z' | 'X'));
+        let alive =
+            status(pid)?.is_some_and(|s| s.nspid.len() >= 2 && !matches!(s.state, 'Z' | 'X'));
         if alive && pid_namespace(pid).as_ref() == Some(&theirs) {
             if found.is_some() {
-                return Err(PythonPidError::NotRunning("python's parent has several children"));
+                return Err(PythonPidError::NotRunning(
+                    "python's parent has several children",
+                ));
             }
             found = Some(pid);
         }

@@ -33,6 +33,19 @@ pub enum LiveError {
     Template(String),
     #[error("the interpreter was not forked from the template (see the log)")]
     NotForked,
+    #[error("no fresh python in place of the first: {0}")]
+    NotInPlace(String),
+}
+
+/// Where the script's python comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Origin {
+    /// A cold jail, as with templates off.
+    Cold,
+    /// Forked from a fork template started for this run.
+    Forked,
+    /// Forked in place of such a child, in its jail (`fresh: true`).
+    InPlace,
 }
 
 /// A template for `spec`'s interpreter, up: its workspace is a temporary
@@ -61,16 +74,18 @@ async fn template_for(
 }
 
 /// Runs `job` as the one cell of a live interpreter, job `name`.
-/// With `forked`, a fork template is started for it first, and the
-/// interpreter is its child or the run fails.
+/// Forked (`origin`), a fork template is started for it first, and the
+/// interpreter is its child (or a python forked in place of it) or the run
+/// fails.
 pub(super) fn run(
     policy: &Policy,
     jails: &Jails,
     name: String,
     job: PythonJob,
-    forked: bool,
+    origin: Origin,
     sink: Sink<'_>,
 ) -> Result<RunResult, LiveError> {
+    let forked = origin != Origin::Cold;
     // `prims run` is synchronous; the interpreter's pumps and channel need
     // a runtime only while this one script runs.
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -109,6 +124,12 @@ pub(super) fn run(
     if forked && !live.forked {
         rt.block_on(live.end(REAP_WAIT));
         return Err(LiveError::NotForked);
+    }
+    if origin == Origin::InPlace {
+        if let Err(e) = rt.block_on(live.respawn()) {
+            rt.block_on(live.end(REAP_WAIT));
+            return Err(LiveError::NotInPlace(e.to_string()));
+        }
     }
     let limits = policy.job_limits(&job.limits);
     let grace = policy.interpreters.interrupt_grace.0;

@@ -1,0 +1,74 @@
+//! A fresh python in the jail of the one it replaces, for a `fresh: true`
+//! call whose interpreter was forked from a template and fits the call
+//! otherwise. Its parent K, outside the jail's pid namespace, confined as
+//! python is and never running user code, kills python and all it left
+//! in the jail, empties `/tmp`, and forks again ([`super::respawn`] is the
+//! socket to it). The new python takes new stdio and a new channel and
+//! says `ready`. Whatever fails, the caller ends the jail and starts a new
+//! interpreter (the architecture guide's "Fresh in place").
+
+use super::channel;
+use super::live::Live;
+use super::pumps::Pump;
+use super::respawn::RespawnError;
+use super::settled::MainThread;
+use super::start::{demote, inode, wait_ready};
+use crate::job::{python_process_in, Layout, Stream};
+use std::os::fd::OwnedFd;
+use std::time::{Duration, Instant};
+
+/// The new python's `ready`: it imports nothing, so this is generous.
+const READY_DEADLINE: Duration = Duration::from_secs(30);
+
+impl Live {
+    /// Whether a fresh python can replace this one in place.
+    pub(super) fn can_respawn(&self) -> bool {
+        self.respawn.is_some() && self.egress.is_none()
+    }
+
+    /// Replaces python with a fresh one in the same jail, which then holds
+    /// a new interpreter: no cell run, at batch CPU weight.
+    pub(crate) async fn respawn(&mut self) -> Result<(), RespawnError> {
+        let t0 = Instant::now();
+        let Some(respawner) = &self.respawn else {
+            return Err(RespawnError::Refused("it was not forked".into()));
+        };
+        let (writer, mut rx, theirs) = channel::pair().map_err(RespawnError::Io)?;
+        let channel_ino = inode(&theirs).map_err(RespawnError::Io)?;
+        let (out_r, out_w) = pipe().map_err(RespawnError::Io)?;
+        let (err_r, err_w) = pipe().map_err(RespawnError::Io)?;
+        respawner.ask([out_w, err_w, theirs]).await?;
+        let stdout = Pump::start(Stream::Stdout, out_r).map_err(RespawnError::Io)?;
+        let stderr = Pump::start(Stream::Stderr, err_r).map_err(RespawnError::Io)?;
+        wait_ready(
+            &mut rx,
+            &mut self.exit,
+            &self.job,
+            false,
+            t0,
+            READY_DEADLINE,
+        )
+        .await
+        .map_err(|e| RespawnError::NotReady(e.to_string()))?;
+        let layout = Layout::Respawned {
+            parent: respawner.parent,
+        };
+        let python = python_process_in(self.kill.pid(), layout)
+            .map_err(|e| RespawnError::Find(e.to_string()))?;
+        self.writer = writer;
+        self.rx = rx;
+        self.stdout = stdout;
+        self.stderr = stderr;
+        self.python = python.pidfd;
+        self.main = MainThread::new(python.proc_dir, channel_ino);
+        self.cells = 0;
+        self.warm = false;
+        demote(self);
+        tracing::debug!(job = %self.job, us = t0.elapsed().as_micros() as u64, "a fresh python in place");
+        Ok(())
+    }
+}
+
+fn pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
+    nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(Into::into)
+}
