@@ -57,6 +57,7 @@
 pub mod checks;
 pub mod child;
 pub mod daemon;
+pub mod forked;
 pub mod harness;
 pub mod held;
 pub mod host;

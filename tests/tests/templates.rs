@@ -6,43 +6,12 @@
 use prims_protocol::client::Client;
 use prims_protocol::wire::RunRequest;
 use prims_tests::daemon::{run_req, Daemon};
+use prims_tests::forked::{
+    forked_session, forked_session_with, templates_policy as policy, FORKED,
+};
 use prims_tests::live::*;
 use std::os::unix::fs::MetadataExt;
-use std::time::{Duration, Instant};
-
-fn policy() -> String {
-    live_policy(&format!("{NO_POOL}fork_templates = true\n"), "")
-}
-
-/// Python that says whether it runs in a forked child: only a template's
-/// root has `/.t`.
-const FORKED: &str = "import os\nprint(os.path.isdir('/.t'))";
-
-/// A new session whose first interpreter was forked from the template,
-/// once the template is up (the first start that wants it starts it).
-async fn forked_session(d: &Daemon, c: &Client) -> String {
-    forked_session_with(d, c, |s| run_req(s, FORKED)).await
-}
-
-async fn forked_session_with(d: &Daemon, c: &Client, req: impl Fn(&str) -> RunRequest) -> String {
-    let deadline = Instant::now() + HANG_GUARD * 5;
-    loop {
-        let s = c.open_session(None).await.unwrap().session_id;
-        let mut r = req(&s);
-        r.code = FORKED.into();
-        let r = send(c, r).await;
-        if stdout(&r) == "True\n" {
-            return s;
-        }
-        assert_eq!(stdout(&r), "False\n", "{r:?}");
-        assert!(
-            Instant::now() < deadline,
-            "no template came up:\n{}",
-            d.log()
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-}
+use std::time::Duration;
 
 /// Runs `code` and returns its stdout, failing on anything on stderr.
 async fn out(c: &Client, s: &str, code: &str) -> String {

@@ -8,33 +8,8 @@
 use prims_protocol::client::Client;
 use prims_protocol::wire::{ResetReason, RunReply, Stats};
 use prims_tests::daemon::Daemon;
+use prims_tests::forked::{forked_session, templates_policy as policy, FORKED};
 use prims_tests::live::*;
-use std::time::{Duration, Instant};
-
-fn policy() -> String {
-    live_policy(&format!("{NO_POOL}fork_templates = true\n"), "")
-}
-
-/// Only a template's root, and so a forked child's, has `/.t`.
-const FORKED: &str = "import os\nprint(os.path.isdir('/.t'))";
-
-/// A session whose interpreter was forked, once the template is up.
-async fn forked_session(d: &Daemon, c: &Client) -> String {
-    let deadline = Instant::now() + HANG_GUARD * 5;
-    loop {
-        let s = c.open_session(None).await.unwrap().session_id;
-        let r = run(c, &s, FORKED).await;
-        if stdout(&r) == "True\n" {
-            return s;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no template came up:\n{}",
-            d.log()
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-}
 
 async fn stats(c: &Client) -> Stats {
     c.stats().await.unwrap()

@@ -1,0 +1,49 @@
+//! Helpers for the fork-template tests (`tests/tests/templates*.rs`): a
+//! supervisor with templates on and no pool, and a session whose
+//! interpreter was forked from the template, once the template is up.
+
+use crate::daemon::{run_req, Daemon};
+use crate::live::{live_policy, send, stdout, HANG_GUARD, NO_POOL};
+use prims_protocol::client::Client;
+use prims_protocol::wire::RunRequest;
+use std::time::{Duration, Instant};
+
+/// Templates on, no warm pool.
+pub fn templates_policy() -> String {
+    live_policy(&format!("{NO_POOL}fork_templates = true\n"), "")
+}
+
+/// Python that says whether it runs in a forked child: only a template's
+/// root has `/.t`.
+pub const FORKED: &str = "import os\nprint(os.path.isdir('/.t'))";
+
+/// A new session whose first interpreter was forked from the template,
+/// once the template is up (the first start that wants it starts it).
+pub async fn forked_session(d: &Daemon, c: &Client) -> String {
+    forked_session_with(d, c, |s| run_req(s, FORKED)).await
+}
+
+/// [`forked_session`], its calls made as `req` makes them.
+pub async fn forked_session_with(
+    d: &Daemon,
+    c: &Client,
+    req: impl Fn(&str) -> RunRequest,
+) -> String {
+    let deadline = Instant::now() + HANG_GUARD * 5;
+    loop {
+        let s = c.open_session(None).await.unwrap().session_id;
+        let mut r = req(&s);
+        r.code = FORKED.into();
+        let r = send(c, r).await;
+        if stdout(&r) == "True\n" {
+            return s;
+        }
+        assert_eq!(stdout(&r), "False\n", "{r:?}");
+        assert!(
+            Instant::now() < deadline,
+            "no template came up:\n{}",
+            d.log()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
