@@ -281,7 +281,9 @@ fn sigkill_listed(files: &[PathBuf]) -> Result<Vec<libc::pid_t>, CgroupError> {
     for &pid in first.iter().filter(|p| **p > 0) {
         match pidfd_open(pid) {
             Ok(fd) => pinned.push((pid, fd)),
-            Err(e) if e.raw_os_error() == Some(libc::ESRCH) => {}
+            // EINVAL: listed, but its thread group is already gone (it is
+            // exiting); the next pass sees whether it left the cgroup.
+            Err(e) if matches!(e.raw_os_error(), Some(libc::ESRCH | libc::EINVAL)) => {}
             Err(e) if e.raw_os_error() == Some(libc::ENOSYS) => no_pidfd.push(pid),
             Err(source) => return Err(CgroupError::Signal { pid, source }),
         }

@@ -79,26 +79,39 @@ check v2_userns_owned_by_host_uid "{\"owner\": \"$owner\", \"run\": $(cat "$work
 # interpreter from a template started for it, and fails rather than start
 # it cold. The adopting jailer moves the child into its job cgroup by pid
 # here (on v1 the child moves itself).
-frun() { run "$1" "$2" --live --forked; }
+frun() { run "$1" "$2" --live --forked "${@:3}"; }
 j=$(frun '' 'import os; print(os.getuid(), os.getpid())')
 check v2_forked_hello "$j" 'd["status"]=="ok" and d["stdout"]=="1000 2\n" and d["enforced"]["cgroup"]=="v2"'
 j=$(frun $'[limits]\nmemory = "64MiB"' "b = b'\\1' * (256 << 20)")
 check v2_forked_memory_hog_is_oom "$j" 'd["status"]=="oom" and d["oom_killed"] is True'
 j=$(frun $'[limits]\npids = 16' $'import os, time\nn = 0\ntry:\n    for i in range(200):\n        if os.fork() == 0:\n            time.sleep(5); os._exit(0)\n        n += 1\nexcept OSError as e:\n    print("EAGAIN" if e.errno == 11 else e.errno, n)')
 check v2_forked_fork_loop_stops_at_pids_max "$j" 'd["status"]=="ok" and d["stdout"].startswith("EAGAIN") and int(d["stdout"].split()[1]) < 16'
+# A fresh python forked in place of the first, in its jail, as a
+# `fresh: true` call gets it: the namespace's next pid, its own pids.max.
+j=$(frun '' 'import os; print(os.getuid(), os.getpid(), sorted(int(p) for p in os.listdir("/proc") if p.isdigit()))' --in-place)
+check v2_in_place_hello "$j" 'd["status"]=="ok" and d["stdout"]=="1000 3 [1, 3]\n" and d["enforced"]["cgroup"]=="v2"'
+j=$(frun $'[limits]\npids = 16' $'import os, time\nn = 0\ntry:\n    for i in range(200):\n        if os.fork() == 0:\n            time.sleep(5); os._exit(0)\n        n += 1\nexcept OSError as e:\n    print("EAGAIN" if e.errno == 11 else e.errno, n)' --in-place)
+check v2_in_place_fork_loop_stops_at_pids_max "$j" 'd["status"]=="ok" and d["stdout"].startswith("EAGAIN") and int(d["stdout"].split()[1]) < 16'
 # Seen from the host: the child's python is the session's host uid with no
-# capabilities, in a job cgroup of its own, not its template's.
-mkdir -p "$work/fws"
+# capabilities, in a job cgroup of its own, not its template's; one forked
+# in place runs at batch CPU weight (`cpu.weight` 10), as a fresh run does.
 # A live cell is not on python's command line: it names itself instead.
 printf '%s\n' 'import ctypes, os, time' 'ctypes.CDLL(None).prctl(15, b"prims-vm-fmark", 0, 0, 0)' \
   'open("ready", "w").close()' \
   'end = time.monotonic() + 30' \
   'while not os.path.exists("release") and time.monotonic() < end: time.sleep(0.01)' > "$work/fhold.py"
-systemd-run --scope -q -p Delegate=yes /opt/prims/prims run --json --live --forked \
-  --workspace "$work/fws" "$work/fhold.py" > "$work/fhold.json" &
-for _ in $(seq 1 600); do [ -e "$work/fws/ready" ] && break; sleep 0.05; done
-pid=$(pgrep -x prims-vm-fmark | head -1)
-facts=$(python3 - "$pid" <<'PY' 2>&1
+# host_facts MODE...: run fhold.py with `--live --forked MODE...` and print
+# what the host sees of its python, with the run's own record.
+host_facts() {
+  local ws
+  ws=$(mktemp -d "$work/fws.XXXX")
+  chmod 755 "$ws"
+  systemd-run --scope -q -p Delegate=yes /opt/prims/prims run --json --live --forked "$@" \
+    --workspace "$ws" "$work/fhold.py" > "$ws.json" &
+  for _ in $(seq 1 600); do [ -e "$ws/ready" ] && break; sleep 0.05; done
+  local pid facts
+  pid=$(pgrep -x prims-vm-fmark | head -1)
+  facts=$(python3 - "$pid" <<'PY' 2>&1
 import json, sys
 def status(pid):
     return dict(l.split(":", 1) for l in open("/proc/%s/status" % pid).read().splitlines())
@@ -106,14 +119,21 @@ g = status(sys.argv[1])
 k = status(g["PPid"].strip())
 template = k["PPid"].strip()
 cg = lambda pid: open("/proc/%s/cgroup" % pid).read().strip()
+path = cg(sys.argv[1]).split("::", 1)[1]
+job = path if "-py-" in path.rsplit("/", 1)[-1] else path.rsplit("/", 1)[0]
+weight = open("/sys/fs/cgroup%s/cpu.weight" % job).read().strip()
 print(json.dumps({"uid": g["Uid"].split(), "capeff": g["CapEff"].strip(),
-                  "cgroup": cg(sys.argv[1]), "template_cgroup": cg(template)}))
+                  "cgroup": cg(sys.argv[1]), "template_cgroup": cg(template),
+                  "weight": weight}))
 PY
 )
-touch "$work/fws/release"
-wait
-check v2_forked_child_seen_from_the_host "{\"facts\": $facts, \"run\": $(cat "$work/fhold.json")}" \
-  'd["run"]["status"]=="ok" and set(d["facts"]["uid"])=={str(d["run"]["host_uid"])} and int(d["facts"]["capeff"], 16)==0 and "-py-" in d["facts"]["cgroup"] and d["facts"]["cgroup"]!=d["facts"]["template_cgroup"]'
+  touch "$ws/release"
+  wait
+  echo "{\"facts\": $facts, \"run\": $(cat "$ws.json")}"
+}
+seen='d["run"]["status"]=="ok" and set(d["facts"]["uid"])=={str(d["run"]["host_uid"])} and int(d["facts"]["capeff"], 16)==0 and "-py-" in d["facts"]["cgroup"] and d["facts"]["cgroup"]!=d["facts"]["template_cgroup"]'
+check v2_forked_child_seen_from_the_host "$(host_facts)" "$seen and d[\"facts\"][\"weight\"]==\"100\""
+check v2_in_place_child_seen_from_the_host "$(host_facts --in-place)" "$seen and d[\"facts\"][\"weight\"]==\"10\""
 
 left=$(find /sys/fs/cgroup -type d -name 'run-*' | wc -l)
 if [ "$left" -eq 0 ]; then echo "PASS v2_no_job_cgroups_left"; else echo "FAIL v2_no_job_cgroups_left: $left"; fails=$((fails+1)); fi
