@@ -64,9 +64,11 @@ fn a_crash_mid_run_is_recovered() {
         let b = store.create(None).unwrap().session_id;
         let sa = store.get(&a, None).unwrap();
         fs::write(sa.workspace.join("output/partial.csv"), "1,2\n").unwrap();
-        // a: the daemon recorded the run start; b: set by hand below.
+        // a: the daemon recorded the run start; b: as older versions did,
+        // in its metadata (set by hand below).
         store.run_started(&sa).unwrap();
-        assert_eq!(read_meta(&t.sessions(), &sa.name)["run_in_flight"], true);
+        assert_eq!(run_flag(&t, &a), "1");
+        assert_eq!(read_meta(&t.sessions(), &sa.name)["run_in_flight"], false);
         (a, b)
     };
     edit_meta(&t.sessions(), &t.name(&b), |v| {
@@ -90,6 +92,7 @@ fn a_crash_mid_run_is_recovered() {
             false
         );
     }
+    assert_eq!(run_flag(&t, &a), "0", "cleared once the loss is recorded");
     let sa = store.get(&a, None).unwrap();
     assert_eq!(
         fs::read_to_string(sa.workspace.join("output/partial.csv")).unwrap(),
@@ -99,7 +102,16 @@ fn a_crash_mid_run_is_recovered() {
     store.run_started(&sa).unwrap();
     store.run_finished(&sa);
     assert!(!store.info(&a, None).unwrap().last_run_lost);
-    assert_eq!(read_meta(&t.sessions(), &sa.name)["run_in_flight"], false);
+    assert_eq!(read_meta(&t.sessions(), &sa.name)["last_run_lost"], false);
+    assert_eq!(run_flag(&t, &a), "0");
+    // A closed session leaves no flag behind.
+    store.close(&a, None).unwrap();
+    assert!(!t.sessions().join(format!("{}.run", t.name(&a))).exists());
+}
+
+/// The session's `<name>.run` byte.
+fn run_flag(t: &TestDir, id: &str) -> String {
+    fs::read_to_string(t.sessions().join(format!("{}.run", t.name(id)))).unwrap()
 }
 
 #[test]
@@ -137,6 +149,8 @@ fn half_created_sessions_and_strays_are_removed() {
     fs::write(&stray_img, "junk").unwrap();
     let tmp = sessions.join(".00000000000000000000000000000003.json.tmp");
     fs::write(&tmp, "{").unwrap();
+    let stray_flag = sessions.join("00000000000000000000000000000004.run");
+    fs::write(&stray_flag, "1").unwrap();
     let unknown = sessions.join("NOTES");
     fs::write(&unknown, "admin's file").unwrap();
 
@@ -150,6 +164,7 @@ fn half_created_sessions_and_strays_are_removed() {
         sessions.join(half),
         stray_img,
         tmp,
+        stray_flag,
     ] {
         assert!(!gone.exists(), "{} left behind", gone.display());
     }

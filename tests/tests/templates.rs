@@ -97,14 +97,19 @@ async fn templates_a_forked_interpreter_is_confined_as_a_cold_one() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn templates_siblings_draw_their_own_random_numbers() {
-    let d = Daemon::start_with_python(&policy(), "prewarm_imports = [\"random\", \"numpy\"]");
+    // numpy 2 loads numpy.random, and seeds its global state, on first use:
+    // the template imports it, so that its children inherit a state.
+    let d = Daemon::start_with_python(
+        &policy(),
+        "prewarm_imports = [\"random\", \"numpy\", \"numpy.random\"]",
+    );
     let c = d.client().await;
     let with_numpy = |s: &str| RunRequest {
         requirements: vec!["numpy".into()],
         ..run_req(s, "")
     };
-    let draw = "import random, numpy, sys\n\
-                print('numpy' in sys.modules, random.random(), numpy.random.random())";
+    let draw = "import sys\nhad = 'numpy.random' in sys.modules\nimport random, numpy\n\
+                print(had, random.random(), numpy.random.random())";
     let mut seen = Vec::new();
     for _ in 0..2 {
         let s = forked_session_with(&d, &c, with_numpy).await;

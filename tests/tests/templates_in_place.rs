@@ -6,9 +6,12 @@
 //! gets a new interpreter as before.
 
 use prims_protocol::client::Client;
+use prims_protocol::wire::RunRequest;
 use prims_protocol::wire::{ResetReason, RunReply, Stats};
-use prims_tests::daemon::Daemon;
-use prims_tests::forked::{forked_session, templates_policy as policy, FORKED};
+use prims_tests::daemon::{run_req, Daemon};
+use prims_tests::forked::{
+    forked_session, forked_session_with, templates_policy as policy, FORKED,
+};
 use prims_tests::live::*;
 
 async fn stats(c: &Client) -> Stats {
@@ -147,4 +150,52 @@ async fn in_place_a_python_that_ends_itself_is_reported_and_replaced() {
     let r = run(&c, &s, FORKED).await;
     assert_reset(&r, ResetReason::CodeExited);
     assert_eq!(clean(&r), "True\n");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn in_place_each_fresh_python_draws_its_own_numpy_numbers() {
+    // numpy 2 loads numpy.random, and seeds its global state, on first use:
+    // the template imports it, so that its children inherit a state.
+    let d = Daemon::start_with_python(
+        &policy(),
+        "prewarm_imports = [\"random\", \"numpy\", \"numpy.random\"]",
+    );
+    let c = d.client().await;
+    let with_numpy = |s: &str| RunRequest {
+        requirements: vec!["numpy".into()],
+        ..run_req(s, "")
+    };
+    let s = forked_session_with(&d, &c, with_numpy).await;
+    // Whether numpy came with the template, before the cell imports it.
+    let draw = |fresh: bool| {
+        RunRequest {
+        code: "import sys\nhad = 'numpy.random' in sys.modules\nimport numpy\nprint(had, numpy.random.random())".into(),
+        fresh,
+        ..with_numpy(&s)
+    }
+    };
+    let before = stats(&c).await;
+    let mut draws = vec![clean(&send(&c, draw(false)).await)];
+    for _ in 0..2 {
+        let r = send(&c, draw(true)).await;
+        assert_reset(&r, ResetReason::FreshRequested);
+        draws.push(clean(&r));
+    }
+    let after = stats(&c).await;
+    assert_eq!(
+        after.starts_in_place,
+        before.starts_in_place + 2,
+        "{draws:?}"
+    );
+    for d in &draws {
+        assert!(
+            d.starts_with("True "),
+            "numpy.random came with the template: {d}"
+        );
+    }
+    // Pythons forked by one parent, one after the other: each from a
+    // state of its own.
+    assert_ne!(draws[0], draws[1], "{draws:?}");
+    assert_ne!(draws[1], draws[2], "{draws:?}");
+    assert_ne!(draws[0], draws[2], "{draws:?}");
 }

@@ -248,6 +248,7 @@ def _become_child(agent, socks, stray, sys_):
         # Once here rather than in every python: a fork's own work pays
         # copy-on-write faults that K, long-lived, pays once.
         _settle()
+        _reseed()
         python = os.fork()
         if python == 0:
             _confine(peer, respawn)
@@ -302,7 +303,6 @@ def _confine(peer, respawn):
         os.close(respawn)
     except BaseException:
         _exit(126)
-    _reseed()
 
 
 def _settle():
@@ -321,7 +321,10 @@ def _settle():
 
 
 def _reseed():
-    # `random` reseeds itself at a fork; numpy's global state does not.
+    # `random` reseeds itself at a fork; numpy's global state does not. K
+    # draws it anew before each fork of python, which then inherits a state
+    # no sibling has, without running numpy's seeding code (and paying its
+    # copy-on-write faults) itself.
     numpy = sys.modules.get("numpy.random")
     if numpy is not None:
         try:
@@ -404,6 +407,7 @@ def _respawn(python, fds, peer, asks, sys_):
         _settle()
         _empty_tmp(sys_.stat)
         _no_ipc_left()
+        _reseed()
         pid = os.fork()
     except Exception as e:
         why = _why(e)
@@ -485,7 +489,6 @@ def _renew(fds, sys_):
         sys_.close_range(CHANNEL_FD + 1, 0xFFFFFFFF)
     except BaseException:
         _exit(126)
-    _reseed()
 
 
 def _empty_tmp(stat):

@@ -1,12 +1,13 @@
 //! A session on disk: `sessions/<name>/` (the workspace, a mount point in
 //! loop mode), `sessions/<name>.img` (its quota image), `<name>.cells` (its
-//! recorded runs) and `<name>.json`,
+//! recorded runs), `<name>.run` (whether a run is in flight) and `<name>.json`,
 //! where `<name>` is the keyed hash of the session id (see `key`).
 
 use super::error::SessionError;
 use super::history;
 use super::meta;
 use super::policy::QuotaMode;
+use super::run_flag;
 use crate::volume as image;
 use std::fs;
 use std::io::ErrorKind;
@@ -133,6 +134,7 @@ pub(super) fn teardown(dir: &Path, name: &str) -> Result<(), String> {
         image_path(dir, name),
         history::path(dir, name),
         history::tmp_path(dir, name),
+        run_flag::path(dir, name),
         meta::meta_path(dir, name),
         meta::tmp_path(dir, name),
     ] {
@@ -148,6 +150,7 @@ pub(super) fn teardown(dir: &Path, name: &str) -> Result<(), String> {
         ws,
         image_path(dir, name),
         history::path(dir, name),
+        run_flag::path(dir, name),
         meta::meta_path(dir, name),
     ] {
         if fs::symlink_metadata(&path).is_ok() {

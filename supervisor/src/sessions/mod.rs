@@ -9,6 +9,7 @@
 //!   workspace, which jailed code controls.
 //! - `<name>.cells`: the session's recorded runs, for its notebook (see
 //!   `history`), beside the metadata for the same reason.
+//! - `<name>.run`: one byte, `1` while a run is in flight (see `run_flag`).
 //!
 //! A session id is 128 bits from getrandom as 32 lowercase hex characters;
 //! ids from callers are checked for exactly that. The id is a capability
@@ -26,6 +27,7 @@ mod meta;
 mod migrate;
 mod policy;
 mod recover;
+mod run_flag;
 mod session;
 mod shared;
 mod store;

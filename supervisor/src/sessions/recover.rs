@@ -5,6 +5,7 @@ use super::key::SessionKey;
 use super::layout;
 use super::meta::{self, is_valid_id};
 use super::policy::SessionPolicy;
+use super::run_flag;
 use super::session::{lock, Session};
 use super::shared::{Inner, Shared};
 use super::uids::UidPool;
@@ -53,6 +54,7 @@ struct Found {
     dirs: BTreeSet<String>,
     images: BTreeSet<String>,
     histories: BTreeSet<String>,
+    flags: BTreeSet<String>,
 }
 
 fn scan(dir: &Path) -> Result<Found, SessionError> {
@@ -70,6 +72,8 @@ fn scan(dir: &Path) -> Result<Found, SessionError> {
             found.dirs.insert(name);
         } else if let Some(name) = name.strip_suffix(".cells").filter(|i| is_valid_id(i)) {
             found.histories.insert(name.to_string());
+        } else if let Some(name) = name.strip_suffix(".run").filter(|i| is_valid_id(i)) {
+            found.flags.insert(name.to_string());
         } else if name.starts_with('.')
             && (name.ends_with(".json.tmp") || name.ends_with(".cells.tmp"))
         {
@@ -140,12 +144,20 @@ fn load(sh: &Shared) -> Result<(), SessionError> {
             tracing::error!(session = %name, uid = m.host_uid, "uid already held by another session; not loading it");
             continue;
         }
-        if m.run_in_flight {
+        // `run_in_flight` is where older versions marked a run.
+        let in_flight = m.run_in_flight
+            || run_flag::raised(&sh.dir, name).unwrap_or_else(|e| {
+                tracing::warn!(session = %name, error = %e, "cannot read the run flag; taking the last run as lost");
+                true
+            });
+        if in_flight {
             tracing::warn!(session = %name, "a run was cut short by the restart");
             m.run_in_flight = false;
             m.last_run_lost = true;
             if let Err(e) = meta::write(&sh.dir, &m, meta::Durability::Durable) {
                 tracing::warn!(session = %name, error = %e, "could not record the lost run");
+            } else if let Err(e) = run_flag::lower(&sh.dir, name) {
+                tracing::warn!(session = %name, error = %e, "could not clear the run flag");
             }
         }
         inner.live.insert(name.clone(), s(m));
@@ -164,6 +176,13 @@ fn load(sh: &Shared) -> Result<(), SessionError> {
         if !found.metas.contains(name) && !found.dirs.contains(name) && !found.images.contains(name)
         {
             tracing::warn!(session = %name, "removing the history of a session that is gone");
+            remove(sh, &mut inner, name);
+        }
+    }
+    for name in found.flags.iter() {
+        let known = [&found.metas, &found.dirs, &found.images, &found.histories];
+        if !known.iter().any(|set| set.contains(name)) {
+            tracing::warn!(session = %name, "removing the run flag of a session that is gone");
             remove(sh, &mut inner, name);
         }
     }

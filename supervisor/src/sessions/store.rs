@@ -6,7 +6,7 @@ use super::policy::SessionPolicy;
 use super::session::{lock, Session};
 use super::shared::Shared;
 use super::uids::UidPool;
-use super::{history, layout, recover};
+use super::{history, layout, recover, run_flag};
 use prims_protocol::history::{HistoryCell, HistoryPage};
 use prims_protocol::node::NodeId;
 use prims_protocol::wire::SessionInfo;
@@ -237,16 +237,28 @@ impl SessionStore {
     }
 
     /// Records that a run starts, on disk, before it does: a crash during
-    /// the run then shows as `last_run_lost` after the restart.
+    /// the run then shows as `last_run_lost` after the restart. The
+    /// metadata is rewritten only when it changes (a first run, or the one
+    /// after a lost run); the in-flight mark is `run_flag`'s byte.
     pub fn run_started(&self, s: &Session) -> Result<(), SessionError> {
         if s.is_closed() {
             return Err(SessionError::NotFound);
         }
-        s.update(&self.shared.dir, meta::Durability::Atomic, |m| {
-            m.run_in_flight = true;
-            m.last_run_lost = false;
-            m.ran = true;
-        })
+        let stale = {
+            let st = lock(&s.state);
+            !st.meta.ran || st.meta.last_run_lost || st.meta.run_in_flight
+        };
+        if stale {
+            s.update(&self.shared.dir, meta::Durability::Atomic, |m| {
+                m.run_in_flight = false;
+                m.last_run_lost = false;
+                m.ran = true;
+            })?;
+        }
+        run_flag::raise(&self.shared.dir, &s.name).map_err(SessionError::io(format!(
+            "marking a run of session {} in flight",
+            s.name
+        )))
     }
 
     /// Records a finished run in the session's history, dropping the
@@ -295,9 +307,7 @@ impl SessionStore {
         if !known {
             return;
         }
-        if let Err(e) = s.update(&self.shared.dir, meta::Durability::Atomic, |m| {
-            m.run_in_flight = false
-        }) {
+        if let Err(e) = run_flag::lower(&self.shared.dir, &s.name) {
             tracing::warn!(session = %s.name, error = %e, "could not record the end of a run");
         }
     }
