@@ -13,6 +13,25 @@ pub fn templates_policy() -> String {
     live_policy(&format!("{NO_POOL}fork_templates = true\n"), "")
 }
 
+/// A supervisor with templates on whose template holds numpy's global
+/// random state: numpy 2 loads `numpy.random`, and seeds that state, only
+/// on first use, so the template imports it by name. Sessions get numpy
+/// with [`with_numpy`].
+pub fn numpy_templates_daemon() -> Daemon {
+    Daemon::start_with_python(
+        &templates_policy(),
+        "prewarm_imports = [\"random\", \"numpy\", \"numpy.random\"]",
+    )
+}
+
+/// An empty call of `session` in the environment with numpy.
+pub fn with_numpy(session: &str) -> RunRequest {
+    RunRequest {
+        requirements: vec!["numpy".into()],
+        ..run_req(session, "")
+    }
+}
+
 /// Python that says whether it runs in a forked child: only a template's
 /// root has `/.t`.
 pub const FORKED: &str = "import os\nprint(os.path.isdir('/.t'))";

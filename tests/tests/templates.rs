@@ -4,10 +4,10 @@
 //! no other session anything.
 
 use prims_protocol::client::Client;
-use prims_protocol::wire::RunRequest;
-use prims_tests::daemon::{run_req, Daemon};
+use prims_tests::daemon::Daemon;
 use prims_tests::forked::{
-    forked_session, forked_session_with, templates_policy as policy, FORKED,
+    forked_session, forked_session_with, numpy_templates_daemon, templates_policy as policy,
+    with_numpy, FORKED,
 };
 use prims_tests::live::*;
 use std::os::unix::fs::MetadataExt;
@@ -97,17 +97,8 @@ async fn templates_a_forked_interpreter_is_confined_as_a_cold_one() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn templates_siblings_draw_their_own_random_numbers() {
-    // numpy 2 loads numpy.random, and seeds its global state, on first use:
-    // the template imports it, so that its children inherit a state.
-    let d = Daemon::start_with_python(
-        &policy(),
-        "prewarm_imports = [\"random\", \"numpy\", \"numpy.random\"]",
-    );
+    let d = numpy_templates_daemon();
     let c = d.client().await;
-    let with_numpy = |s: &str| RunRequest {
-        requirements: vec!["numpy".into()],
-        ..run_req(s, "")
-    };
     let draw = "import sys\nhad = 'numpy.random' in sys.modules\nimport random, numpy\n\
                 print(had, random.random(), numpy.random.random())";
     let mut seen = Vec::new();

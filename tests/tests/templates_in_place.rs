@@ -8,9 +8,10 @@
 use prims_protocol::client::Client;
 use prims_protocol::wire::RunRequest;
 use prims_protocol::wire::{ResetReason, RunReply, Stats};
-use prims_tests::daemon::{run_req, Daemon};
+use prims_tests::daemon::Daemon;
 use prims_tests::forked::{
-    forked_session, forked_session_with, templates_policy as policy, FORKED,
+    forked_session, forked_session_with, numpy_templates_daemon, templates_policy as policy,
+    with_numpy, FORKED,
 };
 use prims_tests::live::*;
 
@@ -154,17 +155,8 @@ async fn in_place_a_python_that_ends_itself_is_reported_and_replaced() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn in_place_each_fresh_python_draws_its_own_numpy_numbers() {
-    // numpy 2 loads numpy.random, and seeds its global state, on first use:
-    // the template imports it, so that its children inherit a state.
-    let d = Daemon::start_with_python(
-        &policy(),
-        "prewarm_imports = [\"random\", \"numpy\", \"numpy.random\"]",
-    );
+    let d = numpy_templates_daemon();
     let c = d.client().await;
-    let with_numpy = |s: &str| RunRequest {
-        requirements: vec!["numpy".into()],
-        ..run_req(s, "")
-    };
     let s = forked_session_with(&d, &c, with_numpy).await;
     // Whether numpy came with the template, before the cell imports it.
     let draw = |fresh: bool| {
