@@ -3,9 +3,9 @@
 //! interpreter was forked from the template, once the template is up.
 
 use crate::daemon::{run_req, Daemon};
-use crate::live::{live_policy, send, stdout, HANG_GUARD, NO_POOL};
+use crate::live::{live_policy, send, stderr, stdout, HANG_GUARD, NO_POOL};
 use prims_protocol::client::Client;
-use prims_protocol::wire::RunRequest;
+use prims_protocol::wire::{RunReply, RunRequest};
 use std::time::{Duration, Instant};
 
 /// Templates on, no warm pool.
@@ -30,6 +30,12 @@ pub fn with_numpy(session: &str) -> RunRequest {
         requirements: vec!["numpy".into()],
         ..run_req(session, "")
     }
+}
+
+/// A reply's stdout, failing on anything on stderr.
+pub fn clean(r: &RunReply) -> String {
+    assert_eq!(stderr(r), "", "{r:?}");
+    stdout(r)
 }
 
 /// Python that says whether it runs in a forked child: only a template's

@@ -6,7 +6,7 @@
 use prims_protocol::client::Client;
 use prims_tests::daemon::Daemon;
 use prims_tests::forked::{
-    forked_session, forked_session_with, numpy_templates_daemon, templates_policy as policy,
+    clean, forked_session, forked_session_with, numpy_templates_daemon, templates_policy as policy,
     with_numpy, FORKED,
 };
 use prims_tests::live::*;
@@ -15,9 +15,7 @@ use std::time::Duration;
 
 /// Runs `code` and returns its stdout, failing on anything on stderr.
 async fn out(c: &Client, s: &str, code: &str) -> String {
-    let r = run(c, s, code).await;
-    assert_eq!(stderr(&r), "", "{code}");
-    stdout(&r)
+    clean(&run(c, s, code).await)
 }
 
 /// What a forked child can see of, and do to, its template, its siblings

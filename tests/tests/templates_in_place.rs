@@ -7,21 +7,16 @@
 
 use prims_protocol::client::Client;
 use prims_protocol::wire::RunRequest;
-use prims_protocol::wire::{ResetReason, RunReply, Stats};
+use prims_protocol::wire::{ResetReason, Stats};
 use prims_tests::daemon::Daemon;
 use prims_tests::forked::{
-    forked_session, forked_session_with, numpy_templates_daemon, templates_policy as policy,
+    clean, forked_session, forked_session_with, numpy_templates_daemon, templates_policy as policy,
     with_numpy, FORKED,
 };
 use prims_tests::live::*;
 
 async fn stats(c: &Client) -> Stats {
     c.stats().await.unwrap()
-}
-
-fn clean(r: &RunReply) -> String {
-    assert_eq!(stderr(r), "", "{r:?}");
-    stdout(r)
 }
 
 /// What a python can see of its pid namespace and signal in it, but

@@ -333,8 +333,6 @@ def _reseed():
             pass
 
 
-
-
 def _watch(python, peer, respawn, sys_):
     """K, python's parent: confined as python is, it holds nothing of
     python's, says how python ended, and forks a fresh python when the
