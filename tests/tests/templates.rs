@@ -256,3 +256,67 @@ async fn templates_children_share_no_process_budget() {
         assert_eq!(out(&c, &s, FORKED).await, "True\n", "child {i}");
     }
 }
+
+/// `(size, in huge pages)` of `pid`'s `[heap]` mapping, in KiB: the pages
+/// of transparent huge pages, mapped whole or split into 4 KiB entries
+/// (`/proc/kpageflags` KPF_THP of each present page's frame).
+fn heap_kib(pid: i32) -> Option<(u64, u64)> {
+    use std::os::unix::fs::FileExt;
+    const KPF_THP: u64 = 1 << 22;
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).ok()?;
+    let range = maps
+        .lines()
+        .find(|l| l.ends_with("[heap]"))?
+        .split_whitespace()
+        .next()?;
+    let (a, b) = range.split_once('-')?;
+    let (a, b) = (
+        u64::from_str_radix(a, 16).ok()?,
+        u64::from_str_radix(b, 16).ok()?,
+    );
+    let pagemap = std::fs::File::open(format!("/proc/{pid}/pagemap")).ok()?;
+    let flags = std::fs::File::open("/proc/kpageflags").ok()?;
+    let mut entries = vec![0u8; ((b - a) / 4096 * 8) as usize];
+    pagemap.read_exact_at(&mut entries, a / 4096 * 8).ok()?;
+    let mut huge = 0;
+    for e in entries.chunks_exact(8) {
+        let e = u64::from_ne_bytes(e.try_into().ok()?);
+        let mut f = [0u8; 8];
+        if e >> 63 == 1
+            && flags
+                .read_exact_at(&mut f, (e & ((1 << 55) - 1)) * 8)
+                .is_ok()
+        {
+            huge += u64::from(u64::from_ne_bytes(f) & KPF_THP != 0) * 4;
+        }
+    }
+    Some(((b - a) / 1024, huge))
+}
+
+/// A template's objects live in malloc's heap, backed by 2 MiB pages, so
+/// that a fork copies (and an exit unmaps) their page-table entries a
+/// folio at a time; its children run with python's own allocator default
+/// for their subprocesses, and without the `-c` path entry.
+#[tokio::test(flavor = "multi_thread")]
+async fn templates_a_template_heap_is_in_huge_pages_and_its_children_keep_python_defaults() {
+    let thp = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled")
+        .expect("this test needs a kernel with transparent huge pages");
+    let d = numpy_templates_daemon();
+    let c = d.client().await;
+    let s = forked_session_with(&d, &c, with_numpy).await;
+    let heaps: Vec<_> = template_pythons(&d)
+        .into_iter()
+        .filter_map(heap_kib)
+        .collect();
+    let big: Vec<_> = heaps.iter().filter(|(size, _)| *size >= 8 * 1024).collect();
+    assert!(!big.is_empty(), "no template with numpy's heap: {heaps:?}");
+    for (size, huge) in big {
+        assert!(
+            *huge >= size / 2,
+            "a {size} KiB template heap holds {huge} KiB of huge pages (THP: {thp})"
+        );
+    }
+    let mut req = with_numpy(&s);
+    req.code = "import os, sys\nprint(os.environ.get('PYTHONMALLOC'), sys.path.count(''))".into();
+    assert_eq!(clean(&send(&c, req).await), "None 0\n");
+}

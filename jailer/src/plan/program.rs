@@ -7,7 +7,7 @@ use std::ffi::CString;
 
 /// The venv's python, as the jail sees it: the program unless the spec
 /// names another one.
-pub const PYTHON: &str = "/venv/bin/python";
+pub use prims_protocol::jail::VENV_PYTHON as PYTHON;
 
 /// The environment every program starts from; a spec entry of the same key
 /// replaces an entry here.

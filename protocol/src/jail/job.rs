@@ -96,6 +96,9 @@ pub enum ForkRole {
     Child { template_python: u32 },
 }
 
+/// The venv's python, as every jail sees it.
+pub const VENV_PYTHON: &str = "/venv/bin/python";
+
 /// Where a template's user namespace maps the children's host uid range.
 pub const TEMPLATE_CHILD_UIDS: u32 = 100_000;
 

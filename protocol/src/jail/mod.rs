@@ -7,7 +7,7 @@ mod outcome;
 
 pub use job::{
     Bind, CgroupBackend, CgroupSpec, CpuClass, ForkRole, JobLimits, JobSpec, LimitRequest,
-    NetworkMode, TEMPLATE_CHILD_UIDS,
+    NetworkMode, TEMPLATE_CHILD_UIDS, VENV_PYTHON,
 };
 pub use outcome::{Enforced, Enforcement, Outcome, SetupError, Status};
 

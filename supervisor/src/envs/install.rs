@@ -16,7 +16,7 @@
 use super::build_job::BuildJob;
 use super::key::Settings;
 use super::staging::BuildVolume;
-use prims_protocol::jail::{Bind, JobLimits, JobSpec, NetworkMode};
+use prims_protocol::jail::{Bind, JobLimits, JobSpec, NetworkMode, VENV_PYTHON};
 use std::path::{Path, PathBuf};
 
 /// AF_UNIX and AF_INET: uv speaks to the proxy on the jail's loopback.
@@ -89,15 +89,9 @@ pub(super) fn uv_command(s: &Settings, uv: &Path) -> UvCommand {
     let uv_name = uv.file_name().map_or("uv".into(), |n| n.to_string_lossy());
     let mut argv: Vec<String> = vec![format!("/opt/uv/{uv_name}")];
     argv.extend(
-        [
-            "pip",
-            "install",
-            "--python",
-            "/venv/bin/python",
-            "--no-config",
-        ]
-        .into_iter()
-        .map(String::from),
+        ["pip", "install", "--python", VENV_PYTHON, "--no-config"]
+            .into_iter()
+            .map(String::from),
     );
     if s.only_binary {
         argv.extend(["--only-binary".into(), ":all:".into()]);
@@ -185,7 +179,7 @@ pub(super) fn compile_spec(
 ) -> JobSpec {
     let site = format!("/venv/lib/python{}/site-packages", job.version);
     let mut argv: Vec<String> = [
-        "/venv/bin/python",
+        VENV_PYTHON,
         "-I",
         "-S",
         "-m",

@@ -15,7 +15,7 @@ use super::output::clean_line;
 use super::proxy;
 use super::state::Core;
 use crate::job::{Cancel, Stream};
-use prims_protocol::jail::{JobLimits, JobSpec, NetworkMode, Status};
+use prims_protocol::jail::{JobLimits, JobSpec, NetworkMode, Status, VENV_PYTHON};
 use std::path::Path;
 use std::sync::Mutex;
 
@@ -187,7 +187,7 @@ impl Core {
             host_uid: to.uid,
             host_gid: to.uid,
             argv: vec![
-                "/venv/bin/python".into(),
+                VENV_PYTHON.into(),
                 "-I".into(),
                 "-S".into(),
                 "-c".into(),

@@ -1,8 +1,9 @@
 # The PRIMS interpreter agent. It runs inside a session's jail as
-# `python -I -u -c <this source>` (this file, then notebook.py, then a call
-# of main()) and keeps one live interpreter for that
-# session: cells arrive as frames on fd 3, run in one persistent globals
-# dict, and each answers with a frame. Stdlib only; CPython 3.8 to 3.13.
+# `python -I -u -c <this source>` (a template without -I: see below; this
+# file, then notebook.py, then a call of main()) and keeps one live
+# interpreter for that session: cells arrive as frames on fd 3, run in one
+# persistent globals dict, and each answers with a frame. Stdlib only;
+# CPython 3.8 to 3.13.
 #
 # Frames both ways: a 4-byte big-endian length, then UTF-8 JSON. The
 # messages are documented in channel.rs, the supervisor's side.
@@ -11,6 +12,13 @@
 # blocked, and the Python-level handler is a no-op, whenever agent code runs,
 # so a late interrupt can never break the agent; the user's handler (at
 # first `signal.default_int_handler`) is installed only while a cell runs.
+
+import sys
+
+# A template's python runs without -I (start.rs `template_allocator`), so
+# `-c` put the working directory first on the path: no import may see it.
+if sys.path[:1] == [""]:
+    del sys.path[0]
 
 import ast
 import builtins
@@ -22,7 +30,6 @@ import os
 import re
 import signal
 import struct
-import sys
 import time
 import traceback
 import types
@@ -38,6 +45,7 @@ MARKER_PREFIX = b"\x00prims-cell-end-"
 MARKER_SUFFIX = b"\x00"
 MARKER_HEX_LEN = 32
 PREWARM_ENV = "PRIMS_PREWARM"
+ALLOCATOR_ENV = "PYTHONMALLOC"
 # A directory of packages pip installed into the workspace (PIP_TARGET).
 SITE_ENV = "PRIMS_SITE"
 VALUE_MAX_BYTES = 256 * 1024 * 1024
@@ -781,6 +789,8 @@ def main():
     signal.pthread_sigmask(signal.SIG_BLOCK, _SIGINT)
     signal.signal(signal.SIGINT, _agent_sigint)
     template = os.environ.pop(TEMPLATE_ENV, None) is not None
+    # Read at startup; no subprocess of the user's is to inherit it.
+    os.environ.pop(ALLOCATOR_ENV, None)
     sys_ = _Sys() if template else None
     agent = Agent()
     # Before the imports, so whatever they capture as __main__ is the user's.

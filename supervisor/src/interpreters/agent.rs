@@ -1,6 +1,7 @@
 //! The agent a live interpreter runs: stdlib Python in `agent.py`, started
-//! in the jail as `python -I -u -c AGENT_SOURCE` with one end of the
-//! channel socket on fd 3. The constants here are the agent's limits and
+//! in the jail as `python -I -u -c AGENT_SOURCE` (a fork template as
+//! `python -s -u -c`, see start.rs) with one end of the channel socket on
+//! fd 3. The constants here are the agent's limits and
 //! formats as the supervisor relies on them; agent.py spells the same
 //! numbers, and a test checks that the two agree.
 
@@ -28,6 +29,10 @@ pub(crate) const CHANNEL_LOST_EXIT: i32 = 118;
 /// Set in a fork template's jail: the agent forks children after its
 /// imports instead of running cells (fork.py).
 pub(crate) const TEMPLATE_ENV: &str = "PRIMS_TEMPLATE";
+
+/// Python's allocator, set to `malloc` in a template (start.rs
+/// `template_allocator`) and dropped by the agent at once.
+pub(crate) const ALLOCATOR_ENV: &str = "PYTHONMALLOC";
 
 /// The thread-pool sizes of numpy's BLAS builds and their kin, set to 1 in
 /// a template (a thread does not survive a fork) and dropped in its

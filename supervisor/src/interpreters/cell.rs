@@ -192,6 +192,12 @@ fn live_timeout(e: &Ending) -> Option<&'static str> {
     }
 }
 
+/// The CPU samples of a running cell: the first one `CPU_TICK` in, not at
+/// once, which would read every counter twice for a short cell.
+fn cpu_ticks() -> tokio::time::Interval {
+    tokio::time::interval_at(TokioInstant::now() + CPU_TICK, CPU_TICK)
+}
+
 fn usage(live: &Live) -> Usage {
     live.cgroup
         .as_ref()
@@ -214,7 +220,7 @@ async fn follow(
     let mut installs = 0u32;
     let cpu_limit_ns = limits.cpu_time_ms.saturating_mul(1_000_000);
     let sample_cpu = cpu_start.is_some();
-    let mut tick = tokio::time::interval(CPU_TICK);
+    let mut tick = cpu_ticks();
     let mut interrupted: Option<(&'static str, TokioInstant)> = None;
     let mut resend_at = wall;
     let mut confirm = Confirm::default();
@@ -415,7 +421,7 @@ async fn until_exit_or_limit(
 ) -> Result<Option<Outcome>, &'static str> {
     let wall = TokioInstant::from_std(started) + Duration::from_millis(limits.wall_time_ms);
     let cpu_limit_ns = limits.cpu_time_ms.saturating_mul(1_000_000);
-    let mut tick = tokio::time::interval(CPU_TICK);
+    let mut tick = cpu_ticks();
     loop {
         tokio::select! {
             biased;

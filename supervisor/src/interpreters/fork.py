@@ -63,6 +63,26 @@ class _Sys:
         self.unshare_fn.argtypes = [ctypes.c_int]
         self.setns_fn = libc.setns
         self.setns_fn.argtypes = [ctypes.c_int, ctypes.c_int]
+        self.madvise = libc.madvise
+        self.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+        self.libc = libc
+
+    def heap(self):
+        """The main malloc arena's span, [start, end): what sbrk grew,
+        ending at the break. Empty where glibc lacks mallinfo2 (2.33)."""
+        c = self.ctypes
+
+        class Info(c.Structure):
+            _fields_ = [(name, c.c_size_t) for name in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")]
+
+        mallinfo2 = getattr(self.libc, "mallinfo2", None)
+        if mallinfo2 is None:
+            return 0, 0
+        mallinfo2.restype = Info
+        self.libc.sbrk.restype = c.c_void_p
+        self.libc.sbrk.argtypes = [c.c_ssize_t]
+        end = self.libc.sbrk(0) or 0
+        return end - mallinfo2().arena, end
 
     def check(self, what, ret):
         if ret < 0:
@@ -146,6 +166,7 @@ def _serve_forks(agent, ready, sys_):
     # What the imports left is shared by every child: never walk it again.
     gc.collect()
     gc.freeze()
+    _huge_pages(sys_)
     agent.send(ready)
     sock = socket.socket(fileno=os.dup(agent.channel))
     pending = bytearray()
@@ -190,6 +211,24 @@ def _serve_forks(agent, ready, sys_):
             _close_all((ctl, respawn))
             agent.send({"op": "forked", "id": msg.get("id")})
         _reap()
+
+
+_HUGE = 2 << 20
+_MADV_COLLAPSE = 25
+
+
+def _huge_pages(sys_):
+    """Backs the heap the imports left (malloc's: start.rs sets the
+    allocator) with 2 MiB pages where it can, whatever the host's THP
+    setting. A fork copies, and an exit unmaps, the page-table entries of
+    one such page in a batch, not one 4 KiB page at a time; a process that
+    writes to one splits only its own mapping of it, and copies 4 KiB.
+    Best effort: a kernel before 6.1, or one short of free 2 MiB blocks,
+    leaves the pages as they are. A template has no /proc: malloc says
+    where its heap is."""
+    start, end = sys_.heap()
+    for chunk in range(-(-start // _HUGE) * _HUGE, end - _HUGE + 1, _HUGE):
+        sys_.madvise(chunk, _HUGE, _MADV_COLLAPSE)
 
 
 def _reap():

@@ -1,7 +1,9 @@
 //! Starting an interpreter: the jail of a session's workspace running the
 //! agent, up to the agent's `ready`.
 
-use super::agent::{AGENT_SOURCE, BLAS_THREADS, PREWARM_ENV, SESSION_SITE, SITE_ENV, TEMPLATE_ENV};
+use super::agent::{
+    AGENT_SOURCE, ALLOCATOR_ENV, BLAS_THREADS, PREWARM_ENV, SESSION_SITE, SITE_ENV, TEMPLATE_ENV,
+};
 use super::channel::{self, ChannelError, FromAgent, Incoming, Named};
 use super::enforced::enforced;
 use super::kernel::Kernel;
@@ -16,6 +18,7 @@ use prims_cgroup::{CpuPriority, JobCgroup};
 use prims_policy::Policy;
 use prims_protocol::jail::{
     CgroupBackend, CpuClass, ForkRole, JobSpec, LimitRequest, NetworkMode, Outcome, SetupError,
+    VENV_PYTHON,
 };
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::PathBuf;
@@ -253,6 +256,7 @@ fn agent_spec(jails: &Jails, policy: &Policy, s: &StartSpec) -> JobSpec {
         for var in BLAS_THREADS {
             spec.env.push(format!("{var}=1"));
         }
+        template_allocator(&mut spec);
         spec.fork = s.fork;
     }
     if !s.prewarm.is_empty() {
@@ -267,6 +271,20 @@ fn agent_spec(jails: &Jails, policy: &Policy, s: &StartSpec) -> JobSpec {
         k.apply(&mut spec);
     }
     spec
+}
+
+/// A template's objects live in malloc's heap, not in pymalloc's 1 MiB
+/// arenas, so that the template can back them with 2 MiB pages (fork.py
+/// `_huge_pages`), whose page-table entries a fork copies, and an exit
+/// unmaps, in batches. `PYTHONMALLOC` needs python without `-E`: the
+/// environment is the spec's alone, and the agent drops the variable, and
+/// the `-c` path entry, before anything else.
+fn template_allocator(spec: &mut JobSpec) {
+    spec.argv = [VENV_PYTHON, "-s", "-u", "-c", &spec.code]
+        .iter()
+        .map(|a| a.to_string())
+        .collect();
+    spec.env.push(format!("{ALLOCATOR_ENV}=malloc"));
 }
 
 /// The proxy that will serve a proxied jail's listener, with our end of the

@@ -54,6 +54,10 @@ fn the_agent_and_the_supervisor_agree_on_limits_and_formats() {
     assert_eq!(mimes, MIME_KEPT);
     // The fork-template half.
     assert_eq!(python_constant("TEMPLATE_ENV"), format!("{TEMPLATE_ENV:?}"));
+    assert_eq!(
+        python_constant("ALLOCATOR_ENV"),
+        format!("{ALLOCATOR_ENV:?}")
+    );
     let blas: Vec<String> = BLAS_THREADS.iter().map(|v| format!("{v:?}")).collect();
     assert_eq!(
         python_constant("BLAS_THREADS"),
