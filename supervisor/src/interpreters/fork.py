@@ -35,6 +35,8 @@ _SYS_CAPSET = 126
 _SYS_CLOSE_RANGE = 436
 _SYS_LANDLOCK_RESTRICT_SELF = 446
 _CAP_VERSION_3 = 0x20080522
+# struct mallinfo2, every field a size_t.
+_MALLINFO2 = ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")
 
 
 class _Sys:
@@ -73,7 +75,7 @@ class _Sys:
         c = self.ctypes
 
         class Info(c.Structure):
-            _fields_ = [(name, c.c_size_t) for name in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")]
+            _fields_ = [(name, c.c_size_t) for name in _MALLINFO2]
 
         mallinfo2 = getattr(self.libc, "mallinfo2", None)
         if mallinfo2 is None:
