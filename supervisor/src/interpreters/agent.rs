@@ -1,9 +1,9 @@
 //! The agent a live interpreter runs: stdlib Python in `agent.py`, started
 //! in the jail as `python -I -u -c AGENT_SOURCE` (a fork template as
 //! `python -s -u -c`, see start.rs) with one end of the channel socket on
-//! fd 3. The constants here are the agent's limits and
-//! formats as the supervisor relies on them; agent.py spells the same
-//! numbers, and a test checks that the two agree.
+//! fd 3. The constants here are the agent's limits and formats as the
+//! supervisor relies on them; agent.py spells the same numbers, and a test
+//! checks that the two agree.
 
 #[cfg(test)]
 use std::os::fd::RawFd;

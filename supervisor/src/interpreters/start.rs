@@ -280,9 +280,11 @@ fn agent_spec(jails: &Jails, policy: &Policy, s: &StartSpec) -> JobSpec {
 /// environment is the spec's alone, and the agent drops the variable, and
 /// the `-c` path entry, before anything else.
 fn template_allocator(spec: &mut JobSpec) {
-    spec.argv = [VENV_PYTHON, "-s", "-u", "-c", &spec.code]
+    let code = std::mem::take(&mut spec.code);
+    spec.argv = [VENV_PYTHON, "-s", "-u", "-c"]
         .iter()
         .map(|a| a.to_string())
+        .chain([code])
         .collect();
     spec.env.push(format!("{ALLOCATOR_ENV}=malloc"));
 }
