@@ -13,7 +13,7 @@ use super::pumps::Pump;
 use super::respawn::RespawnError;
 use super::settled::MainThread;
 use super::start::{demote, inode, wait_ready};
-use crate::job::{python_process_in, Layout, Stream};
+use crate::job::{python_process_in, python_process_of, Layout, Stream};
 use std::os::fd::OwnedFd;
 use std::time::{Duration, Instant};
 
@@ -37,7 +37,7 @@ impl Live {
         let channel_ino = inode(&theirs).map_err(RespawnError::Io)?;
         let (out_r, out_w) = pipe().map_err(RespawnError::Io)?;
         let (err_r, err_w) = pipe().map_err(RespawnError::Io)?;
-        respawner.ask([out_w, err_w, theirs]).await?;
+        let pidfd = respawner.ask([out_w, err_w, theirs]).await?;
         let stdout = Pump::start(Stream::Stdout, out_r).map_err(RespawnError::Io)?;
         let stderr = Pump::start(Stream::Stderr, err_r).map_err(RespawnError::Io)?;
         wait_ready(
@@ -50,11 +50,12 @@ impl Live {
         )
         .await
         .map_err(|e| RespawnError::NotReady(e.to_string()))?;
-        let layout = Layout::Respawned {
-            parent: respawner.parent,
-        };
-        let python = python_process_in(self.kill.pid(), layout)
-            .map_err(|e| RespawnError::Find(e.to_string()))?;
+        let parent = respawner.parent;
+        let python = match pidfd {
+            Some(pidfd) => python_process_of(pidfd, parent),
+            None => python_process_in(self.kill.pid(), Layout::Respawned { parent }),
+        }
+        .map_err(|e| RespawnError::Find(e.to_string()))?;
         self.writer = writer;
         self.rx = rx;
         self.stdout = stdout;

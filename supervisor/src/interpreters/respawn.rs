@@ -4,12 +4,13 @@
 //! place"). K is as trusted as the template it is a copy of, and nothing in
 //! the jail can reach it; its answers are still read strictly and capped.
 
-use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
-use nix::sys::socket::{recv, sendmsg, ControlMessage, MsgFlags};
+use nix::sys::socket::{recvmsg, sendmsg, ControlMessage, ControlMessageOwned, MsgFlags};
 use serde::Deserialize;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
-use std::sync::Arc;
+use std::io::{IoSlice, IoSliceMut};
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::time::Duration;
+use tokio::io::unix::AsyncFd;
+use tokio::io::Interest;
 
 /// How long K may take to kill python, have the jail emptied and fork.
 const RESPAWN_DEADLINE: Duration = Duration::from_secs(10);
@@ -20,7 +21,7 @@ const ANSWER_MAX: usize = 4096;
 /// python must be.
 #[derive(Debug)]
 pub(crate) struct Respawner {
-    sock: Arc<OwnedFd>,
+    sock: AsyncFd<OwnedFd>,
     pub(super) parent: libc::pid_t,
 }
 
@@ -29,7 +30,7 @@ pub(crate) enum RespawnError {
     #[error("making the new python's pipes and channel: {0}")]
     Io(#[source] std::io::Error),
     #[error("asking its parent: {0}")]
-    Ask(#[source] nix::Error),
+    Ask(#[source] std::io::Error),
     #[error("its parent did not answer within {} s", RESPAWN_DEADLINE.as_secs())]
     Timeout,
     #[error("its parent could not: {0}")]
@@ -57,58 +58,90 @@ enum Answer {
 impl Respawner {
     /// `sock` is our end of the pair the template's `fork` frame carried;
     /// `python` the adopted python's `/proc/<pid>`, whose parent is K.
+    /// Needs a tokio runtime.
     pub(crate) fn new(sock: OwnedFd, python: BorrowedFd<'_>) -> std::io::Result<Respawner> {
-        Ok(Respawner {
-            sock: Arc::new(sock),
-            parent: parent_of(python)?,
-        })
+        let parent = parent_of(python)?;
+        nix::fcntl::fcntl(
+            &sock,
+            nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK),
+        )?;
+        // SAFETY: the AsyncFd owns `sock` for its whole life, and an
+        // OwnedFd always returns the same, open descriptor.
+        let sock = unsafe { AsyncFd::register(sock) }?;
+        Ok(Respawner { sock, parent })
     }
 
     /// Hands K the new python's stdout, stderr and channel, and waits for
-    /// its word that python was replaced.
-    pub(super) async fn ask(&self, fds: [OwnedFd; 3]) -> Result<(), RespawnError> {
-        let sock = self.sock.clone();
-        let answer = tokio::task::spawn_blocking(move || exchange(&sock, fds))
+    /// its word that python was replaced: with a pidfd of the new python,
+    /// when K could open one.
+    pub(super) async fn ask(&self, fds: [OwnedFd; 3]) -> Result<Option<OwnedFd>, RespawnError> {
+        let raw = fds.each_ref().map(|fd| fd.as_raw_fd());
+        let iov = [IoSlice::new(br#"{"op":"respawn"}"#)];
+        self.sock
+            .async_io(Interest::WRITABLE, |sock| {
+                sendmsg::<()>(
+                    sock.as_raw_fd(),
+                    &iov,
+                    &[ControlMessage::ScmRights(&raw)],
+                    MsgFlags::MSG_NOSIGNAL,
+                    None,
+                )
+                .map_err(std::io::Error::from)
+            })
             .await
-            .map_err(|_| RespawnError::Refused("the exchange did not finish".into()))??;
+            .map_err(RespawnError::Ask)?;
+        // Only K and python may hold them now.
+        drop(fds);
+        let (answer, pidfd) = tokio::time::timeout(
+            RESPAWN_DEADLINE,
+            self.sock.async_io(Interest::READABLE, receive),
+        )
+        .await
+        .map_err(|_| RespawnError::Timeout)?
+        .map_err(RespawnError::Ask)?;
+        if answer.is_empty() {
+            return Err(RespawnError::Refused("it is gone".into()));
+        }
         match serde_json::from_slice(&answer).map_err(|_| RespawnError::Malformed)? {
-            Answer::Respawned { .. } => Ok(()),
+            Answer::Respawned { .. } => Ok(pidfd),
             Answer::Failed { why } => Err(RespawnError::Refused(cap(why))),
         }
     }
 }
 
-/// One request on K's socket (blocking: it is answered within
-/// milliseconds), and its answer.
-fn exchange(sock: &OwnedFd, fds: [OwnedFd; 3]) -> Result<Vec<u8>, RespawnError> {
-    let raw = fds.each_ref().map(|fd| fd.as_raw_fd());
-    let iov = [std::io::IoSlice::new(br#"{"op":"respawn"}"#)];
-    sendmsg::<()>(
-        sock.as_raw_fd(),
-        &iov,
-        &[ControlMessage::ScmRights(&raw)],
-        MsgFlags::MSG_NOSIGNAL,
-        None,
-    )
-    .map_err(RespawnError::Ask)?;
-    // Only K and python may hold them now.
-    drop(fds);
-    let mut ready = [PollFd::new(sock.as_fd(), PollFlags::POLLIN)];
-    let within = PollTimeout::try_from(RESPAWN_DEADLINE).unwrap_or(PollTimeout::MAX);
-    match poll(&mut ready, within) {
-        Ok(0) => return Err(RespawnError::Timeout),
-        Ok(_) => {}
-        Err(e) => return Err(RespawnError::Ask(e)),
-    }
+/// One answer of K's, and the one fd it may carry (more are closed).
+fn receive(sock: &OwnedFd) -> std::io::Result<(Vec<u8>, Option<OwnedFd>)> {
     let mut buf = vec![0u8; ANSWER_MAX];
-    match recv(sock.as_raw_fd(), &mut buf, MsgFlags::MSG_DONTWAIT) {
-        Ok(0) => Err(RespawnError::Refused("it is gone".into())),
-        Ok(n) => {
-            buf.truncate(n);
-            Ok(buf)
+    let mut space = nix::cmsg_space!([std::os::fd::RawFd; 2]);
+    let mut iov = [IoSliceMut::new(&mut buf)];
+    let msg = recvmsg::<()>(
+        sock.as_raw_fd(),
+        &mut iov,
+        Some(&mut space),
+        MsgFlags::MSG_CMSG_CLOEXEC | MsgFlags::MSG_DONTWAIT,
+    )?;
+    let mut fds = Vec::new();
+    for cmsg in msg.cmsgs()? {
+        if let ControlMessageOwned::ScmRights(got) = cmsg {
+            // SAFETY: SCM_RIGHTS installed these fds in this process just
+            // now; nothing else owns them.
+            fds.extend(
+                got.into_iter()
+                    .map(|fd| unsafe { OwnedFd::from_raw_fd(fd) }),
+            );
         }
-        Err(e) => Err(RespawnError::Ask(e)),
     }
+    let n = msg.bytes;
+    let truncated = msg
+        .flags
+        .intersects(MsgFlags::MSG_TRUNC | MsgFlags::MSG_CTRUNC);
+    if truncated {
+        return Err(std::io::Error::other(
+            "an answer over the size K's answers have",
+        ));
+    }
+    buf.truncate(n);
+    Ok((buf, fds.into_iter().next()))
 }
 
 fn cap(mut why: String) -> String {

@@ -16,20 +16,27 @@
 use super::channel::{CellDone, ToAgent};
 use super::output::new_marker;
 use std::ffi::CStr;
+use std::fs::File;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
-use std::time::{Duration, Instant};
+use std::os::unix::fs::FileExt;
+use std::sync::OnceLock;
+use std::time::Duration;
 use tokio::time::Instant as TokioInstant;
 
-/// How long the check after a cell's first `done` keeps looking (yielding
-/// between looks) before it doubts the `done`: the agent is seen in its
-/// read 40 to 80 µs after its `done` arrives, rarely a few ms.
-const SPIN: Duration = Duration::from_millis(1);
+/// The pauses between looks after a cell's first `done`, before it doubts
+/// the `done`: the agent is seen in its read 40 to 80 µs after its `done`
+/// arrives when it has a core, later when it waits for one. A pause gives
+/// the core up (looking without pause took 40 looks a cell under load,
+/// the CPU the agent needed to get there).
+const SPIN_PAUSES_US: [u64; 6] = [20, 40, 80, 160, 320, 640];
 /// The pause before the first look after that, doubled up to [`MAX_PAUSE`].
 const FIRST_PAUSE: Duration = Duration::from_micros(250);
 const MAX_PAUSE: Duration = Duration::from_millis(5);
 /// `done` frames one cell may send; code that sends more is not the agent.
 pub(crate) const MAX_DONES: u32 = 64;
+/// `/proc/<pid>/syscall`: a number and eight hex words.
+const SYSCALL_LINE_MAX: usize = 256;
 
 /// The confirmation of one cell's end, fed the cell's `done` frames.
 #[derive(Debug, Default)]
@@ -71,20 +78,19 @@ impl Confirm {
             return Step::Wait;
         }
         self.doubted = false;
-        // Only the first spins: a flood of forged ones costs a look each.
-        let until = Instant::now()
-            + if self.dones == 1 {
-                SPIN
-            } else {
-                Duration::ZERO
-            };
-        loop {
-            match self.look(main) {
-                Some(step) => return step,
-                None if Instant::now() < until => tokio::task::yield_now().await,
-                None => return self.doubt(),
+        // Only the first pauses: a flood of forged ones costs a look each.
+        let pauses = if self.dones == 1 {
+            &SPIN_PAUSES_US[..]
+        } else {
+            &[]
+        };
+        for us in pauses {
+            if let Some(step) = self.look(main) {
+                return step;
             }
+            pause(Duration::from_micros(*us)).await;
         }
+        self.look(main).unwrap_or_else(|| self.doubt())
     }
     /// The time to look again came.
     pub(crate) fn again(&mut self, main: &MainThread) -> Step {
@@ -135,6 +141,9 @@ impl Confirm {
 #[derive(Debug)]
 pub(crate) struct MainThread {
     proc_dir: OwnedFd,
+    /// Its `syscall`, opened at the first look and read again from the
+    /// start at each (a path walk in /proc costs more than the read).
+    syscall: OnceLock<File>,
     /// `socket:[inode]`, as `/proc/<pid>/fd/<n>` shows the agent's end of
     /// the channel.
     channel: String,
@@ -146,14 +155,24 @@ impl MainThread {
     pub(crate) fn new(proc_dir: OwnedFd, channel_ino: u64) -> MainThread {
         MainThread {
             proc_dir,
+            syscall: OnceLock::new(),
             channel: format!("socket:[{channel_ino}]"),
         }
     }
 
     /// True when the main thread waits in read(2) on the agent's channel.
     pub(crate) fn awaits_cell(&self) -> io::Result<bool> {
-        let text = read_at(self.proc_dir.as_fd(), c"syscall")?;
-        let Some((nr, fd)) = blocked_in(&text) else {
+        let syscall = match self.syscall.get() {
+            Some(f) => f,
+            None => {
+                let f = open_at(self.proc_dir.as_fd(), c"syscall")?;
+                self.syscall.get_or_init(|| f)
+            }
+        };
+        let mut buf = [0u8; SYSCALL_LINE_MAX];
+        let n = syscall.read_at(&mut buf, 0)?;
+        let text = std::str::from_utf8(&buf[..n]).unwrap_or_default();
+        let Some((nr, fd)) = blocked_in(text) else {
             return Ok(false);
         };
         if nr != libc::SYS_read || fd > i32::MAX as u64 {
@@ -182,7 +201,7 @@ fn blocked_in(text: &str) -> Option<(i64, u64)> {
     Some((nr, u64::from_str_radix(arg, 16).ok()?))
 }
 
-fn read_at(dir: BorrowedFd<'_>, name: &CStr) -> io::Result<String> {
+fn open_at(dir: BorrowedFd<'_>, name: &CStr) -> io::Result<File> {
     // SAFETY: openat with a live directory fd and a NUL-terminated name.
     let fd = unsafe {
         libc::openat(
@@ -195,10 +214,33 @@ fn read_at(dir: BorrowedFd<'_>, name: &CStr) -> io::Result<String> {
         return Err(io::Error::last_os_error());
     }
     // SAFETY: openat returned a new fd that nothing else owns.
-    let mut file = std::fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) });
-    let mut text = String::new();
-    io::Read::read_to_string(&mut file, &mut text)?;
-    Ok(text)
+    Ok(File::from(unsafe { OwnedFd::from_raw_fd(fd) }))
+}
+
+/// Waits `d` with a timer finer than tokio's millisecond wheel; yields once
+/// where no timerfd can be had.
+async fn pause(d: Duration) {
+    use nix::sys::time::TimeSpec;
+    use nix::sys::timerfd::{ClockId, Expiration, TimerFd, TimerFlags, TimerSetTimeFlags};
+    let timer = TimerFd::new(
+        ClockId::CLOCK_MONOTONIC,
+        TimerFlags::TFD_NONBLOCK | TimerFlags::TFD_CLOEXEC,
+    )
+    .and_then(|t| {
+        t.set(
+            Expiration::OneShot(TimeSpec::from_duration(d)),
+            TimerSetTimeFlags::empty(),
+        )?;
+        Ok(t)
+    });
+    // SAFETY: the AsyncFd owns the timer's fd for its whole life, and an
+    // OwnedFd always returns the same, open descriptor.
+    match timer.map(|t| unsafe { tokio::io::unix::AsyncFd::register(OwnedFd::from(t)) }) {
+        Ok(Ok(fd)) => {
+            let _ = fd.readable().await;
+        }
+        _ => tokio::task::yield_now().await,
+    }
 }
 
 fn readlink_at(dir: BorrowedFd<'_>, name: &str) -> io::Result<String> {

@@ -28,8 +28,8 @@ pub use jailer::{Cancel, RunResult, Stream};
 pub(crate) use leftovers::sweep as sweep_leftovers;
 pub use names::JobNames;
 pub use python_pid::{
-    python_pidfd, python_process, python_process_in, send_sigint, Layout, PythonPidError,
-    PythonProcess,
+    python_pidfd, python_process, python_process_in, python_process_of, send_sigint, Layout,
+    PythonPidError, PythonProcess,
 };
 pub use spawned::{JailKiller, Spawned};
 pub(crate) use spec::{ro_binds, PythonJob};

@@ -100,6 +100,62 @@ pub fn python_process_in(
     Ok(PythonProcess { pidfd, proc_dir })
 }
 
+/// The python behind `pidfd`, which `parent` forked in place of another
+/// and handed over (a python's parent K outside its jail): its pid from the
+/// pidfd's fdinfo, and that it is a live child of `parent` in a namespace
+/// nested in ours. Two reads, where [`Layout::Respawned`] walks /proc twice.
+pub fn python_process_of(
+    pidfd: OwnedFd,
+    parent: libc::pid_t,
+) -> Result<PythonProcess, PythonPidError> {
+    let path = format!("/proc/self/fdinfo/{}", pidfd.as_raw_fd());
+    let Some(info) = read_proc(path.clone())? else {
+        return Err(PythonPidError::Malformed { path });
+    };
+    // A pidfd's fdinfo names its pid as we see it: -1 once it ended.
+    let pid: i64 = field(&info, "Pid")
+        .and_then(|v| v.parse().ok())
+        .ok_or(PythonPidError::Malformed { path })?;
+    let Ok(python) = libc::pid_t::try_from(pid) else {
+        return Err(PythonPidError::NotRunning(
+            "python ended before it was found",
+        ));
+    };
+    if python <= 0 {
+        return Err(PythonPidError::NotRunning(
+            "python ended before it was found",
+        ));
+    }
+    let path = format!("/proc/{python}");
+    let proc_dir = std::fs::File::open(&path)
+        .map(OwnedFd::from)
+        .map_err(|source| PythonPidError::Proc { path, source })?;
+    let ours = status(python)?
+        .is_some_and(|s| s.ppid == parent && s.nspid.len() >= 2 && !matches!(s.state, 'Z' | 'X'));
+    if !ours {
+        return Err(PythonPidError::NotRunning(
+            "the pidfd is not of a live child of python's parent",
+        ));
+    }
+    // Still alive, so `python` named it all along: the directory is its.
+    // SAFETY: pidfd is a live fd; signal 0 only checks; no siginfo.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_pidfd_send_signal,
+            pidfd.as_raw_fd(),
+            0,
+            std::ptr::null::<libc::siginfo_t>(),
+            0u32,
+        )
+    };
+    if r < 0 {
+        return Err(PythonPidError::NotRunning(
+            "python ended while it was being opened",
+        ));
+    }
+    Ok(PythonProcess { pidfd, proc_dir })
+}
+
 /// SIGINT to the process behind `pidfd`: python raises KeyboardInterrupt.
 pub fn send_sigint(pidfd: BorrowedFd<'_>) -> io::Result<()> {
     // SAFETY: pidfd is a live fd; no siginfo is passed.
@@ -255,6 +311,7 @@ struct ProcStatus {
     nspid: Vec<libc::pid_t>,
     /// `R`, `S`, `Z`, ...
     state: char,
+    ppid: libc::pid_t,
 }
 
 impl ProcStatus {
@@ -270,20 +327,24 @@ impl ProcStatus {
 }
 
 fn parse_status(text: &str) -> Option<ProcStatus> {
-    let field = |key: &str| {
-        text.lines()
-            .find_map(|l| l.strip_prefix(key)?.strip_prefix(':'))
-            .map(str::trim)
-    };
     Some(ProcStatus {
-        nspid: parse_pids(field("NSpid")?).filter(|p| !p.is_empty())?,
-        state: field("State")?.chars().next()?,
+        nspid: parse_pids(field(text, "NSpid")?).filter(|p| !p.is_empty())?,
+        state: field(text, "State")?.chars().next()?,
+        ppid: field(text, "PPid")?.parse().ok()?,
     })
+}
+
+/// The value of a `Key:\tvalue` line of a /proc status or fdinfo file.
+fn field<'a>(text: &'a str, key: &str) -> Option<&'a str> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(key)?.strip_prefix(':'))
+        .map(str::trim)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::fd::AsFd;
 
     #[test]
     fn children_files_parse_as_pids() {
@@ -306,7 +367,8 @@ mod tests {
             s,
             ProcStatus {
                 nspid: vec![4242, 2],
-                state: 'S'
+                state: 'S',
+                ppid: 4241,
             }
         );
         assert!(s.is_python() && !s.is_init());
@@ -371,5 +433,71 @@ mod tests {
             python_pidfd(me),
             Err(PythonPidError::NotRunning(_))
         ));
+    }
+
+    fn pidfd_of(pid: libc::pid_t) -> OwnedFd {
+        // SAFETY: pidfd_open takes a pid and flags and returns a new fd.
+        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+        assert!(fd >= 0, "pidfd_open({pid}): {}", io::Error::last_os_error());
+        // SAFETY: the kernel returned a new fd nothing else owns.
+        unsafe { OwnedFd::from_raw_fd(fd as libc::c_int) }
+    }
+
+    #[test]
+    fn a_handed_pidfd_names_its_process_only_as_its_parents_live_child() {
+        // `sleep` is the child of `unshare`, in a pid namespace nested in
+        // ours, as a python forked in place is the child of K.
+        let mut unshare = std::process::Command::new("unshare")
+            .args(["--pid", "--fork", "sleep", "60"])
+            .spawn()
+            .unwrap();
+        let parent = unshare.id() as libc::pid_t;
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        let child = loop {
+            if let [child] = children(parent).unwrap()[..] {
+                break child;
+            }
+            assert!(std::time::Instant::now() < deadline, "no child");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        };
+        let found = python_process_of(pidfd_of(child), parent).unwrap();
+        let via_dir = format!("/proc/self/fd/{}/status", found.proc_dir.as_raw_fd());
+        let status = parse_status(&std::fs::read_to_string(via_dir).unwrap()).unwrap();
+        assert_eq!((status.nspid[0], status.ppid), (child, parent));
+
+        // Another parent's child is refused, and so is an fd that is not a
+        // pidfd.
+        assert!(matches!(
+            python_process_of(pidfd_of(child), parent + 1),
+            Err(PythonPidError::NotRunning(_))
+        ));
+        let null = OwnedFd::from(std::fs::File::open("/dev/null").unwrap());
+        assert!(matches!(
+            python_process_of(null, parent),
+            Err(PythonPidError::Malformed { .. })
+        ));
+
+        // Once it ended and was reaped, its pidfd names nobody.
+        let late = pidfd_of(child);
+        send_signal(found.pidfd.as_fd(), libc::SIGKILL);
+        unshare.wait().unwrap();
+        assert!(matches!(
+            python_process_of(late, parent),
+            Err(PythonPidError::NotRunning(_))
+        ));
+    }
+
+    fn send_signal(pidfd: BorrowedFd<'_>, signal: libc::c_int) {
+        // SAFETY: pidfd is a live fd; no siginfo is passed.
+        let r = unsafe {
+            libc::syscall(
+                libc::SYS_pidfd_send_signal,
+                pidfd.as_raw_fd(),
+                signal,
+                std::ptr::null::<libc::siginfo_t>(),
+                0u32,
+            )
+        };
+        assert_eq!(r, 0, "{}", io::Error::last_os_error());
     }
 }
