@@ -51,9 +51,16 @@ pub fn main(
         wait_for_templates(&client, templates).await?;
         let mut bare = Vec::new();
         let mut jailed = Vec::new();
+        let mut cpu = (Vec::new(), Vec::new());
+        let per_program = |ns: u64| ns as f64 / 1e6 / programs.len() as f64;
         for round in 0..rounds {
+            let busy = cpu_busy_ns()?;
             let b = bare_batch(&python, &programs)?;
+            let between = cpu_busy_ns()?;
             let p = prims_batch(&client, &sessions, &programs).await?;
+            let after = cpu_busy_ns()?;
+            cpu.0.push(per_program(between.saturating_sub(busy)));
+            cpu.1.push(per_program(after.saturating_sub(between)));
             eprintln!("round {}: bare {b:.1}/s, PRIMS fresh {p:.1}/s", round + 1);
             bare.push(b);
             jailed.push(p);
@@ -62,8 +69,8 @@ pub fn main(
         let first = loaded::first_pandas(&client, &sessions).await?;
         report(
             &programs,
-            &bare,
-            &jailed,
+            (&bare, &jailed),
+            (&cpu.0, &cpu.1),
             stats.starts_forked,
             stats.starts_cold,
         );
@@ -155,8 +162,41 @@ fn median(v: &[f64]) -> f64 {
     v[v.len() / 2]
 }
 
-fn report(programs: &[&str], bare: &[f64], jailed: &[f64], forked: u64, cold: u64) {
+/// The CPU time the whole machine spent busy so far (`/proc/stat`: user,
+/// nice, system, irq and softirq), in ns: what a batch costs, whoever
+/// spends it, and less at the mercy of the host's noise than a rate.
+fn cpu_busy_ns() -> Result<u64> {
+    let stat = std::fs::read_to_string("/proc/stat").context("reading /proc/stat")?;
+    let line = stat
+        .lines()
+        .find(|l| l.starts_with("cpu "))
+        .context("/proc/stat has no cpu line")?;
+    let ticks: Vec<u64> = line
+        .split_ascii_whitespace()
+        .skip(1)
+        .map(|v| v.parse().context("a /proc/stat field"))
+        .collect::<Result<_>>()?;
+    // user nice system idle iowait irq softirq
+    let busy: u64 = [0, 1, 2, 5, 6].iter().filter_map(|i| ticks.get(*i)).sum();
+    // SAFETY: sysconf with a valid name has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    let hz = u64::try_from(hz).ok().filter(|h| *h > 0).unwrap_or(100);
+    Ok(busy * (1_000_000_000 / hz))
+}
+
+fn report(
+    programs: &[&str],
+    (bare, jailed): (&[f64], &[f64]),
+    (bare_cpu, jailed_cpu): (&[f64], &[f64]),
+    forked: u64,
+    cold: u64,
+) {
     let ratios: Vec<f64> = bare.iter().zip(jailed).map(|(b, p)| p / b).collect();
+    let cpu_ratios: Vec<f64> = bare_cpu
+        .iter()
+        .zip(jailed_cpu)
+        .map(|(b, p)| b / p)
+        .collect();
     println!(
         "{} programs per batch ({} distinct), {PARALLEL} at a time, {} rounds; interpreters started forked {forked}, cold {cold}\n",
         programs.len(),
@@ -175,5 +215,11 @@ fn report(programs: &[&str], bare: &[f64], jailed: &[f64], forked: u64, cold: u6
     println!(
         "\nPRIMS / bare, per round: median {:.2}× (target ≥ 1.00×)",
         median(&ratios)
+    );
+    println!(
+        "\nCPU per program (the whole machine, /proc/stat), median: bare {:.1} ms, PRIMS {:.1} ms; bare / PRIMS per round: median {:.2}×",
+        median(bare_cpu),
+        median(jailed_cpu),
+        median(&cpu_ratios)
     );
 }

@@ -811,13 +811,25 @@ def main():
         agent.import_own()
         if agent.notebook is not None:
             agent.notebook.warm_up()
-        # Returns in a forked child only, confined, its stdio and channel
-        # on fds 0-3.
+        # Never returns: each forked python goes on in _forked_main.
         _serve_forks(agent, ready, sys_)
-        agent.take_fds()
-        # The template logged its own failures once.
-        ready["import_ms"], ready["failed"] = 0, []
     agent.send(ready)
     # While the supervisor readies the first cell.
     agent.import_own()
     agent.serve()
+
+
+def _forked_main(agent, ready):
+    """A python forked from a template, confined, its stdio and channel on
+    fds 0-3: the rest of main(), run from where it was forked. It never
+    returns."""
+    try:
+        agent.take_fds()
+        # The template logged its own failures once.
+        ready["import_ms"], ready["failed"] = 0, []
+        agent.send(ready)
+        agent.import_own()
+        agent.serve()
+    except BaseException:
+        traceback.print_exc()
+    _exit(1)

@@ -167,7 +167,8 @@ def _close_all(fds):
 
 def _serve_forks(agent, ready, sys_):
     """The template's life after its imports: one child per `fork` frame,
-    which carries the child's socket. Returns only in a child, confined."""
+    which carries the child's socket. Never returns: each python it leads
+    to goes on in `_forked_main`."""
     import gc
 
     socket = sys_.socket
@@ -215,7 +216,8 @@ def _serve_forks(agent, ready, sys_):
                 continue
             if pid == 0:
                 sock.detach()
-                return _become_child(agent, (ctl, respawn), fds, sys_)
+                _become_child(agent, ready, (ctl, respawn), fds, sys_)
+                _exit(1)
             _close_all((ctl, respawn))
             agent.send({"op": "forked", "id": msg.get("id")})
         _reap()
@@ -250,9 +252,11 @@ def _reap():
             return
 
 
-def _become_child(agent, socks, stray, sys_):
+def _become_child(agent, ready, socks, stray, sys_):
     """K: from a fork of the template to G, python in its own jail; then
-    G's parent, which forks a fresh G when the supervisor asks."""
+    G's parent, which forks a fresh G when the supervisor asks. Each G goes
+    on in `_forked_main` from where K forked it: unwinding the frames
+    below would cost it copy-on-write faults for nothing."""
     _close_all(stray)
     # The template's channel and stdio copies closed at the fork; their
     # numbers may come back, and the at-fork hook must not close them.
@@ -299,18 +303,17 @@ def _become_child(agent, socks, stray, sys_):
         python = os.fork()
         if python == 0:
             _confine(peer, respawn)
-            return None
+            _forked_main(agent, ready)
         # Orphans go to the reaper of their parent's pid namespace, not
         # python's: K stays python's parent, and tells the init how python
         # ended.
-        _watch(python, peer, respawn, sys_)
+        _watch(python, peer, respawn, sys_, lambda: _forked_main(agent, ready))
     except BaseException as e:
         try:
             peer.send(_ENCODER.encode({"failed": _why(e)}).encode())
         except BaseException:
             pass
         _exit(1)
-    return None
 
 
 def _receive(peer, socket, op, nfds):
@@ -354,16 +357,22 @@ def _confine(peer, respawn):
 
 def _settle():
     """What python finds in its jail besides K's confinement; K sets it up
-    before each fork of python."""
+    once, before its first fork of python (nothing in the jail can change
+    K's working directory or environment)."""
     os.chdir("/workspace")
     # The template's own thread-pool caps are no part of python's
     # environment (what python already loaded keeps one thread).
     for var in BLAS_THREADS:
         os.environ.pop(var, None)
-    # What the template made in its own workspace, this one lacks.
+    _workspace_dirs()
+
+
+def _workspace_dirs():
+    """What the template made in its own workspace, this one lacks (or a
+    python removed): K makes it before each fork of python."""
     for var in ("IPYTHONDIR", "MPLCONFIGDIR"):
         path = os.environ.get(var, "")
-        if path.startswith("/workspace/"):
+        if path.startswith("/workspace/") and not os.path.isdir(path):
             os.makedirs(path, exist_ok=True)
 
 
@@ -372,15 +381,25 @@ def _reseed():
     # draws it anew before each fork of python, which then inherits a state
     # no sibling has, without running numpy's seeding code (and paying its
     # copy-on-write faults) itself.
-    numpy = sys.modules.get("numpy.random")
-    if numpy is not None:
+    random = sys.modules.get("numpy.random")
+    if random is None:
+        return
+    try:
+        # A whole Mersenne Twister state from the kernel: as strong as
+        # seed(), which hashes 128 bits into one, at half its cost.
+        key = sys.modules["numpy"].frombuffer(os.urandom(_MT_KEY_WORDS * 4), dtype="<u4")
+        random.set_state(("MT19937", key, _MT_KEY_WORDS))
+    except Exception:
         try:
-            numpy.seed()
+            random.seed()
         except Exception:
             pass
 
 
-def _watch(python, peer, respawn, sys_):
+_MT_KEY_WORDS = 624
+
+
+def _watch(python, peer, respawn, sys_, go_on):
     """K, python's parent: confined as python is, it holds nothing of
     python's, says how python ended, and forks a fresh python when the
     supervisor asks on `respawn`."""
@@ -413,9 +432,7 @@ def _watch(python, peer, respawn, sys_):
             asks.close()
             asks = None
             continue
-        python = _respawn(python, fds, peer, asks, sys_)
-        if python == 0:
-            return
+        python = _respawn(python, fds, peer, asks, sys_, go_on)
 
 
 def _on_child(signum, frame):
@@ -440,16 +457,17 @@ def _ended(python, flags):
     return {"op": "ended", "code": os.WEXITSTATUS(status)}
 
 
-def _respawn(python, fds, peer, asks, sys_):
+def _respawn(python, fds, peer, asks, sys_, go_on):
     """A fresh python in this jail: the old one and everything it left in
-    the pid namespace killed first. Returns the new pid, or 0 in it. A
-    jail that cannot be emptied ends, and the supervisor starts anew."""
+    the pid namespace killed first. Returns the new pid; the new python
+    goes on with `go_on`. A jail that cannot be emptied ends, and the
+    supervisor starts anew."""
     why = None
     try:
         os.kill(python, signal.SIGKILL)
         _ended(python, 0)
         _empty_jail(sys_)
-        _settle()
+        _workspace_dirs()
         _empty_tmp(sys_.stat)
         _no_ipc_left()
         _reseed()
@@ -465,7 +483,7 @@ def _respawn(python, fds, peer, asks, sys_):
             _exit(0)
     if pid == 0:
         _renew(fds, sys_)
-        return 0
+        go_on()
     _close_all(fds)
     answer = _ENCODER.encode({"op": "respawned", "pid": pid}).encode()
     # With a pidfd of the new python, the supervisor finds it without
@@ -564,8 +582,13 @@ def _empty_tmp(stat):
 
 def _no_ipc_left():
     """System V objects outlive their makers in the jail's IPC namespace:
-    a python that left any is not replaced in place."""
+    a python that left any is not replaced in place. Each file is a header
+    line, then one line per object."""
     for kind in ("shm", "sem", "msg"):
-        with open("/proc/sysvipc/" + kind) as f:
-            if len(f.readlines()) > 1:
-                raise OSError("the last python left System V %s objects" % kind)
+        fd = os.open("/proc/sysvipc/" + kind, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            lines = os.read(fd, 4096).count(b"\n")
+        finally:
+            os.close(fd)
+        if lines > 1:
+            raise OSError("the last python left System V %s objects" % kind)
