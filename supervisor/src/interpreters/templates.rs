@@ -130,6 +130,9 @@ pub(crate) async fn start(
                     tracing::warn!(job = %back.name, error = %e,
                         "a forked interpreter did not start; starting it cold");
                     s = back;
+                    // The failed start's jailer removes its job cgroup as
+                    // it ends, which may be after the cold start begins.
+                    s.name = jails.names.again(&s.name);
                 }
             }
         }

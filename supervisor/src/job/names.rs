@@ -70,6 +70,17 @@ impl JobNames {
         self.next(&format!("b{}-{step}", key.get(..8).unwrap_or(key)))
     }
 
+    /// A job that takes the place of `name`, one of ours whose cgroup may
+    /// still be going away (a failed start's jailer removes it as it ends):
+    /// the same tag, the next count.
+    pub fn again(&self, name: &str) -> String {
+        let tag = name
+            .strip_prefix(self.prefix.as_str())
+            .and_then(|rest| rest.rsplit_once('-'))
+            .map_or("again", |(tag, _)| tag);
+        self.next(tag)
+    }
+
     /// A script's job (`prims run`).
     pub fn script(&self) -> String {
         self.next("py")
@@ -144,6 +155,20 @@ mod tests {
         // The longest a name can be: a tag of MAX_TAG, the largest count.
         names.next.store(u64::MAX, Ordering::Relaxed);
         prims_cgroup::validate_name(&names.next(&"t".repeat(99))).unwrap();
+    }
+
+    #[test]
+    fn a_job_again_keeps_its_tag_under_a_new_count() {
+        let me = id("0123456789abcdef");
+        let names = JobNames::of_instance(&me);
+        let first = names.interpreter(&"f".repeat(32));
+        let again = names.again(&first);
+        assert_eq!(again, "job-0123456789abcdef-iffffffff-1");
+        assert_eq!(owner(&me, &again), Owner::This);
+        // A name not made here still gets a valid one of ours.
+        let stranger = names.again("elsewhere");
+        prims_cgroup::validate_name(&stranger).unwrap();
+        assert_eq!(owner(&me, &stranger), Owner::This);
     }
 
     #[test]
