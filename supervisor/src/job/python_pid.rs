@@ -9,7 +9,7 @@
 //! python, and a signal through it never reaches another process.
 
 use std::io;
-use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 
 #[derive(Debug, thiserror::Error)]
 pub enum PythonPidError {
@@ -116,16 +116,13 @@ pub fn python_process_of(
     let pid: i64 = field(&info, "Pid")
         .and_then(|v| v.parse().ok())
         .ok_or(PythonPidError::Malformed { path })?;
-    let Ok(python) = libc::pid_t::try_from(pid) else {
-        return Err(PythonPidError::NotRunning(
-            "python ended before it was found",
-        ));
-    };
-    if python <= 0 {
-        return Err(PythonPidError::NotRunning(
-            "python ended before it was found",
-        ));
-    }
+    let python =
+        libc::pid_t::try_from(pid)
+            .ok()
+            .filter(|p| *p > 0)
+            .ok_or(PythonPidError::NotRunning(
+                "python ended before it was found",
+            ))?;
     let path = format!("/proc/{python}");
     let proc_dir = std::fs::File::open(&path)
         .map(OwnedFd::from)
@@ -138,17 +135,7 @@ pub fn python_process_of(
         ));
     }
     // Still alive, so `python` named it all along: the directory is its.
-    // SAFETY: pidfd is a live fd; signal 0 only checks; no siginfo.
-    let r = unsafe {
-        libc::syscall(
-            libc::SYS_pidfd_send_signal,
-            pidfd.as_raw_fd(),
-            0,
-            std::ptr::null::<libc::siginfo_t>(),
-            0u32,
-        )
-    };
-    if r < 0 {
+    if pidfd_signal(pidfd.as_fd(), 0).is_err() {
         return Err(PythonPidError::NotRunning(
             "python ended while it was being opened",
         ));
@@ -158,12 +145,17 @@ pub fn python_process_of(
 
 /// SIGINT to the process behind `pidfd`: python raises KeyboardInterrupt.
 pub fn send_sigint(pidfd: BorrowedFd<'_>) -> io::Result<()> {
+    pidfd_signal(pidfd, libc::SIGINT)
+}
+
+/// `signal` to the process behind `pidfd`; 0 only checks that it lives.
+fn pidfd_signal(pidfd: BorrowedFd<'_>, signal: libc::c_int) -> io::Result<()> {
     // SAFETY: pidfd is a live fd; no siginfo is passed.
     let r = unsafe {
         libc::syscall(
             libc::SYS_pidfd_send_signal,
             pidfd.as_raw_fd(),
-            libc::SIGINT,
+            signal,
             std::ptr::null::<libc::siginfo_t>(),
             0u32,
         )
@@ -344,7 +336,6 @@ fn field<'a>(text: &'a str, key: &str) -> Option<&'a str> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::os::fd::AsFd;
 
     #[test]
     fn children_files_parse_as_pids() {
@@ -479,25 +470,11 @@ mod tests {
 
         // Once it ended and was reaped, its pidfd names nobody.
         let late = pidfd_of(child);
-        send_signal(found.pidfd.as_fd(), libc::SIGKILL);
+        pidfd_signal(found.pidfd.as_fd(), libc::SIGKILL).unwrap();
         unshare.wait().unwrap();
         assert!(matches!(
             python_process_of(late, parent),
             Err(PythonPidError::NotRunning(_))
         ));
-    }
-
-    fn send_signal(pidfd: BorrowedFd<'_>, signal: libc::c_int) {
-        // SAFETY: pidfd is a live fd; no siginfo is passed.
-        let r = unsafe {
-            libc::syscall(
-                libc::SYS_pidfd_send_signal,
-                pidfd.as_raw_fd(),
-                signal,
-                std::ptr::null::<libc::siginfo_t>(),
-                0u32,
-            )
-        };
-        assert_eq!(r, 0, "{}", io::Error::last_os_error());
     }
 }
