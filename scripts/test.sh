@@ -11,8 +11,8 @@ fi
 
 scripts/install-deps.sh
 . scripts/toolchain.sh
-# The kernel layer (IPython, matplotlib) the tests' jails share.
-scripts/kernel-site.sh
+# The IPython layer (IPython, matplotlib) the tests' jails share.
+scripts/ipython-site.sh
 # A fresh clone gains nothing from incremental builds but gigabytes of disk.
 export CARGO_INCREMENTAL=0
 

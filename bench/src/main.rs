@@ -109,11 +109,11 @@ enum Bench {
         #[arg(long)]
         policy: Option<PathBuf>,
         /// Run the cases against two servers at once, without the kernel
-        /// layer (`python.kernel_packages = []`) and with the default one
+        /// layer (`python.ipython_packages = []`) and with the default one
         /// built from the package index, alternating between them; both
         /// columns in one table. Writes its own policies.
         #[arg(long, conflicts_with = "policy")]
-        compare_kernel: bool,
+        compare_ipython: bool,
     },
     /// The egress proxy's cost on a 1 MiB download, against a direct
     /// download in the same run (needs root).
@@ -153,8 +153,8 @@ fn main() -> Result<()> {
             runs,
             rounds,
             policy,
-            compare_kernel,
-        } => live::main(runs, rounds, prims, policy, compare_kernel),
+            compare_ipython,
+        } => live::main(runs, rounds, prims, policy, compare_ipython),
         Bench::Egress { runs, bytes } => egress::main(runs, bytes, prims),
         Bench::Fresh {
             rounds,

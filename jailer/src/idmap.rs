@@ -4,28 +4,22 @@
 //! map its session's id (and nothing else) from there.
 
 use crate::error::JailError;
+use crate::plan::variant::ChildIds;
 use crate::rootfs::JAIL_UID;
 use nix::errno::Errno;
-use prims_protocol::jail::{ForkRole, TEMPLATE_CHILD_UIDS};
+use prims_protocol::jail::TEMPLATE_CHILD_UIDS;
 
 pub fn write(
     pid: libc::pid_t,
     host_uid: u32,
     host_gid: u32,
-    role: ForkRole,
+    children: Option<ChildIds>,
 ) -> Result<(), JailError> {
     let put = |file: &str, data: String| {
         std::fs::write(format!("/proc/{pid}/{file}"), data).map_err(|e| JailError::IdMap {
             file: file.to_string(),
             errno: Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)),
         })
-    };
-    let children = match role {
-        ForkRole::Template {
-            children_uid_base,
-            children_uid_count,
-        } => Some((children_uid_base, children_uid_count)),
-        _ => None,
     };
     put("setgroups", "deny".into())?;
     put("gid_map", map(host_gid, children))?;
@@ -106,9 +100,9 @@ fn write_files(pid: libc::pid_t, uid: u32, gid: u32) -> Result<(), JailError> {
 /// `JAIL_UID host 1`, then the children's range around `host` (which a
 /// child never takes), at [`TEMPLATE_CHILD_UIDS`] and up. Host 0 is never
 /// in it.
-fn map(host: u32, children: Option<(u32, u32)>) -> String {
+fn map(host: u32, children: Option<ChildIds>) -> String {
     let mut text = format!("{JAIL_UID} {host} 1\n");
-    let Some((base, count)) = children else {
+    let Some(ChildIds { base, count }) = children else {
         return text;
     };
     let base = base.max(1);
@@ -131,6 +125,10 @@ fn map(host: u32, children: Option<(u32, u32)>) -> String {
 mod tests {
     use super::*;
 
+    fn ids(base: u32, count: u32) -> ChildIds {
+        ChildIds { base, count }
+    }
+
     #[test]
     fn a_cold_jail_maps_one_id() {
         assert_eq!(map(200_005, None), "1000 200005 1\n");
@@ -139,15 +137,15 @@ mod tests {
     #[test]
     fn a_template_maps_the_childrens_range_around_its_own_id() {
         assert_eq!(
-            map(200_005, Some((200_000, 100))),
+            map(200_005, Some(ids(200_000, 100))),
             "1000 200005 1\n100000 200000 5\n100006 200006 94\n"
         );
         assert_eq!(
-            map(300_000, Some((200_000, 100))),
+            map(300_000, Some(ids(200_000, 100))),
             "1000 300000 1\n100000 200000 100\n"
         );
         assert_eq!(
-            map(5, Some((0, 4))),
+            map(5, Some(ids(0, 4))),
             "1000 5 1\n100000 1 4\n",
             "never host root"
         );

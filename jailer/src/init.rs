@@ -6,6 +6,7 @@ use crate::error::JailError;
 use crate::landlock_rules;
 use crate::plan::landlock_access::landlock_access;
 use crate::plan::program::{program, Program, PYTHON};
+use crate::plan::variant::Variant;
 use crate::report::{self, Report};
 use crate::rootfs::{self, JAIL_UID};
 use crate::seccomp::Filters;
@@ -13,7 +14,7 @@ use crate::{inherit, net, privs, signals};
 use nix::errno::Errno;
 use nix::sys::wait::{waitpid, WaitStatus};
 use nix::unistd::{fork, ForkResult, Pid};
-use prims_protocol::jail::{ForkRole, JobSpec, NetworkMode};
+use prims_protocol::jail::{JobSpec, NetworkMode};
 use std::ffi::CString;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::path::PathBuf;
@@ -32,6 +33,7 @@ pub struct InitFds {
 
 pub struct Prepared<'a> {
     pub spec: &'a JobSpec,
+    pub variant: Variant,
     pub filters: Filters,
     pub cap_last_cap: u32,
     pub memory_backstop: bool,
@@ -127,7 +129,7 @@ fn setup_and_supervise(
     .map_err(JailError::MakePrivate)?;
     let sources = rootfs::open_sources(spec)?;
     set_fs_identity()?;
-    rootfs::build(spec, sources)?;
+    rootfs::build(spec, p.variant.proc, sources)?;
     match spec.network {
         NetworkMode::None => {}
         NetworkMode::Loopback => net::loopback_up()?,
@@ -140,30 +142,21 @@ fn setup_and_supervise(
         }
     }
     nix::unistd::sethostname("sandbox").map_err(JailError::Hostname)?;
-    if matches!(spec.fork, ForkRole::Template { .. }) {
-        // The kernel counts every child's processes against the template's
-        // uid too, up to the nproc limit the template had when the child's
-        // user namespace was made: one shared budget for all its children.
-        // The template keeps ours (none) and its cgroup's pids.max; each
-        // child gets its own limits.
-        privs::set_rlimits_but_nproc(&spec.limits, p.memory_backstop)?;
-    } else {
+    if p.variant.nproc_limit {
         privs::set_rlimits(&spec.limits, p.memory_backstop)?;
+    } else {
+        privs::set_rlimits_but_nproc(&spec.limits, p.memory_backstop)?;
     }
     privs::drop_capabilities(p.cap_last_cap)?;
     // A credential change clears the parent-death signal: set it again.
     set_pdeathsig()?;
-    // A template's Landlock domain would lie under each child's, and the
-    // kernel skips a rule on a directory a child's own mount then covers
-    // (its /workspace, /tmp, /proc): a template has its mount namespace,
-    // a read-only root and no capability instead (architecture guide).
-    let (enforcement, abi) = if matches!(spec.fork, ForkRole::Template { .. }) {
+    let (enforcement, abi) = if p.variant.landlock {
+        landlock_rules::apply(&landlock_access(spec), spec.landlock_required)?
+    } else {
         (
             prims_protocol::jail::Enforcement::None,
             prims_syscalls::landlock_abi(),
         )
-    } else {
-        landlock_rules::apply(&landlock_access(spec), spec.landlock_required)?
     };
     report::send(fds.report.as_fd(), &Report::Landlock { enforcement, abi });
     // SAFETY: prctl with integer arguments only; keeps python from reading our memory.
@@ -172,7 +165,7 @@ fn setup_and_supervise(
     let program = program(spec)?;
     // SAFETY: this process is single-threaded, so fork is sound.
     match unsafe { fork() }.map_err(JailError::Fork)? {
-        ForkResult::Child => exec_python(&p.filters, &program, fds, spec.fork),
+        ForkResult::Child => exec_python(&p.filters, &program, fds, p.variant),
         ForkResult::Parent { child } => {
             // Only python may hold the output pipes and the channel, so
             // they close when it ends, however long this process lingers.
@@ -196,7 +189,7 @@ pub(crate) fn redirect_stdio_to_null() {
     }
 }
 
-fn exec_python(filters: &Filters, program: &Program, fds: &InitFds, p_fork: ForkRole) -> ! {
+fn exec_python(filters: &Filters, program: &Program, fds: &InitFds, variant: Variant) -> ! {
     // python reads nothing: stdin is /dev/null.
     // SAFETY: open/dup2 on fds this process owns.
     unsafe {
@@ -233,9 +226,8 @@ fn exec_python(filters: &Filters, program: &Program, fds: &InitFds, p_fork: Fork
     if let Err(e) = privs::become_jail_user() {
         fail_exec(report, e);
     }
-    // A template shares no pid namespace with its init, whose end must
-    // still end it (after the id change, which clears this).
-    if matches!(p_fork, ForkRole::Template { .. }) {
+    // After the id change, which clears it.
+    if variant.python_dies_with_init {
         if let Err(e) = set_pdeathsig() {
             fail_exec(report, e);
         }

@@ -141,21 +141,20 @@ fn run_in_cgroup(
     drop_supplementary_groups()?;
     let (release_r, release_w) = pipe()?;
     let (report_r, report_w) = pipe()?;
+    let variant = plan::variant::Variant::of(spec);
     let prepared = Prepared {
         spec,
+        variant,
         filters,
         cap_last_cap: cap_last_cap(),
         memory_backstop: cgroup.is_none(),
         self_attach: v1_tasks_files(spec, cgroup)?,
     };
     let cg_fd = cgroup.and_then(|c| c.dir_fd());
-    // A template's children get pid namespaces of their own beside it, so
-    // its death takes none of them: it stays in ours.
-    let namespaces = match spec.fork {
-        prims_protocol::jail::ForkRole::Template { .. } => {
-            NAMESPACES & !(libc::CLONE_NEWPID as u64)
-        }
-        _ => NAMESPACES,
+    let namespaces = if variant.pid_namespace {
+        NAMESPACES
+    } else {
+        NAMESPACES & !(libc::CLONE_NEWPID as u64)
     };
     let forked = owner::clone_as(spec.host_uid, spec.host_gid, || {
         sys::clone_fork(namespaces, cg_fd)
@@ -183,7 +182,7 @@ fn run_in_cgroup(
     // Only the init sends on the proxy socket; only python uses the channel.
     drop(handed);
     let released = (|| {
-        idmap::write(pid, spec.host_uid, spec.host_gid, spec.fork)?;
+        idmap::write(pid, spec.host_uid, spec.host_gid, variant.children_ids)?;
         if let Some(cg) = cgroup {
             if cg_fd.is_none() && spec.cgroup.backend == CgroupBackend::V2 {
                 cg.attach(pid)?;

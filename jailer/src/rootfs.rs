@@ -7,11 +7,12 @@
 
 use crate::error::JailError;
 use crate::mounts::{bind, mkdir_p, set_attr, symlink, tmpfs, touch, write_file, RO};
+use crate::plan::variant::ProcView;
 use crate::sys::{MOUNT_ATTR_NODEV, MOUNT_ATTR_NOEXEC, MOUNT_ATTR_NOSUID, MOUNT_ATTR_RDONLY};
 use crate::{proc_mask, userns_limits};
 use nix::errno::Errno;
 use nix::mount::{mount, umount2, MntFlags, MsFlags};
-use prims_protocol::jail::{ForkRole, JobSpec, TEMPLATE_CHILD_UIDS};
+use prims_protocol::jail::JobSpec;
 use std::ffi::CString;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
@@ -165,7 +166,7 @@ fn in_root(p: &Path) -> PathBuf {
 }
 
 /// Assemble the new root and pivot into it. Runs as the jail's fs identity.
-pub fn build(spec: &JobSpec, src: Sources) -> Result<(), JailError> {
+pub fn build(spec: &JobSpec, proc: ProcView, src: Sources) -> Result<(), JailError> {
     let root = Path::new(NEW_ROOT);
     let nosuid_nodev = MsFlags::MS_NOSUID | MsFlags::MS_NODEV;
     tmpfs(root, nosuid_nodev, "mode=0755,size=1m,nr_inodes=4096")?;
@@ -233,14 +234,9 @@ pub fn build(spec: &JobSpec, src: Sources) -> Result<(), JailError> {
     mount_tmp(&tmp, spec)?;
 
     build_dev(root, &src.devs)?;
-    if let ForkRole::Template {
-        children_uid_count, ..
-    } = spec.fork
-    {
-        let keeper = TEMPLATE_CHILD_UIDS + children_uid_count.saturating_sub(1);
-        build_template_proc(root, keeper)?;
-    } else {
-        build_proc(root)?;
+    match proc {
+        ProcView::Masked => build_proc(root)?,
+        ProcView::ForChildren { keeper } => build_template_proc(root, keeper)?,
     }
     if !etc_is_bound {
         build_etc(root)?;

@@ -100,7 +100,7 @@ fn serve_starts_both_and_stops_on_ctrl_c() {
             "{}\n[python]\ndefault_packages = []\n{}[cgroup]\nparent = \"{tag}\"\n\
              [identity]\nuid_base = 690000\nuid_count = 1000\n",
             prims_tests::policy::TEST_DEFAULTS,
-            prims_tests::harness::kernel_site_key()
+            prims_tests::harness::ipython_site_key()
         ),
     )
     .unwrap();

@@ -265,15 +265,18 @@ pub struct Python {
     /// interpreter forked from a template copies the pages it touches, and
     /// this pays for the common ones before a session claims the spare.
     pub warm_up_code: String,
-    /// The kernel layer: packages every interpreter sees after its own
+    /// The IPython layer: packages every interpreter sees after its own
     /// environment's, which give cells notebook semantics (IPython runs
     /// them) and plots. Built once, like an environment. Empty: no layer.
-    pub kernel_packages: Vec<String>,
-    /// A directory of packages to use as the kernel layer instead of
-    /// building `kernel_packages` (an offline host's, made with `pip
-    /// install --target`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub kernel_site: Option<std::path::PathBuf>,
+    /// (Earlier versions called it `kernel_packages`, which is still read.)
+    #[serde(alias = "kernel_packages")]
+    pub ipython_packages: Vec<String>,
+    /// A directory of packages to use as the IPython layer instead of
+    /// building `ipython_packages` (an offline host's, made with `pip
+    /// install --target`). (Earlier versions called it `kernel_site`, which
+    /// is still read.)
+    #[serde(skip_serializing_if = "Option::is_none", alias = "kernel_site")]
+    pub ipython_site: Option<std::path::PathBuf>,
 }
 
 /// Builds, sums and prints a small frame and an array, as most first
@@ -299,11 +302,11 @@ impl Default for Python {
             build_disk: ByteSize::gib(4),
             prewarm_imports: ["pandas", "numpy"].into_iter().map(String::from).collect(),
             warm_up_code: DEFAULT_WARM_UP_CODE.to_string(),
-            kernel_packages: ["ipython", "matplotlib", "matplotlib-inline"]
+            ipython_packages: ["ipython", "matplotlib", "matplotlib-inline"]
                 .into_iter()
                 .map(String::from)
                 .collect(),
-            kernel_site: None,
+            ipython_site: None,
         }
     }
 }

@@ -283,7 +283,7 @@ fn python(p: &Policy, f: &mut Findings) {
     let py = &p.python;
     let lists = [
         ("default_packages", &py.default_packages),
-        ("kernel_packages", &py.kernel_packages),
+        ("ipython_packages", &py.ipython_packages),
         ("extra_index_urls", &py.extra_index_urls),
         ("find_links", &py.find_links),
     ];
@@ -309,10 +309,10 @@ fn python(p: &Policy, f: &mut Findings) {
             format!("{t} is out of range (must be more than 0s and at most {MAX_RUN_TIME})"),
         );
     }
-    if let Some(site) = &py.kernel_site {
+    if let Some(site) = &py.ipython_site {
         if !site.is_absolute() {
             f.add(
-                KeyPath::new(&["python", "kernel_site"]),
+                KeyPath::new(&["python", "ipython_site"]),
                 format!("{} is not an absolute path", site.display()),
             );
         }

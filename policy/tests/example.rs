@@ -53,7 +53,7 @@ fn example_documents_every_key() {
     let mut full = Policy::default();
     full.limits.max_concurrent_runs = Some(4);
     full.limits.max_concurrent_fresh_runs = Some(8);
-    full.python.kernel_site = Some("/opt/prims/kernel".into());
+    full.python.ipython_site = Some("/opt/prims/ipython".into());
     let want = schema_paths(&full.to_toml_string());
     assert!(want.contains("limits.max_concurrent_runs"));
     assert!(want.contains("filesystem.interpreters"));

@@ -2,7 +2,9 @@
 //! [`jail`], what the supervisor and a jailer exchange over its inherited
 //! file descriptors (the job spec in, the outcome out); [`wire`] with
 //! [`frame`] and [`client`], the supervisor socket's messages, framing and
-//! client; and [`egress`], the egress proxy's report of a run. Plain data
+//! client; [`fork`], the fork wing's messages between a template's child,
+//! the jailer that adopts it and the supervisor; and [`egress`], the egress
+//! proxy's report of a run. Plain data
 //! with serde; the only I/O is the optional async frame reader and writer
 //! (feature `io`) and the client (feature `client`).
 //!
@@ -20,6 +22,7 @@ pub mod cell;
 #[cfg(feature = "client")]
 pub mod client;
 pub mod egress;
+pub mod fork;
 pub mod frame;
 pub mod history;
 pub mod jail;

@@ -112,8 +112,8 @@ async fn junk_requirements_are_refused_before_uv_runs() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn base_env_imports_pandas_in_a_run_jail() {
-    // The default packages, without the kernel layer built beside them.
-    let f = fixture(&policy("kernel_packages = []"), true);
+    // The default packages, without the IPython layer built beside them.
+    let f = fixture(&policy("ipython_packages = []"), true);
     assert!(!f.envs.base_ready());
     let t = Instant::now();
     f.envs.spawn_base_build();

@@ -35,7 +35,7 @@ import pytest
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
 PRIMS = Path(os.environ.get("PRIMS_BIN", str(REPO / "target" / "debug" / "prims")))
-KERNEL_SITE = Path(os.environ.get("PRIMS_KERNEL_SITE", "/var/lib/prims-tests/kernel-site"))
+IPYTHON_SITE = Path(os.environ.get("PRIMS_IPYTHON_SITE", "/var/lib/prims-tests/ipython-site"))
 HEALTH_TIMEOUT_S = float(os.environ.get("PRIMS_MCP_HEALTH_TIMEOUT", "120"))
 
 
@@ -174,9 +174,9 @@ def make_policy(cgroup_parent: str, uid_base: int) -> str:
     return (
         "[python]\n"
         "default_packages = []\n"
-        # The kernel layer scripts/kernel-site.sh makes (run.sh runs it):
+        # The IPython layer scripts/ipython-site.sh makes (run.sh runs it):
         # IPython and matplotlib without a download per server.
-        f'kernel_site = "{KERNEL_SITE}"\n'
+        f'ipython_site = "{IPYTHON_SITE}"\n'
         "[cgroup]\n"
         f'parent = "{cgroup_parent}"\n'
         "[identity]\n"

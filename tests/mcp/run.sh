@@ -22,7 +22,7 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 
 "$here/setup.sh"
-"$root/scripts/kernel-site.sh"
+"$root/scripts/ipython-site.sh"
 
 if [ "${PRIMS_MCP_NO_BUILD:-0}" != 1 ]; then
   echo "tests/mcp/run.sh: cargo build --workspace --bins" >&2

@@ -1,7 +1,7 @@
 """A notebook session's extra ways in stay inside the jail.
 
 `!cmd` runs in the jail with the jail's identity, filters and limits; the
-kernel layer at /kernel is read-only; and hostile rich reprs (huge, slow,
+IPython layer at /ipython is read-only; and hostile rich reprs (huge, slow,
 raising, of the wrong type, in floods, or playing with file descriptors)
 cost their own output only: each cell gets a clean result and the next call
 in the same session runs in the same interpreter with its state
@@ -135,13 +135,13 @@ async def test_shell_commands_cannot_write_outside_the_workspace(server):
     async with open_session(server) as session:
         sc = await session.run(
             "!touch /etc/prims-probe; echo rc=$?\n"
-            "!touch /kernel/prims-probe; echo rc=$?\n"
+            "!touch /ipython/prims-probe; echo rc=$?\n"
             "!touch /usr/prims-probe; echo rc=$?\n"
             "!touch prims-probe; echo rc=$?"
         )
         lines = sc["stdout"].splitlines()
         assert lines == ["rc=1", "rc=1", "rc=1", "rc=0"], sc
-        for path in ("/etc", "/kernel", "/usr"):
+        for path in ("/etc", "/ipython", "/usr"):
             assert f"cannot touch '{path}/prims-probe'" in sc["stderr"], sc
         assert "Read-only file system" in sc["stderr"] or "Permission denied" in sc["stderr"], sc
 
@@ -157,10 +157,10 @@ async def test_the_kernel_layer_is_read_only(server):
             "        return errno.errorcode[e.errno]\n"
             "    return 'written'\n"
             "import IPython\n"
-            "print(IPython.__file__.startswith('/kernel/'))\n"
-            "print(attempt(lambda: open('/kernel/planted.py', 'w')))\n"
+            "print(IPython.__file__.startswith('/ipython/'))\n"
+            "print(attempt(lambda: open('/ipython/planted.py', 'w')))\n"
             "print(attempt(lambda: open(IPython.__file__, 'a')))\n"
-            "print(attempt(lambda: os.mkdir('/kernel/IPython/planted')))\n"
+            "print(attempt(lambda: os.mkdir('/ipython/IPython/planted')))\n"
             "print(attempt(lambda: os.rename(IPython.__file__, IPython.__file__ + '.x')))"
         )
         sc = await session.run(probe)
@@ -172,7 +172,7 @@ async def test_the_kernel_layer_is_read_only(server):
         # pip, from a cell, cannot install into the layer either.
         sc = await session.run(
             "!python3 -m pip install --no-index --target /kernel --no-deps fork_until_refused.py 2>&1 | tail -n 1; "
-            "touch /kernel/x 2>&1"
+            "touch /ipython/x 2>&1"
         )
         assert "Read-only file system" in sc["stdout"], sc
 

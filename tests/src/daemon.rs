@@ -39,18 +39,18 @@ fn next_uid_base() -> u32 {
 /// cgroup parent and uid range.
 fn base_policy(cgroup_parent: &str, uid_base: u32, extra: &str, python: &str) -> String {
     let extra = with_defaults(extra, TEST_DEFAULTS);
-    // Interpreters run cells through IPython from the tests' kernel layer,
+    // Interpreters run cells through IPython from the tests' IPython layer,
     // unless the test names its own layer.
-    let kernel = if python.contains("kernel_") {
+    let ipython = if python.contains("ipython_") {
         String::new()
     } else {
         format!(
-            "kernel_site = {:?}\n",
-            crate::harness::kernel_site().display().to_string()
+            "ipython_site = {:?}\n",
+            crate::harness::ipython_site().display().to_string()
         )
     };
     format!(
-        "{extra}\n[python]\ndefault_packages = []\nbuild_disk = \"1GiB\"\n{kernel}{python}\n[cgroup]\nparent = \"{cgroup_parent}\"\n\
+        "{extra}\n[python]\ndefault_packages = []\nbuild_disk = \"1GiB\"\n{ipython}{python}\n[cgroup]\nparent = \"{cgroup_parent}\"\n\
          [identity]\nuid_base = {uid_base}\nuid_count = 1000\n"
     )
 }

@@ -16,32 +16,35 @@ pub const HARD_TIMEOUT: Duration = Duration::from_secs(90);
 /// ends quickly.
 pub const DEFAULT_POLICY: &str = "[limits]\nwall_time = \"10s\"\n";
 
-/// The kernel layer the tests bind into their interpreters' jails
-/// (`python.kernel_site`): `$PRIMS_KERNEL_SITE`, else
-/// `/var/lib/prims-tests/kernel-site`, which `scripts/kernel-site.sh`
+/// The IPython layer the tests bind into their interpreters' jails
+/// (`python.ipython_site`): `$PRIMS_IPYTHON_SITE`, else
+/// `/var/lib/prims-tests/ipython-site`, which `scripts/ipython-site.sh`
 /// makes (`scripts/test.sh` runs it first). Outside the checkout, whose
 /// path no jail may name.
-pub fn kernel_site() -> PathBuf {
-    let site = std::env::var_os("PRIMS_KERNEL_SITE")
+pub fn ipython_site() -> PathBuf {
+    let site = std::env::var_os("PRIMS_IPYTHON_SITE")
         .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/var/lib/prims-tests/kernel-site"));
+        .unwrap_or_else(|| PathBuf::from("/var/lib/prims-tests/ipython-site"));
     assert!(
         site.join("IPython").is_dir(),
-        "{} has no IPython: run scripts/kernel-site.sh (scripts/test.sh does) \
+        "{} has no IPython: run scripts/ipython-site.sh (scripts/test.sh does) \
          before the tests that start live interpreters",
         site.display()
     );
     site
 }
 
-/// The `[python]` key that gives interpreters the tests' kernel layer.
-pub fn kernel_site_key() -> String {
-    format!("kernel_site = {:?}\n", kernel_site().display().to_string())
+/// The `[python]` key that gives interpreters the tests' IPython layer.
+pub fn ipython_site_key() -> String {
+    format!(
+        "ipython_site = {:?}\n",
+        ipython_site().display().to_string()
+    )
 }
 
-/// A `[python]` table that gives interpreters the tests' kernel layer.
-pub fn kernel_policy() -> String {
-    format!("[python]\n{}", kernel_site_key())
+/// A `[python]` table that gives interpreters the tests' IPython layer.
+pub fn ipython_policy() -> String {
+    format!("[python]\n{}", ipython_site_key())
 }
 
 /// Panics unless the test process is root: the jail needs it.
@@ -229,7 +232,7 @@ impl Job {
             let pf = dir.path().join("policy.toml");
             // A live cell runs through IPython, as the daemon's do.
             let p = if self.live || live_mode() {
-                crate::policy::with_defaults(p, &kernel_policy())
+                crate::policy::with_defaults(p, &ipython_policy())
             } else {
                 p.clone()
             };

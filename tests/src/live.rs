@@ -237,7 +237,7 @@ pub const CONFINED: &str = "/workspace/w.txt ok\n\
 / EACCES\n\
 /workspace/.. EACCES\n\
 /workspace ['.prims', 'mounts', 'output', 'w.txt']\n\
-/tmp ['t.txt']\n\
+/tmp ['.prims', 't.txt']\n\
 CapInh 0000000000000000\n\
 CapPrm 0000000000000000\n\
 CapEff 0000000000000000\n\

@@ -731,7 +731,7 @@ async fn live_state_session_packages_never_shadow_the_standard_library() {
     assert_eq!(
         stdout(&used),
         "/usr/lib/python3.11/statistics.py\n42 ['/usr/lib/python3.11', '/usr/lib/python3.11/lib-dynload', \
-         '/venv/lib/python3.11/site-packages', '/workspace/.prims/site-packages', '/kernel']\n",
+         '/venv/lib/python3.11/site-packages', '/workspace/.prims/site-packages', '/ipython']\n",
         "{used:?}"
     );
     // A stop saves with the agent's own pickle, and the restore too.

@@ -36,9 +36,9 @@ expect deb_policy_is_a_conffile grep -qx /etc/prims/policy.toml /var/lib/dpkg/in
 expect deb_ships_the_docs test -f /usr/share/doc/prims/README.md -a -f /usr/share/doc/prims/docs/operations.md
 expect units_verify systemd-analyze verify prims-supervisor.service prims-mcp.service prims.slice
 
-echo "== the admin edits /etc/prims/policy.toml (no PyPI here: no default packages, no kernel layer)"
+echo "== the admin edits /etc/prims/policy.toml (no PyPI here: no default packages, no IPython layer)"
 sed -i 's/^default_packages = .*/default_packages = []/' /etc/prims/policy.toml
-sed -i 's/^kernel_packages = .*/kernel_packages = []/' /etc/prims/policy.toml
+sed -i 's/^ipython_packages = .*/ipython_packages = []/' /etc/prims/policy.toml
 expect policy_check prims policy check /etc/prims/policy.toml
 
 echo "== systemctl enable --now prims-supervisor prims-mcp"
@@ -72,7 +72,7 @@ echo "== upgrade: dpkg -i again while both services run"
 before=$(systemctl show -p MainPID --value prims-supervisor.service)
 expect upgrade_installs dpkg -i "$here"/prims_*.deb
 expect upgrade_keeps_the_edited_policy grep -qx 'default_packages = \[\]' /etc/prims/policy.toml
-expect upgrade_keeps_no_kernel_layer grep -qx 'kernel_packages = \[\]' /etc/prims/policy.toml
+expect upgrade_keeps_no_kernel_layer grep -qx 'ipython_packages = \[\]' /etc/prims/policy.toml
 expect upgrade_restarted_the_supervisor bash -c "[ \"\$(systemctl show -p MainPID --value prims-supervisor.service)\" != '$before' ] && systemctl is-active -q prims-supervisor.service prims-mcp.service"
 expect mcp_health_after_upgrade wait_health
 smoke after "$state" || fails=$((fails+1))

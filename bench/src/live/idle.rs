@@ -37,7 +37,7 @@ pub(crate) struct Open<'a> {
 /// Opens the sessions of cases a and c from a settled, full pool, and
 /// measures case e. A first session runs `first` and is closed: on cgroup
 /// v1 the page cache of the files an interpreter reads first (pandas, the
-/// kernel layer) stays charged to the pool's first interpreter, which
+/// IPython layer) stays charged to the pool's first interpreter, which
 /// case e leaves out to measure one like the rest.
 pub(crate) async fn open<'a>(url: &str, sup: &'a Supervisor, first: Cell) -> Result<Open<'a>> {
     Session::open(url, first).await?.close().await;

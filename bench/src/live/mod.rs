@@ -5,14 +5,14 @@
 //! ratios are measured together; a and c also through the supervisor
 //! socket, which shows the front-end's share. Case e reads idle memory
 //! from the supervisor's stats and the agent's `/proc`. With
-//! `--compare-kernel` the cases run against two servers at once, without
-//! and with the IPython kernel layer, alternating between them (kernel.rs).
+//! `--compare-ipython` the cases run against two servers at once, without
+//! and with the IPython layer, alternating between them (ipython.rs).
 
 mod cases;
 pub(crate) mod cell;
 pub(crate) mod idle;
-mod kernel;
-mod kernel_report;
+mod ipython;
+mod ipython_report;
 mod report;
 mod socket;
 pub(crate) mod supervisor;
@@ -35,7 +35,7 @@ pub fn main(
     rounds: usize,
     prims: PathBuf,
     policy: Option<PathBuf>,
-    compare_kernel: bool,
+    compare_ipython: bool,
 ) -> Result<()> {
     if runs < 20 {
         bail!("--runs must be at least 20");
@@ -43,11 +43,11 @@ pub fn main(
     if rounds < 1 {
         bail!("--rounds must be at least 1");
     }
-    if compare_kernel {
+    if compare_ipython {
         if policy.is_some() {
-            bail!("--compare-kernel writes its own two policies; leave out --policy");
+            bail!("--compare-ipython writes its own two policies; leave out --policy");
         }
-        return kernel::main(runs, rounds, &prims);
+        return ipython::main(runs, rounds, &prims);
     }
     let given = match &policy {
         Some(p) => Policy::load(p).with_context(|| format!("reading {}", p.display()))?,

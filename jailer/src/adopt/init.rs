@@ -22,8 +22,8 @@ use nix::sched::CloneFlags;
 use nix::sys::signal::{SigSet, Signal};
 use nix::sys::signalfd::{SfdFlags, SignalFd};
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+use prims_protocol::fork::{FromChild, ToChild};
 use prims_protocol::jail::{JobSpec, NetworkMode};
-use serde_json::json;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
@@ -102,7 +102,7 @@ fn run(mut p: Prepared<'_>, fds: InitFds) -> ! {
         Ok(code) => code,
         Err(e) => {
             report::send(fds.report.as_fd(), &Report::SetupFailed(e.to_setup_error()));
-            let _ = peer::send(p.adopt.as_fd(), &json!({"op": "stop"}), &[]);
+            let _ = peer::send(p.adopt.as_fd(), &ToChild::Stop {}, &[]);
             1
         }
     };
@@ -164,7 +164,7 @@ fn setup_and_supervise(p: &mut Prepared<'_>, fds: &InitFds) -> Result<i32, JailE
     unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) };
     let mut handed = vec![pid_ns.as_raw_fd()];
     handed.extend(python_rules.iter().map(AsRawFd::as_raw_fd));
-    peer::send(p.adopt.as_fd(), &json!({"op": "go"}), &handed)?;
+    peer::send(p.adopt.as_fd(), &ToChild::Go {}, &handed)?;
     drop((python_rules, pid_ns));
     // Only python may hold the output pipes, so they close when it ends.
     redirect_stdio_to_null();
@@ -200,20 +200,12 @@ fn reap_until_reported(adopt: BorrowedFd<'_>, fds: &InitFds) -> i32 {
             continue;
         }
         let far = std::time::Instant::now() + peer::STEP;
-        let report = match peer::recv(adopt, far) {
-            Ok(r) => match (r.body.get("code"), r.body.get("signal")) {
-                (Some(c), _) => {
-                    Report::Exited(c.as_i64().and_then(|c| i32::try_from(c).ok()).unwrap_or(1))
-                }
-                (_, Some(s)) => Report::Signaled(
-                    s.as_i64()
-                        .and_then(|s| i32::try_from(s).ok())
-                        .unwrap_or(libc::SIGKILL),
-                ),
-                _ => Report::Signaled(libc::SIGKILL),
-            },
-            // The child is gone without a word: python went with it.
-            Err(_) => Report::Signaled(libc::SIGKILL),
+        let report = match peer::recv(adopt, far).map(|r| r.body) {
+            Ok(FromChild::Exited { code }) => Report::Exited(code),
+            Ok(FromChild::Signaled { signal }) => Report::Signaled(signal),
+            // A word out of turn, or the child gone without one: python
+            // went with it.
+            Ok(_) | Err(_) => Report::Signaled(libc::SIGKILL),
         };
         report::send(fds.report.as_fd(), &report);
         return 0;

@@ -24,8 +24,8 @@ use nix::sched::CloneFlags;
 use nix::sys::wait::waitpid;
 use nix::unistd::{fork, ForkResult};
 use prims_cgroup::JobCgroup;
+use prims_protocol::fork::{FromChild, Rlimit, ToChild};
 use prims_protocol::jail::{ForkRole, JobSpec, NetworkMode, Outcome};
-use serde_json::json;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::path::PathBuf;
 use std::time::Instant;
@@ -76,7 +76,7 @@ fn adopt_in_cgroup(
     setup::drop_supplementary_groups()?;
     // The supervisor set this before the child could send; again, in case.
     peer::pass_credentials(adopt.as_fd())?;
-    let hello = peer::expect(adopt.as_fd(), "hello", step())?;
+    let hello = peer::expect(adopt.as_fd(), FromChild::Hello {}, step())?;
     let pid = hello.pid.ok_or(JailError::AdoptPeer(
         "its hello came without credentials".into(),
     ))?;
@@ -100,7 +100,7 @@ fn adopt_in_cgroup(
         cgroup.is_none(),
     )?;
     drop(channel);
-    peer::expect(adopt.as_fd(), "unshared", step())?;
+    peer::expect(adopt.as_fd(), FromChild::Unshared {}, step())?;
     let (namespaces, template_userns) = open_namespaces(pid, template_python)?;
     idmap::write_nested(
         pid,
@@ -181,22 +181,26 @@ fn send_plan(
     self_attach: &[(PathBuf, OwnedFd)],
     memory_backstop: bool,
 ) -> Result<(), JailError> {
-    let rlimits: Vec<_> = crate::privs::rlimits(&spec.limits, memory_backstop)
+    let finite = |v: u64| (v != libc::RLIM_INFINITY).then_some(v);
+    let rlimits = crate::privs::rlimits(&spec.limits, memory_backstop)
         .into_iter()
-        .map(|(_, name, soft, hard)| json!([name, soft, hard]))
+        .map(|(_, name, soft, hard)| Rlimit {
+            resource: name.into(),
+            soft: finite(soft),
+            hard: finite(hard),
+        })
         .collect();
-    let programs: Vec<String> = filters
+    let filters = filters
         .programs()
         .iter()
         .map(|p| p.iter().map(|b| format!("{b:02x}")).collect())
         .collect();
-    let plan = json!({
-        "op": "plan",
-        "rlimits": rlimits,
-        "cap_last_cap": setup::cap_last_cap(),
-        "filters": programs,
-        "attach": self_attach.len(),
-    });
+    let plan = ToChild::Plan {
+        rlimits,
+        cap_last_cap: setup::cap_last_cap(),
+        filters,
+        attach: self_attach.len() as u32,
+    };
     let mut fds = vec![1, 2, channel.as_raw_fd()];
     fds.extend(self_attach.iter().map(|(_, fd)| fd.as_raw_fd()));
     peer::send(sock, &plan, &fds)

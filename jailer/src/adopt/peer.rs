@@ -1,8 +1,9 @@
 //! Messages with the template's forked child over the `SOCK_SEQPACKET`
-//! socket the supervisor handed us: one JSON object per datagram, with fds
-//! (`SCM_RIGHTS`) and the kernel's word on the sender's pid
-//! (`SCM_CREDENTIALS`). The child is as trusted as its template, no more:
-//! every message is bounded in size and time and checked for its shape.
+//! socket the supervisor handed us (`prims_protocol::fork`'s [`ToChild`]
+//! and [`FromChild`]), with fds (`SCM_RIGHTS`) and the kernel's word on
+//! the sender's pid (`SCM_CREDENTIALS`). The child is as trusted as its
+//! template, no more: every message is bounded in size and time and read
+//! strictly.
 
 use crate::error::JailError;
 use nix::errno::Errno;
@@ -10,19 +11,14 @@ use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sys::socket::{
     recvmsg, sendmsg, setsockopt, sockopt, ControlMessage, ControlMessageOwned, MsgFlags,
 };
-use serde_json::Value;
+use prims_protocol::fork::{capped_why, FromChild, ToChild, FROM_CHILD_FDS_MAX, MESSAGE_MAX};
 use std::io::{IoSlice, IoSliceMut};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::time::{Duration, Instant};
 
-/// The largest message either side sends (the plan, with its filters).
-pub const MESSAGE_MAX: usize = 256 << 10;
-/// Fds one message may carry.
-const FDS_MAX: usize = 4;
-
 /// One message received.
 pub struct Received {
-    pub body: Value,
+    pub body: FromChild,
     pub fds: Vec<OwnedFd>,
     /// The sender's pid, as the kernel saw it, when it came with one.
     pub pid: Option<libc::pid_t>,
@@ -37,7 +33,7 @@ pub fn pass_credentials(sock: BorrowedFd<'_>) -> Result<(), JailError> {
     setsockopt(&sock, sockopt::PassCred, &true).map_err(call("SO_PASSCRED"))
 }
 
-pub fn send(sock: BorrowedFd<'_>, body: &Value, fds: &[RawFd]) -> Result<(), JailError> {
+pub fn send(sock: BorrowedFd<'_>, body: &ToChild, fds: &[RawFd]) -> Result<(), JailError> {
     let bytes = serde_json::to_vec(body).map_err(|e| JailError::AdoptPeer(e.to_string()))?;
     let iov = [IoSlice::new(&bytes)];
     let cmsg = [ControlMessage::ScmRights(fds)];
@@ -52,11 +48,12 @@ pub fn send(sock: BorrowedFd<'_>, body: &Value, fds: &[RawFd]) -> Result<(), Jai
 }
 
 /// The next message, within `deadline`. A message that was cut, carries
-/// too many fds or is not a JSON object is refused.
+/// too many fds or is not one of [`FromChild`] is refused, and so is
+/// [`FromChild::Failed`], as the error it reports.
 pub fn recv(sock: BorrowedFd<'_>, deadline: Instant) -> Result<Received, JailError> {
     wait_readable(sock, deadline)?;
     let mut buf = vec![0u8; MESSAGE_MAX];
-    let mut space = nix::cmsg_space!([RawFd; FDS_MAX], libc::ucred);
+    let mut space = nix::cmsg_space!([RawFd; FROM_CHILD_FDS_MAX], libc::ucred);
     let (n, flags, fds, pid) = {
         let mut iov = [IoSliceMut::new(&mut buf)];
         let msg = loop {
@@ -91,35 +88,39 @@ pub fn recv(sock: BorrowedFd<'_>, deadline: Instant) -> Result<Received, JailErr
     if n == 0 {
         return Err(JailError::AdoptPeer("the child closed its socket".into()));
     }
-    if flags.intersects(MsgFlags::MSG_TRUNC | MsgFlags::MSG_CTRUNC) || fds.len() > FDS_MAX {
+    if flags.intersects(MsgFlags::MSG_TRUNC | MsgFlags::MSG_CTRUNC)
+        || fds.len() > FROM_CHILD_FDS_MAX
+    {
         return Err(JailError::AdoptPeer(
             "a message was cut or carried too many fds".into(),
         ));
     }
-    let body: Value = serde_json::from_slice(&buf[..n])
-        .map_err(|e| JailError::AdoptPeer(format!("a message is not JSON: {e}")))?;
-    if !body.is_object() {
-        return Err(JailError::AdoptPeer("a message is not an object".into()));
-    }
-    if let Some(why) = body.get("failed").and_then(Value::as_str) {
+    let body: FromChild = serde_json::from_slice(&buf[..n])
+        .map_err(|e| JailError::AdoptPeer(format!("a malformed message: {e}")))?;
+    if let FromChild::Failed { why } = body {
         return Err(JailError::AdoptPeer(format!(
             "it failed: {}",
-            why.chars().take(512).collect::<String>()
+            capped_why(&why)
         )));
     }
     Ok(Received { body, fds, pid })
 }
 
-/// The next message, which must be `{"op": op}` and carry no fds.
-pub fn expect(sock: BorrowedFd<'_>, op: &str, deadline: Instant) -> Result<Received, JailError> {
+/// The next message, which must be `want` and carry no fds.
+pub fn expect(
+    sock: BorrowedFd<'_>,
+    want: FromChild,
+    deadline: Instant,
+) -> Result<Received, JailError> {
     let r = recv(sock, deadline)?;
-    if r.body.get("op").and_then(Value::as_str) != Some(op) {
+    if r.body != want {
         return Err(JailError::AdoptPeer(format!(
-            "expected {op:?}, got another message"
+            "expected {want:?}, got {:?}",
+            r.body
         )));
     }
     if !r.fds.is_empty() {
-        return Err(JailError::AdoptPeer(format!("its {op:?} carried fds")));
+        return Err(JailError::AdoptPeer(format!("its {want:?} carried fds")));
     }
     Ok(r)
 }

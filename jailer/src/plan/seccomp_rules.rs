@@ -16,11 +16,12 @@
 //!
 //!   A call denied by name is denied outright: an `extra_deny` entry beats
 //!   an argument pattern for the same call.
-//! - A fork template may `unshare` and `setns`: its children build their
-//!   jails from it.
+//! - A fork template's filter leaves `unshare`, `setns` and the policy's
+//!   own denials to its children (`variant`).
 
+use super::variant::{SeccompScope, Variant};
 use crate::error::JailError;
-use prims_protocol::jail::{ForkRole, JobSpec};
+use prims_protocol::jail::JobSpec;
 use std::collections::BTreeMap;
 
 const CLONE_NEW_FLAGS: [u64; 7] = [
@@ -95,19 +96,15 @@ fn deny_when(eperm: &mut BTreeMap<i64, When>, nr: i64, when: When) {
 
 pub fn seccomp_rules(spec: &JobSpec) -> Result<SeccompRules, JailError> {
     let mut eperm = BTreeMap::new();
-    // A template's child unshares its own namespaces and joins its init's
-    // pid namespace, before it installs the full filter on top of this one.
-    let template = matches!(spec.fork, ForkRole::Template { .. });
+    let under_children = Variant::of(spec).seccomp == SeccompScope::UnderChildren;
     for name in prims_syscalls::ALWAYS_DENIED
         .iter()
         .copied()
-        .filter(|n| !(template && matches!(*n, "unshare" | "setns")))
-        // The policy's own denials fall on each child, after its setup (a
-        // denied prlimit64 would keep it from setting its rlimits).
+        .filter(|n| !(under_children && matches!(*n, "unshare" | "setns")))
         .chain(
             spec.seccomp_extra_deny
                 .iter()
-                .filter(|_| !template)
+                .filter(|_| !under_children)
                 .map(String::as_str),
         )
     {

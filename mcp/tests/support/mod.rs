@@ -86,7 +86,7 @@ impl Stack {
                 "{}\n[python]\ndefault_packages = []\n{}[cgroup]\nparent = \"{cgroup_parent}\"\n\
                  [identity]\nuid_base = {uid_base}\nuid_count = 1000\n",
                 with_defaults(policy_extra, TEST_DEFAULTS),
-                prims_tests::harness::kernel_site_key()
+                prims_tests::harness::ipython_site_key()
             ),
         )
         .expect("policy");

@@ -13,7 +13,7 @@ use crate::egress::{call_rules, NetCall};
 use crate::envs::{Added, EnvLease};
 use crate::fsops::Snapshot;
 use crate::interpreters::install::Installer;
-use crate::interpreters::{KernelFrom, LiveCall, LiveRun, SessionRequirements};
+use crate::interpreters::{IpythonFrom, LiveCall, LiveRun, SessionRequirements};
 use crate::job::Stream;
 use crate::server::Ctx;
 use crate::sessions::Session;
@@ -274,7 +274,7 @@ async fn execute(
             LiveCall {
                 req,
                 lease,
-                kernel: KernelFrom {
+                ipython: IpythonFrom {
                     envs: &d.envs,
                     progress,
                 },

@@ -5,6 +5,7 @@ use super::scheduler::Scheduler;
 use super::state::Daemon;
 use crate::audit::Audit;
 use crate::envs::{EnvConfig, Envs};
+use crate::interpreters::agent::AgentDir;
 use crate::interpreters::Interpreters;
 use crate::job::{self, InstanceId, Jails, JobNames, Parents};
 use crate::server::{self, ConnectionLimits, ServerConfig};
@@ -54,6 +55,8 @@ pub enum StartError {
     Sessions(String),
     #[error("environments: {0}")]
     Envs(String),
+    #[error("the agent's files: {0}")]
+    Agent(String),
     #[error("socket: {0}")]
     Server(String),
 }
@@ -123,11 +126,14 @@ pub async fn start(cfg: DaemonConfig, shutdown: CancellationToken) -> Result<(),
         policy.max_concurrent_runs(),
         policy.max_concurrent_fresh_runs(),
     );
+    let agent = AgentDir::install(&cfg.state_dir.join("agent"))
+        .map_err(|e| StartError::Agent(e.to_string()))?;
     let interpreters = Arc::new(Interpreters::new(
         jails,
         cfg.egress.clone(),
         interpreter,
         sessions.clone(),
+        agent,
     ));
     let task_limits = crate::tasks::TaskLimits::from(&policy.tasks);
     let daemon = Arc::new(Daemon {

@@ -99,7 +99,7 @@ impl Daemon {
             templates_up: templates.up,
             starts_forked: templates.forked_starts,
             starts_cold: templates.cold_starts,
-            starts_in_place: templates.respawns,
+            starts_in_place: templates.in_place_starts,
             sessions: self.sessions.len() as u64,
             runs_active: self.scheduler.active(),
             runs_queued: self.scheduler.queued(),

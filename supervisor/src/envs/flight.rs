@@ -30,14 +30,14 @@ impl Core {
             .await
     }
 
-    /// The kernel layer, built if needed; `None` when the policy asks for
+    /// The IPython layer, built if needed; `None` when the policy asks for
     /// no layer to be built.
-    pub(super) async fn ensure_kernel(
+    pub(super) async fn ensure_ipython(
         self: &Arc<Self>,
         progress: &(dyn Fn(String) + Send + Sync),
     ) -> Result<Option<EnvLease>, EnvError> {
         let settings = self.settings();
-        let Some((key, packages)) = self.kernel_key_for(&settings) else {
+        let Some((key, packages)) = self.ipython_key_for(&settings) else {
             return Ok(None);
         };
         let reqs = packages.clone();

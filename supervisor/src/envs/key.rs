@@ -18,8 +18,8 @@ const LAYOUT: &str = "prims-env-v2";
 pub(super) struct Settings {
     /// Normalized like user requirements.
     pub default_packages: Vec<String>,
-    /// The kernel layer's packages, normalized; empty: no layer to build.
-    pub kernel_packages: Vec<String>,
+    /// The IPython layer's packages, normalized; empty: no layer to build.
+    pub ipython_packages: Vec<String>,
     pub index_url: String,
     pub extra_index_urls: Vec<String>,
     pub find_links: Vec<String>,
@@ -45,17 +45,17 @@ impl Settings {
             validate_requirements(&py.default_packages).map_err(|e| EnvError::Policy {
                 message: format!("python.default_packages: {e}"),
             })?;
-        let kernel_packages = if py.kernel_site.is_some() {
+        let ipython_packages = if py.ipython_site.is_some() {
             // The admin's own layer stands in for a built one.
             Vec::new()
         } else {
-            validate_requirements(&py.kernel_packages).map_err(|e| EnvError::Policy {
-                message: format!("python.kernel_packages: {e}"),
+            validate_requirements(&py.ipython_packages).map_err(|e| EnvError::Policy {
+                message: format!("python.ipython_packages: {e}"),
             })?
         };
         Ok(Settings {
             default_packages,
-            kernel_packages,
+            ipython_packages,
             index_url: py.index_url.clone(),
             extra_index_urls: py.extra_index_urls.clone(),
             find_links: py.find_links.clone(),

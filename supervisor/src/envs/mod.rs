@@ -119,22 +119,22 @@ impl Envs {
         self.core.ensure(reqs, progress).await
     }
 
-    /// Start building the base environment, and the kernel layer, in the
+    /// Start building the base environment, and the IPython layer, in the
     /// background.
     pub fn spawn_base_build(self: &Arc<Self>) {
         self.core.base_wanted.store(true, Ordering::Relaxed);
         Core::spawn_base_build(&self.core);
-        Core::spawn_kernel_build(&self.core);
+        Core::spawn_ipython_build(&self.core);
     }
 
-    /// The kernel layer (packages every interpreter sees after its own:
+    /// The IPython layer (packages every interpreter sees after its own:
     /// IPython, matplotlib), built if needed; `None` when the policy asks
     /// for no layer to be built (none at all, or an admin's directory).
-    pub async fn ensure_kernel(
+    pub async fn ensure_ipython(
         &self,
         progress: &(dyn Fn(String) + Send + Sync),
     ) -> Result<Option<EnvLease>, EnvError> {
-        self.core.ensure_kernel(progress).await
+        self.core.ensure_ipython(progress).await
     }
 
     /// The site-packages directory of the environment `lease` holds.
@@ -204,7 +204,7 @@ impl Envs {
         }
         if self.core.base_wanted.load(Ordering::Relaxed) {
             // A no-op lookup when the layer is already built.
-            Core::spawn_kernel_build(&self.core);
+            Core::spawn_ipython_build(&self.core);
         }
     }
 }

@@ -65,13 +65,13 @@ impl Core {
         self.key_for(&self.settings(), &[]).0
     }
 
-    /// The kernel layer's key and packages (no default packages), if the
+    /// The IPython layer's key and packages (no default packages), if the
     /// policy asks for a layer to be built.
-    pub(super) fn kernel_key_for(&self, settings: &Settings) -> Option<(String, Vec<String>)> {
-        if settings.kernel_packages.is_empty() {
+    pub(super) fn ipython_key_for(&self, settings: &Settings) -> Option<(String, Vec<String>)> {
+        if settings.ipython_packages.is_empty() {
             return None;
         }
-        let packages = settings.kernel_packages.clone();
+        let packages = settings.ipython_packages.clone();
         let key = env_key(
             &self.cfg.interpreter,
             &self.cfg.version,
@@ -95,20 +95,20 @@ impl Core {
         })
     }
 
-    /// Builds the kernel layer in the background, if the policy asks for one.
-    pub(super) fn spawn_kernel_build(core: &Arc<Core>) {
+    /// Builds the IPython layer in the background, if the policy asks for one.
+    pub(super) fn spawn_ipython_build(core: &Arc<Core>) {
         let Ok(rt) = tokio::runtime::Handle::try_current() else {
             return;
         };
         let core = core.clone();
         rt.spawn(async move {
-            let progress = |m: String| tracing::debug!(message = %m, "kernel layer");
-            match core.ensure_kernel(&progress).await {
+            let progress = |m: String| tracing::debug!(message = %m, "IPython layer");
+            match core.ensure_ipython(&progress).await {
                 Ok(Some(lease)) => {
-                    tracing::info!(key = %lease.key, built = lease.built, "kernel layer ready")
+                    tracing::info!(key = %lease.key, built = lease.built, "IPython layer ready")
                 }
                 Ok(None) => {}
-                Err(e) => tracing::error!(error = %e, "building the kernel layer failed; cells run without notebook semantics until it is built"),
+                Err(e) => tracing::error!(error = %e, "building the IPython layer failed; cells run without notebook semantics until it is built"),
             }
         });
     }
@@ -136,10 +136,10 @@ impl Core {
     /// layer and `keep`.
     pub(super) fn gc(&self, keep: &[&str]) -> Vec<String> {
         let base = self.base_key();
-        let kernel = self.kernel_key_for(&self.settings()).map(|(k, _)| k);
+        let ipython = self.ipython_key_for(&self.settings()).map(|(k, _)| k);
         let mut keep: Vec<&str> = keep.to_vec();
         keep.push(&base);
-        keep.extend(kernel.as_deref());
+        keep.extend(ipython.as_deref());
         let cap = self.settings().cache_bytes;
         let (keys, trash) = {
             let mut index = self.lock_index();

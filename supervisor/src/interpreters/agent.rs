@@ -1,23 +1,148 @@
-//! The agent a live interpreter runs: stdlib Python in `agent.py`, started
-//! in the jail as `python -I -u -c AGENT_SOURCE` (a fork template as
-//! `python -s -u -c`, see start.rs) with one end of the channel socket on
-//! fd 3. The constants here are the agent's limits and formats as the
-//! supervisor relies on them; agent.py spells the same numbers, and a test
-//! checks that the two agree.
+//! The agent a live interpreter runs: the Python package of
+//! `supervisor/agent/` (`prims_agent`, stdlib only), with one end of the
+//! channel socket on fd 3. The supervisor writes its files once into a
+//! read-only directory of its own ([`AgentDir`]), which every interpreter's
+//! jail binds at [`AGENT_TARGET`] and python runs: `python -I -u /prims`
+//! (a fork template `python -s -u /prims`, see start.rs), so that `ps`
+//! shows a short command line. The constants here are the agent's limits
+//! and formats as the supervisor relies on them; the package spells the
+//! same numbers, and a test checks that the two agree.
 
+use prims_protocol::jail::{Bind, JobSpec, VENV_PYTHON};
+use sha2::{Digest, Sha256};
 #[cfg(test)]
 use std::os::fd::RawFd;
+use std::path::{Path, PathBuf};
 
-/// The agent's program text, for `python -I -u -c`: the agent, its
-/// notebook half, its fork-template half, and the call that starts it.
-pub(crate) const AGENT_SOURCE: &str = concat!(
-    include_str!("agent.py"),
-    "\n",
-    include_str!("notebook.py"),
-    "\n",
-    include_str!("fork.py"),
-    "\nmain()\n"
-);
+/// The agent's files: each one's path in the agent's directory, and its
+/// text.
+pub(crate) const AGENT_FILES: [(&str, &str); 13] = [
+    ("__main__.py", include_str!("../../agent/__main__.py")),
+    (
+        "prims_agent/__init__.py",
+        include_str!("../../agent/prims_agent/__init__.py"),
+    ),
+    (
+        "prims_agent/main.py",
+        include_str!("../../agent/prims_agent/main.py"),
+    ),
+    (
+        "prims_agent/agent.py",
+        include_str!("../../agent/prims_agent/agent.py"),
+    ),
+    (
+        "prims_agent/channel.py",
+        include_str!("../../agent/prims_agent/channel.py"),
+    ),
+    (
+        "prims_agent/state.py",
+        include_str!("../../agent/prims_agent/state.py"),
+    ),
+    (
+        "prims_agent/shell.py",
+        include_str!("../../agent/prims_agent/shell.py"),
+    ),
+    (
+        "prims_agent/stdio.py",
+        include_str!("../../agent/prims_agent/stdio.py"),
+    ),
+    (
+        "prims_agent/text.py",
+        include_str!("../../agent/prims_agent/text.py"),
+    ),
+    (
+        "prims_agent/fork/__init__.py",
+        include_str!("../../agent/prims_agent/fork/__init__.py"),
+    ),
+    (
+        "prims_agent/fork/parent.py",
+        include_str!("../../agent/prims_agent/fork/parent.py"),
+    ),
+    (
+        "prims_agent/fork/syscalls.py",
+        include_str!("../../agent/prims_agent/fork/syscalls.py"),
+    ),
+    (
+        "prims_agent/fork/template.py",
+        include_str!("../../agent/prims_agent/fork/template.py"),
+    ),
+];
+
+/// Where every interpreter's jail has the agent's directory.
+pub(crate) const AGENT_TARGET: &str = "/prims";
+
+/// The agent's files on the host: a directory the supervisor wrote once,
+/// owned by root and read-only to everyone else, named after what it
+/// holds, so that an upgrade never changes the files of a running jail.
+#[derive(Debug, Clone)]
+pub(crate) struct AgentDir {
+    pub dir: PathBuf,
+}
+
+impl AgentDir {
+    /// The directory of these files under `parent`, written there unless it
+    /// is there already (made whole under a temporary name, then renamed
+    /// into place). Directories of other versions under `parent` are
+    /// removed.
+    pub(crate) fn install(parent: &Path) -> std::io::Result<AgentDir> {
+        use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+        let mut hash = Sha256::new();
+        for (path, text) in AGENT_FILES {
+            hash.update(path.as_bytes());
+            hash.update([0]);
+            hash.update(text.as_bytes());
+            hash.update([0]);
+        }
+        let name = format!("agent-{}", &hex::encode(hash.finalize())[..16]);
+        let dir = parent.join(&name);
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o755)
+            .create(parent)?;
+        if !dir.is_dir() {
+            let tmp = tempfile::Builder::new()
+                .prefix(".agent-")
+                .tempdir_in(parent)?;
+            for (path, text) in AGENT_FILES {
+                let file = tmp.path().join(path);
+                if let Some(up) = file.parent() {
+                    std::fs::DirBuilder::new()
+                        .recursive(true)
+                        .mode(0o755)
+                        .create(up)?;
+                }
+                std::fs::write(&file, text)?;
+                std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644))?;
+            }
+            std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o755))?;
+            std::fs::rename(tmp.keep(), &dir)?;
+        }
+        for entry in std::fs::read_dir(parent)?.flatten() {
+            let other = entry.file_name();
+            let other = other.to_string_lossy();
+            if other.starts_with("agent-") && other != name {
+                let _ = std::fs::remove_dir_all(entry.path());
+            }
+        }
+        Ok(AgentDir { dir })
+    }
+
+    /// Binds the agent into `spec`'s jail and makes it the program:
+    /// `python <flags> /prims`.
+    pub(crate) fn apply(&self, spec: &mut JobSpec, flags: &[&str]) {
+        spec.binds.push(Bind {
+            source: self.dir.clone(),
+            target: AGENT_TARGET.into(),
+            writable: false,
+        });
+        spec.code.clear();
+        spec.argv = std::iter::once(VENV_PYTHON)
+            .chain(flags.iter().copied())
+            .chain([AGENT_TARGET])
+            .map(str::to_string)
+            .collect();
+    }
+}
 
 #[cfg(test)]
 /// Where the agent finds its channel when it starts.
@@ -27,7 +152,7 @@ pub(crate) const CHANNEL_FD: RawFd = 3;
 pub(crate) const CHANNEL_LOST_EXIT: i32 = 118;
 
 /// Set in a fork template's jail: the agent forks children after its
-/// imports instead of running cells (fork.py).
+/// imports instead of running cells (fork/template.py).
 pub(crate) const TEMPLATE_ENV: &str = "PRIMS_TEMPLATE";
 
 /// Python's allocator, set to `malloc` in a template (start.rs
@@ -36,13 +161,17 @@ pub(crate) const ALLOCATOR_ENV: &str = "PYTHONMALLOC";
 
 /// The thread-pool sizes of numpy's BLAS builds and their kin, set to 1 in
 /// a template (a thread does not survive a fork) and dropped in its
-/// children (fork.py).
+/// children (fork/parent.py).
 pub(crate) const BLAS_THREADS: [&str; 4] = [
     "OPENBLAS_NUM_THREADS",
     "OMP_NUM_THREADS",
     "MKL_NUM_THREADS",
     "NUMEXPR_NUM_THREADS",
 ];
+
+#[cfg(test)]
+/// The largest `fork` frame body a template reads (fork/template.py).
+pub(crate) const FORK_FRAME_MAX: usize = 4096;
 
 /// Comma-separated modules the agent imports before it reports ready.
 pub(crate) const PREWARM_ENV: &str = "PRIMS_PREWARM";
@@ -78,10 +207,10 @@ pub(crate) const MARKER_SUFFIX: &[u8] = b"\0";
 /// Lowercase hex digits in a cell marker.
 pub(crate) const MARKER_HEX_LEN: usize = 32;
 
-/// The kernel layer's site directory, in the jail (notebook.py reads it).
-pub(crate) const KERNEL_ENV: &str = "PRIMS_KERNEL";
+/// The IPython layer's site directory, in the jail (shell.py reads it).
+pub(crate) const IPYTHON_ENV: &str = "PRIMS_IPYTHON";
 
-/// The mime types an `output` may carry (notebook.py's MIME_KEPT).
+/// The mime types an `output` may carry (shell.py's MIME_KEPT).
 pub(crate) const MIME_KEPT: [&str; 7] = [
     "text/plain",
     "text/html",
@@ -93,7 +222,7 @@ pub(crate) const MIME_KEPT: [&str; 7] = [
 ];
 
 /// `output` frames one cell may send, and their values' bytes together
-/// (notebook.py's OUTPUTS_MAX and OUTPUTS_BYTES_MAX).
+/// (shell.py's OUTPUTS_MAX and OUTPUTS_BYTES_MAX).
 pub(crate) const OUTPUTS_MAX: usize = 32;
 pub(crate) const OUTPUTS_BYTES_MAX: usize = 4 * 1024 * 1024;
 

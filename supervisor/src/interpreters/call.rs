@@ -6,7 +6,7 @@
 use super::cell::{self, CellEnd};
 use super::channel::Named;
 use super::install::Installer;
-use super::kernel::Kernel;
+use super::ipython::IpythonLayer;
 use super::live::{Carried, HeldLimits, Live};
 use super::pumps::OutputTx;
 use super::registry::Interpreters;
@@ -28,8 +28,8 @@ use tokio_util::sync::CancellationToken;
 pub(crate) struct LiveCall<'a> {
     pub req: &'a RunRequest,
     pub lease: EnvLease,
-    /// Where a new interpreter's kernel layer comes from.
-    pub kernel: KernelFrom<'a>,
+    /// Where a new interpreter's IPython layer comes from.
+    pub ipython: IpythonFrom<'a>,
     pub net: Option<&'a NetCall>,
     /// Why a new environment, if this call's differs from the session's
     /// (a conflict), in place of `requirements_changed`, and in words.
@@ -40,9 +40,9 @@ pub(crate) struct LiveCall<'a> {
     pub installer: Option<Box<Installer>>,
 }
 
-/// Where a new interpreter's kernel layer comes from: looked up only when
+/// Where a new interpreter's IPython layer comes from: looked up only when
 /// one starts.
-pub(crate) struct KernelFrom<'a> {
+pub(crate) struct IpythonFrom<'a> {
     pub envs: &'a Envs,
     /// Tells the caller of a build of the layer.
     pub progress: &'a (dyn Fn(String) + Send + Sync),
@@ -71,7 +71,7 @@ impl Interpreters {
         let LiveCall {
             req,
             lease,
-            kernel,
+            ipython,
             net,
             env_change,
             installed,
@@ -89,7 +89,7 @@ impl Interpreters {
             });
         let in_place = match guard.as_mut() {
             Some(live) if unfit == Some(ResetReason::FreshRequested) => {
-                self.fresh_in_place(policy, &slot, live, (&lease.key, &limits, net))
+                self.fresh_in_place(&slot, live, (&lease.key, &limits, net))
                     .await
             }
             _ => None,
@@ -103,14 +103,14 @@ impl Interpreters {
             (None, None) => {
                 // Only a new interpreter needs the layer: a kept one's call
                 // never waits for it, nor for a build of it that fails.
-                let kernel = tokio::select! {
-                    k = Kernel::get(policy, kernel.envs, kernel.progress) => k,
+                let ipython = tokio::select! {
+                    k = IpythonLayer::get(policy, ipython.envs, ipython.progress) => k,
                     _ = cancel.cancelled() => {
                         return Err(StartError::NotReady("the call was cancelled".into()))
                     }
                 };
                 let (live, got) = self
-                    .replace(policy, session, &slot, req, (lease, kernel), unfit)
+                    .replace(policy, session, &slot, req, (lease, ipython), unfit)
                     .await?;
                 *guard = Some(live);
                 got
@@ -164,7 +164,7 @@ impl Interpreters {
         session: &Session,
         slot: &Arc<Slot>,
         req: &RunRequest,
-        (lease, kernel): (EnvLease, Option<Kernel>),
+        (lease, ipython): (EnvLease, Option<IpythonLayer>),
         unfit: Option<ResetReason>,
     ) -> Result<(Live, Got), StartError> {
         let pending = slot.meta().next_reason.take();
@@ -185,14 +185,14 @@ impl Interpreters {
             lease: Some(lease),
             limits: req.limits,
             prewarm: Vec::new(),
-            kernel,
+            ipython,
             warm: false,
             batch: req.fresh,
             fork: Default::default(),
+            agent: self.agent.clone(),
         };
-        let templates = self.templates_for(policy);
-        let mut live = super::templates::start(
-            templates.as_ref(),
+        let mut live = super::fork::start(
+            Some(&self.templates),
             &self.jails,
             Some(&self.egress),
             policy,
@@ -217,21 +217,18 @@ impl Interpreters {
     /// starts a new interpreter, as for any `fresh` call).
     async fn fresh_in_place(
         &self,
-        policy: &Policy,
         slot: &Slot,
         live: &mut Live,
         (env_key, limits, net): (&str, &JobLimits, Option<&NetCall>),
     ) -> Option<Got> {
-        if !live.can_respawn() || unfit_for(live, env_key, limits, net).is_some() {
+        if !live.can_be_fresh_in_place() || unfit_for(live, env_key, limits, net).is_some() {
             return None;
         }
-        if let Err(e) = live.respawn().await {
+        if let Err(e) = live.fresh_in_place().await {
             tracing::info!(job = %live.job, error = %e, "no fresh python in place; starting a new interpreter");
             return None;
         }
-        if let Some(t) = self.templates_for(policy) {
-            t.count_respawn();
-        }
+        self.templates.count_in_place();
         slot.meta().next_reason = None;
         let carry = std::mem::take(&mut slot.meta().carry);
         let carried = carry_over(live, carry, true).await;

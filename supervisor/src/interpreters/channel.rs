@@ -146,13 +146,13 @@ pub(crate) enum FromAgent {
         imported: Vec<String>,
         failed: Vec<Named>,
         import_ms: u64,
-        /// The IPython version cells run through, if the kernel layer is
+        /// The IPython version cells run through, if the IPython layer is
         /// there and started.
         #[serde(default)]
-        notebook: Option<String>,
+        ipython: Option<String>,
         /// Why IPython did not start, when the layer is there.
         #[serde(default)]
-        notebook_error: Option<String>,
+        ipython_error: Option<String>,
     },
     Output(AgentOutput),
     Done(CellDone),
@@ -424,14 +424,14 @@ fn check(msg: &FromAgent) -> Result<(), String> {
             imported,
             failed,
             import_ms: _,
-            notebook,
-            notebook_error,
+            ipython,
+            ipython_error,
         } => {
-            if let Some(v) = notebook {
-                chars("ready.notebook", v, NAME_MAX_CHARS)?;
+            if let Some(v) = ipython {
+                chars("ready.ipython", v, NAME_MAX_CHARS)?;
             }
-            if let Some(e) = notebook_error {
-                chars("ready.notebook_error", e, NAME_MAX_CHARS)?;
+            if let Some(e) = ipython_error {
+                chars("ready.ipython_error", e, NAME_MAX_CHARS)?;
             }
             let version_ok = !python.is_empty()
                 && python.len() <= VERSION_MAX_CHARS

@@ -27,8 +27,8 @@ pub(crate) struct Live {
     /// it from being collected meanwhile.
     pub env_key: String,
     pub _lease: Option<EnvLease>,
-    /// The kernel layer it sees, kept (a built one's lease) for its life.
-    pub _kernel: Option<super::kernel::Kernel>,
+    /// The IPython layer it sees, kept (a built one's lease) for its life.
+    pub _ipython: Option<super::ipython::IpythonLayer>,
     /// Memory and process limits of its cgroup, for its whole life.
     pub held: HeldLimits,
     pub kill: JailKiller,
@@ -53,7 +53,7 @@ pub(crate) struct Live {
     /// It was forked from a template (not started cold).
     pub forked: bool,
     /// Asks its parent for a fresh python in the same jail (forked only).
-    pub respawn: Option<super::respawn::Respawner>,
+    pub parent: Option<super::fork::parent::Parent>,
     pub job: String,
     /// Its jail's listener, served by the egress proxy (allowlist mode).
     pub egress: Option<crate::egress::Attached>,

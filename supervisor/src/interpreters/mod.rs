@@ -14,8 +14,9 @@
 //!   whose end `settled` confirms from the kernel's view of python;
 //! - `call`: one call in the session's interpreter, in phases, and why
 //!   the interpreter is kept or replaced;
-//! - `in_place`, `respawn`: a `fresh: true` call's new python forked in
-//!   place of a forked interpreter's, in the same jail;
+//! - [`fork`]: the fork wing: fork templates, and a `fresh: true` call's
+//!   fresh python forked in place of a forked interpreter's, in the same
+//!   jail; `fork::start` chooses fork or cold for every start;
 //! - `registry`, `slot`, `pool`: the interpreters by session, the caps,
 //!   the idle stop and the warm pool.
 
@@ -24,23 +25,21 @@ mod call;
 pub(crate) mod cell;
 pub(crate) mod channel;
 mod enforced;
-mod in_place;
+pub(crate) mod fork;
 pub(crate) mod install;
-pub(crate) mod kernel;
+pub(crate) mod ipython;
 pub(crate) mod live;
 pub(crate) mod output;
 mod pool;
 mod pumps;
 mod registry;
-mod respawn;
 mod settled;
 mod slot;
 pub(crate) mod start;
-pub(crate) mod templates;
 
 #[cfg(test)]
 mod agent_tests;
 
-pub(crate) use call::{KernelFrom, LiveCall, LiveRun};
+pub(crate) use call::{IpythonFrom, LiveCall, LiveRun};
 pub(crate) use registry::Interpreters;
 pub(crate) use slot::SessionRequirements;

@@ -2,7 +2,9 @@
 //! the caps on how many live (least recently used stopped first), the idle
 //! stop, and the warm pool that new sessions take from.
 
-use super::kernel::Kernel;
+use super::agent::AgentDir;
+use super::fork::templates::{Home, TemplateStats, Templates};
+use super::ipython::IpythonLayer;
 use super::live::{Carried, Live};
 use super::pool::{Pool, Warm};
 use super::slot::{Carry, SessionRequirements, Slot};
@@ -34,8 +36,11 @@ pub struct Interpreters {
     pub(super) interpreter: PathBuf,
     slots: Mutex<HashMap<String, Arc<Slot>>>,
     pool: Pool,
-    /// Fork templates, per environment (`interpreters.fork_templates`).
-    pub(super) templates: Arc<super::templates::Templates>,
+    /// Fork templates, per environment (`interpreters.fork_templates`), and
+    /// the count of starts by path.
+    pub(super) templates: Arc<Templates>,
+    /// The agent's files, which every interpreter runs.
+    pub(super) agent: AgentDir,
 }
 
 /// What `Interpreters::stats` reports.
@@ -53,6 +58,7 @@ impl Interpreters {
         egress: Arc<EgressProxy>,
         interpreter: PathBuf,
         sessions: Arc<crate::sessions::SessionStore>,
+        agent: AgentDir,
     ) -> Interpreters {
         Interpreters {
             jails,
@@ -60,9 +66,8 @@ impl Interpreters {
             interpreter,
             slots: Mutex::default(),
             pool: Pool::default(),
-            templates: Arc::new(super::templates::Templates::new(
-                super::templates::Home::Store(sessions),
-            )),
+            templates: Arc::new(Templates::new(Home::Store(sessions))),
+            agent,
         }
     }
 
@@ -293,7 +298,7 @@ impl Interpreters {
             .ensure(&[], &|_| {})
             .await
             .map_err(|e| format!("the base environment: {e}"))?;
-        let kernel = Kernel::get(policy, envs, &|_| {}).await;
+        let ipython = IpythonLayer::get(policy, envs, &|_| {}).await;
         let store = sessions.clone();
         let spare = tokio::task::spawn_blocking(move || store.create_spare())
             .await
@@ -309,17 +314,17 @@ impl Interpreters {
             lease: Some(lease),
             limits: Default::default(),
             prewarm: policy.python.prewarm_imports.clone(),
-            kernel,
+            ipython,
             warm: true,
             batch: false,
             fork: Default::default(),
+            agent: self.agent.clone(),
         };
-        let templates = self.templates_for(policy);
-        if let Some(t) = &templates {
-            t.prepare(&self.jails, policy, &spec).await;
+        if policy.interpreters.fork_templates {
+            self.templates.prepare(&self.jails, policy, &spec).await;
         }
-        let started = super::templates::start(
-            templates.as_ref(),
+        let started = super::fork::start(
+            Some(&self.templates),
             &self.jails,
             Some(&self.egress),
             policy,
@@ -351,19 +356,8 @@ impl Interpreters {
 }
 
 impl Interpreters {
-    /// The templates a start may fork from, if the policy wants them.
-    pub(super) fn templates_for(
-        &self,
-        policy: &Policy,
-    ) -> Option<Arc<super::templates::Templates>> {
-        policy
-            .interpreters
-            .fork_templates
-            .then(|| self.templates.clone())
-    }
-
     /// Fork templates up, and starts by path.
-    pub(crate) fn template_stats(&self) -> super::templates::TemplateStats {
+    pub(crate) fn template_stats(&self) -> TemplateStats {
         self.templates.stats()
     }
 }

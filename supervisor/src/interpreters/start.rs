@@ -2,14 +2,13 @@
 //! agent, up to the agent's `ready`.
 
 use super::agent::{
-    AGENT_SOURCE, ALLOCATOR_ENV, BLAS_THREADS, PREWARM_ENV, SESSION_SITE, SITE_ENV, TEMPLATE_ENV,
+    AgentDir, ALLOCATOR_ENV, BLAS_THREADS, PREWARM_ENV, SESSION_SITE, SITE_ENV, TEMPLATE_ENV,
 };
 use super::channel::{self, ChannelError, FromAgent, Incoming, Named};
 use super::enforced::enforced;
-use super::kernel::Kernel;
+use super::ipython::IpythonLayer;
 use super::live::Live;
 use super::pumps::Pump;
-use super::respawn::Respawner;
 use super::settled::MainThread;
 use crate::egress::{Attached, EgressProxy};
 use crate::envs::EnvLease;
@@ -18,7 +17,6 @@ use prims_cgroup::{CpuPriority, JobCgroup};
 use prims_policy::Policy;
 use prims_protocol::jail::{
     CgroupBackend, CpuClass, ForkRole, JobSpec, LimitRequest, NetworkMode, Outcome, SetupError,
-    VENV_PYTHON,
 };
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::PathBuf;
@@ -54,14 +52,16 @@ pub(crate) struct StartSpec {
     pub limits: LimitRequest,
     /// For the pool: import these first, at idle CPU priority.
     pub prewarm: Vec<String>,
-    /// The kernel layer, if there is one: cells then run through IPython.
-    pub kernel: Option<Kernel>,
+    /// The IPython layer, if there is one: cells then run through IPython.
+    pub ipython: Option<IpythonLayer>,
     pub warm: bool,
     /// For a `fresh: true` call: batch CPU weight until a call of the
     /// session's own uses it (see the scheduler).
     pub batch: bool,
     /// A template itself, or a cold jail.
     pub fork: ForkRole,
+    /// The agent's files, which python runs.
+    pub agent: AgentDir,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -81,7 +81,7 @@ pub(crate) enum StartError {
 
 /// Starts an interpreter cold and waits for its agent's `ready`. Prewarm
 /// imports that fail are logged; the interpreter still serves. (A start
-/// that may fork from a template goes through `templates::start`.)
+/// that may fork from a template goes through `fork::start`.)
 pub(crate) async fn start(
     jails: &Jails,
     egress: Option<&Arc<EgressProxy>>,
@@ -94,56 +94,8 @@ pub(crate) async fn start(
     Ok(l.into_live(s, &spec))
 }
 
-/// A template's child, forked for one start: the socket the jailer adopts
-/// it on, and its parent, the template's python.
-pub(crate) struct Forked {
-    pub adopt: OwnedFd,
-    /// Our end of the socket on which the child forks a fresh python.
-    pub respawn: OwnedFd,
-    pub template_python: u32,
-}
-
-/// Starts the interpreter of `s` by adopting `forked`, a template's child;
-/// `s` comes back on failure, for a cold start.
-pub(crate) async fn start_forked(
-    jails: &Jails,
-    egress: Option<&Arc<EgressProxy>>,
-    policy: &Policy,
-    s: StartSpec,
-    forked: Forked,
-) -> Result<Live, (StartError, StartSpec)> {
-    let t0 = Instant::now();
-    let spec = agent_spec(jails, policy, &s);
-    let Forked {
-        adopt,
-        respawn,
-        template_python,
-    } = forked;
-    match launch(jails, egress, &spec, &s, Some((adopt, template_python)), t0).await {
-        Ok(l) => {
-            let respawner = Respawner::new(respawn, l.up.python.proc_dir.as_fd());
-            let mut live = l.into_live(s, &spec);
-            live.forked = true;
-            match respawner {
-                Ok(r) => live.respawn = Some(r),
-                Err(e) => {
-                    tracing::warn!(job = %live.job, error = %e, "a forked interpreter cannot be replaced in place")
-                }
-            }
-            Ok(live)
-        }
-        Err(e) => Err((e, s)),
-    }
-}
-
-/// Whether a start under `policy` could adopt a template's child at all:
-/// not in proxy mode, whose listener a forked child is not handed yet.
-pub(crate) fn forkable(policy: &Policy) -> bool {
-    NetworkMode::from(policy.network.mode) != NetworkMode::Proxy
-}
-
 /// A started jail, before it becomes a [`Live`].
-struct Launched {
+pub(super) struct Launched {
     kill: crate::job::JailKiller,
     writer: super::channel::AgentWriter,
     channel_ino: u64,
@@ -151,13 +103,18 @@ struct Launched {
 }
 
 impl Launched {
-    fn into_live(self, s: StartSpec, spec: &JobSpec) -> Live {
+    /// python's `/proc/<pid>`.
+    pub(super) fn python_dir(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.up.python.proc_dir.as_fd()
+    }
+
+    pub(super) fn into_live(self, s: StartSpec, spec: &JobSpec) -> Live {
         let up = self.up;
         Live {
             held: (&spec.limits).into(),
             env_key: s.env_key,
             _lease: s.lease,
-            _kernel: s.kernel,
+            _ipython: s.ipython,
             kill: self.kill,
             exit: up.exit,
             writer: self.writer,
@@ -172,7 +129,7 @@ impl Launched {
             warm: s.warm,
             batch: s.batch,
             forked: false,
-            respawn: None,
+            parent: None,
             job: s.name,
             egress: up.egress,
         }
@@ -180,25 +137,19 @@ impl Launched {
 }
 
 /// Starts the jail of `spec` (adopting a template's child on the socket
-/// `forked` gives, with the template python's pid) and waits for its
-/// agent's `ready`.
-async fn launch(
+/// `adopt`, when `spec` is for one) and waits for its agent's `ready`.
+pub(super) async fn launch(
     jails: &Jails,
     egress: Option<&Arc<EgressProxy>>,
     spec: &JobSpec,
     s: &StartSpec,
-    forked: Option<(OwnedFd, u32)>,
+    adopt: Option<OwnedFd>,
     t0: Instant,
 ) -> Result<Launched, StartError> {
-    let mut spec = spec.clone();
-    let adopt = forked.map(|(adopt, template_python)| {
-        spec.fork = ForkRole::Child { template_python };
-        adopt
-    });
     let (writer, rx, theirs) = channel::pair().map_err(StartError::Channel)?;
     let channel_ino = inode(&theirs).map_err(StartError::Channel)?;
-    let (proxy, proxy_theirs) = proxy_ends(&spec, egress)?;
-    let spawned = spawn(jails, &spec, theirs, proxy_theirs, adopt).await?;
+    let (proxy, proxy_theirs) = proxy_ends(spec, egress)?;
+    let spawned = spawn(jails, spec, theirs, proxy_theirs, adopt).await?;
     let kill = spawned.killer();
     // The jail runs from here on: a start that fails kills it.
     let layout = match spec.fork {
@@ -225,12 +176,12 @@ async fn launch(
 
 /// The agent's job: a run's spec, living as long as the interpreter may,
 /// at idle CPU priority for the pool.
-fn agent_spec(jails: &Jails, policy: &Policy, s: &StartSpec) -> JobSpec {
+pub(super) fn agent_spec(jails: &Jails, policy: &Policy, s: &StartSpec) -> JobSpec {
     let mut spec = jails.python_spec(
         policy,
         &s.name,
         PythonJob {
-            code: AGENT_SOURCE.to_string(),
+            code: String::new(),
             limits: s.limits,
             interpreter: s.interpreter.clone(),
             venv: s.venv.clone(),
@@ -240,12 +191,22 @@ fn agent_spec(jails: &Jails, policy: &Policy, s: &StartSpec) -> JobSpec {
     );
     spec.limits.wall_time_ms = LIFETIME_MS;
     spec.limits.cpu_time_ms = LIFETIME_MS;
+    let template = matches!(s.fork, ForkRole::Template { .. });
+    // A template's python honours its environment (below): not `-I`.
+    s.agent.apply(
+        &mut spec,
+        if template {
+            &["-s", "-u"]
+        } else {
+            &["-I", "-u"]
+        },
+    );
     spec.cpu = match (s.warm, s.batch) {
         (true, _) => CpuClass::Idle,
         (false, true) => CpuClass::Batch,
         (false, false) => CpuClass::Normal,
     };
-    if let ForkRole::Template { .. } = s.fork {
+    if template {
         // Its jail stays while any child lives, however old the template.
         spec.limits.wall_time_ms = TEMPLATE_LIFETIME_MS;
         spec.limits.cpu_time_ms = TEMPLATE_LIFETIME_MS;
@@ -256,7 +217,12 @@ fn agent_spec(jails: &Jails, policy: &Policy, s: &StartSpec) -> JobSpec {
         for var in BLAS_THREADS {
             spec.env.push(format!("{var}=1"));
         }
-        template_allocator(&mut spec);
+        // Its objects live in malloc's heap, not in pymalloc's 1 MiB arenas,
+        // so that it can back them with 2 MiB pages (fork/template.py
+        // `_huge_pages`), whose page-table entries a fork copies, and an
+        // exit unmaps, in batches. The environment is the spec's alone, and
+        // the agent drops the variable before anything else.
+        spec.env.push(format!("{ALLOCATOR_ENV}=malloc"));
         spec.fork = s.fork;
     }
     if !s.prewarm.is_empty() {
@@ -267,26 +233,10 @@ fn agent_spec(jails: &Jails, policy: &Policy, s: &StartSpec) -> JobSpec {
     // environment is read-only) is importable from the next cell on. The
     // agent drops this variable before any user code runs.
     spec.env.push(format!("{SITE_ENV}={SESSION_SITE}"));
-    if let Some(k) = &s.kernel {
+    if let Some(k) = &s.ipython {
         k.apply(&mut spec);
     }
     spec
-}
-
-/// A template's objects live in malloc's heap, not in pymalloc's 1 MiB
-/// arenas, so that the template can back them with 2 MiB pages (fork.py
-/// `_huge_pages`), whose page-table entries a fork copies, and an exit
-/// unmaps, in batches. `PYTHONMALLOC` needs python without `-E`: the
-/// environment is the spec's alone, and the agent drops the variable, and
-/// the `-c` path entry, before anything else.
-fn template_allocator(spec: &mut JobSpec) {
-    let code = std::mem::take(&mut spec.code);
-    spec.argv = [VENV_PYTHON, "-s", "-u", "-c"]
-        .iter()
-        .map(|a| a.to_string())
-        .chain([code])
-        .collect();
-    spec.env.push(format!("{ALLOCATOR_ENV}=malloc"));
 }
 
 /// The proxy that will serve a proxied jail's listener, with our end of the
@@ -431,14 +381,14 @@ pub(super) async fn wait_ready(
             imported,
             failed,
             import_ms,
-            notebook,
-            notebook_error,
+            ipython,
+            ipython_error,
         }))) => {
             log_failed_imports(job, &failed, template);
-            if let Some(why) = notebook_error {
-                tracing::warn!(job = %job, why, "IPython did not start from the kernel layer; cells run without notebook semantics");
+            if let Some(why) = ipython_error {
+                tracing::warn!(job = %job, why, "IPython did not start from the IPython layer; cells run without notebook semantics");
             }
-            tracing::debug!(job = %job, python, ?notebook, ?imported, import_ms, ms = t0.elapsed().as_millis() as u64, "interpreter ready");
+            tracing::debug!(job = %job, python, ?ipython, ?imported, import_ms, ms = t0.elapsed().as_millis() as u64, "interpreter ready");
             Ok(())
         }
         Ok(Some(Ok(_))) => not_ready("the agent's first message was not ready".into()),

@@ -62,7 +62,7 @@ pub enum Layout {
     Adopted { template: libc::pid_t },
     /// In the init's namespace, the child of `parent`: a python forked in
     /// place of the adopted one (any pid, not 2).
-    Respawned { parent: libc::pid_t },
+    InPlace { parent: libc::pid_t },
 }
 
 /// [`python_process`] of a jail laid out as `layout` says.
@@ -74,7 +74,7 @@ pub fn python_process_in(
         Layout::Nested => find(jailer),
         Layout::Shallow => find_shallow(jailer),
         Layout::Adopted { template } => find_adopted(jailer, template),
-        Layout::Respawned { parent } => find_respawned(jailer, parent),
+        Layout::InPlace { parent } => find_in_place(jailer, parent),
     };
     let python = find(jailer)?;
     // SAFETY: pidfd_open takes a pid and flags and returns a new fd.
@@ -101,9 +101,9 @@ pub fn python_process_in(
 }
 
 /// The python behind `pidfd`, which `parent` forked in place of another
-/// and handed over (a python's parent K outside its jail): its pid from the
+/// and handed over (python's parent, outside its jail): its pid from the
 /// pidfd's fdinfo, and that it is a live child of `parent` in a namespace
-/// nested in ours. Two reads, where [`Layout::Respawned`] walks /proc twice.
+/// nested in ours. Two reads, where [`Layout::InPlace`] walks /proc twice.
 pub fn python_process_of(
     pidfd: OwnedFd,
     parent: libc::pid_t,
@@ -206,7 +206,7 @@ fn find_shallow(jailer: libc::pid_t) -> Result<libc::pid_t, PythonPidError> {
 
 /// The only live child of `parent` that lives in the pid namespace of the
 /// jailer's only child, its init.
-fn find_respawned(jailer: libc::pid_t, parent: libc::pid_t) -> Result<libc::pid_t, PythonPidError> {
+fn find_in_place(jailer: libc::pid_t, parent: libc::pid_t) -> Result<libc::pid_t, PythonPidError> {
     let theirs = init_namespace(jailer)?;
     let mut found = None;
     for pid in children(parent)? {
@@ -437,7 +437,7 @@ mod tests {
     #[test]
     fn a_handed_pidfd_names_its_process_only_as_its_parents_live_child() {
         // `sleep` is the child of `unshare`, in a pid namespace nested in
-        // ours, as a python forked in place is the child of K.
+        // ours, as a python forked in place is the child of its parent.
         let mut unshare = std::process::Command::new("unshare")
             .args(["--pid", "--fork", "sleep", "60"])
             .spawn()

@@ -4,11 +4,15 @@
 //! the jail is killed and reaped before the outcome is returned. What the
 //! outcome says is the cell's, as a daemon call reports it.
 
+use crate::interpreters::agent::AgentDir;
 use crate::interpreters::cell::{self, CellEnd};
-use crate::interpreters::kernel::Kernel;
+use crate::interpreters::fork::{
+    self,
+    templates::{Home, Templates},
+};
+use crate::interpreters::ipython::IpythonLayer;
 use crate::interpreters::live::Live;
 use crate::interpreters::start::{StartError, StartSpec};
-use crate::interpreters::templates::{self, Home, Templates};
 use crate::job::{Jails, PythonJob, RunResult, Sink, Stream};
 use prims_policy::Policy;
 use prims_protocol::jail::{JobLimits, Outcome, SetupError, Status};
@@ -35,6 +39,8 @@ pub enum LiveError {
     NotForked,
     #[error("no fresh python in place of the first: {0}")]
     NotInPlace(String),
+    #[error("writing the agent's files")]
+    Agent(#[source] std::io::Error),
 }
 
 /// Where the script's python comes from.
@@ -73,6 +79,16 @@ async fn template_for(
     Ok((templates, home))
 }
 
+/// The agent's files, in a directory that lives as long as the run: the
+/// jail's init opens a bind's source as the session's host uid, so every
+/// directory on the way is open to all.
+fn agent_dir() -> std::io::Result<(AgentDir, tempfile::TempDir)> {
+    use std::os::unix::fs::PermissionsExt;
+    let home = tempfile::Builder::new().prefix("prims-agent-").tempdir()?;
+    std::fs::set_permissions(home.path(), std::fs::Permissions::from_mode(0o755))?;
+    Ok((AgentDir::install(home.path())?, home))
+}
+
 /// Runs `job` as the one cell of a live interpreter, job `name`.
 /// Forked (`origin`), a fork template is started for it first, and the
 /// interpreter is its child (or a python forked in place of it) or the run
@@ -92,6 +108,7 @@ pub(super) fn run(
         .enable_all()
         .build()
         .map_err(LiveError::Runtime)?;
+    let (agent, _agent_home) = agent_dir().map_err(LiveError::Agent)?;
     let spec = StartSpec {
         name,
         interpreter: job.interpreter,
@@ -103,11 +120,16 @@ pub(super) fn run(
         limits: job.limits,
         prewarm: Vec::new(),
         // No environment builds here: only an admin's kernel directory.
-        kernel: Kernel::from_policy(policy),
+        ipython: IpythonLayer::from_policy(policy),
         warm: false,
         batch: false,
         fork: Default::default(),
+        agent,
     };
+    // A forked run forks whatever the policy's switch says.
+    let mut policy = policy.clone();
+    policy.interpreters.fork_templates = forked;
+    let policy = &policy;
     // Kept until the run ends: dropped, it kills the template's jail.
     let (templates, _home) = if forked {
         let (t, home) = rt.block_on(template_for(policy, jails, &spec))?;
@@ -115,7 +137,7 @@ pub(super) fn run(
     } else {
         (None, None)
     };
-    let started = templates::start(templates.as_ref(), jails, None, policy, spec);
+    let started = fork::start(templates.as_ref(), jails, None, policy, spec);
     let mut live = match rt.block_on(started) {
         Ok(live) => live,
         Err(StartError::Setup(e)) => return Ok(not_built(e)),
@@ -126,7 +148,7 @@ pub(super) fn run(
         return Err(LiveError::NotForked);
     }
     if origin == Origin::InPlace {
-        if let Err(e) = rt.block_on(live.respawn()) {
+        if let Err(e) = rt.block_on(live.fresh_in_place()) {
             rt.block_on(live.end(REAP_WAIT));
             return Err(LiveError::NotInPlace(e.to_string()));
         }

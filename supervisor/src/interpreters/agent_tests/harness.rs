@@ -1,6 +1,6 @@
 //! Starting the agent and driving it as the supervisor will.
 
-use crate::interpreters::agent::{AGENT_SOURCE, CHANNEL_FD, KERNEL_ENV, PREWARM_ENV};
+use crate::interpreters::agent::{AgentDir, CHANNEL_FD, IPYTHON_ENV, PREWARM_ENV};
 use crate::interpreters::channel::{
     spawn_reader_within, AgentOutput, AgentWriter, CellDone, ChannelError, FromAgent, Incoming,
     Named, ToAgent, FRAME_DEADLINE,
@@ -43,9 +43,9 @@ pub(super) struct Start {
     pub dir: PathBuf,
     pub prewarm: Option<String>,
     pub deadline: Duration,
-    /// The kernel layer's site directory (PRIMS_KERNEL): cells run
+    /// The IPython layer's site directory (PRIMS_IPYTHON): cells run
     /// through IPython.
-    pub kernel: Option<PathBuf>,
+    pub ipython: Option<PathBuf>,
 }
 
 impl Start {
@@ -55,30 +55,30 @@ impl Start {
             dir: dir.to_path_buf(),
             prewarm: None,
             deadline: FRAME_DEADLINE,
-            kernel: None,
+            ipython: None,
         }
     }
 
-    /// With the tests' kernel layer (see [`kernel_site`]): cells run
+    /// With the tests' IPython layer (see [`ipython_site`]): cells run
     /// through IPython.
-    pub fn notebook(dir: &Path) -> Start {
+    pub fn ipython(dir: &Path) -> Start {
         Start {
-            kernel: Some(kernel_site()),
+            ipython: Some(ipython_site()),
             ..Start::new(dir)
         }
     }
 }
 
-/// The tests' kernel layer, which `scripts/kernel-site.sh` makes and
-/// which must hold IPython: `$PRIMS_KERNEL_SITE`, else
-/// `/var/lib/prims-tests/kernel-site` (as `prims_tests::harness` finds it).
-pub(super) fn kernel_site() -> PathBuf {
-    let site = std::env::var_os("PRIMS_KERNEL_SITE")
+/// The tests' IPython layer, which `scripts/ipython-site.sh` makes and
+/// which must hold IPython: `$PRIMS_IPYTHON_SITE`, else
+/// `/var/lib/prims-tests/ipython-site` (as `prims_tests::harness` finds it).
+pub(super) fn ipython_site() -> PathBuf {
+    let site = std::env::var_os("PRIMS_IPYTHON_SITE")
         .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/var/lib/prims-tests/kernel-site"));
+        .unwrap_or_else(|| PathBuf::from("/var/lib/prims-tests/ipython-site"));
     assert!(
         site.join("IPython").is_dir(),
-        "{} has no IPython: run scripts/kernel-site.sh (scripts/test.sh does)",
+        "{} has no IPython: run scripts/ipython-site.sh (scripts/test.sh does)",
         site.display()
     );
     site
@@ -100,8 +100,8 @@ pub(super) struct Ready {
     pub python: String,
     pub imported: Vec<String>,
     pub failed: Vec<Named>,
-    pub notebook: Option<String>,
-    pub notebook_error: Option<String>,
+    pub ipython: Option<String>,
+    pub ipython_error: Option<String>,
 }
 
 /// A running agent and the supervisor's side of it.
@@ -138,14 +138,14 @@ impl Live {
                 imported,
                 failed,
                 import_ms: _,
-                notebook,
-                notebook_error,
+                ipython,
+                ipython_error,
             }))) => Ready {
                 python,
                 imported,
                 failed,
-                notebook,
-                notebook_error,
+                ipython,
+                ipython_error,
             },
             other => panic!("no ready from the agent: {other:?}"),
         };
@@ -251,10 +251,23 @@ fn text(bytes: Vec<u8>) -> String {
     String::from_utf8(bytes).expect("output is UTF-8")
 }
 
+/// The agent's directory, written once for every test of this process.
+fn agent_dir() -> &'static Path {
+    static DIR: std::sync::OnceLock<(tempfile::TempDir, AgentDir)> = std::sync::OnceLock::new();
+    let (_, agent) = DIR.get_or_init(|| {
+        let home = tempfile::tempdir().unwrap();
+        let agent = AgentDir::install(home.path()).unwrap();
+        (home, agent)
+    });
+    &agent.dir
+}
+
 fn spawn(start: &Start, theirs: &OwnedFd) -> tokio::process::Child {
     let fd = theirs.as_raw_fd();
     let mut cmd = tokio::process::Command::new(&start.python);
-    cmd.args(["-I", "-u", "-c", AGENT_SOURCE])
+    cmd.arg("-I")
+        .arg("-u")
+        .arg(agent_dir())
         .env_clear()
         .env("PATH", "/usr/bin:/bin")
         .current_dir(&start.dir)
@@ -265,8 +278,8 @@ fn spawn(start: &Start, theirs: &OwnedFd) -> tokio::process::Child {
     if let Some(prewarm) = &start.prewarm {
         cmd.env(PREWARM_ENV, prewarm);
     }
-    if let Some(kernel) = &start.kernel {
-        cmd.env(KERNEL_ENV, kernel);
+    if let Some(ipython) = &start.ipython {
+        cmd.env(IPYTHON_ENV, ipython);
         cmd.env("IPYTHONDIR", start.dir.join(".ipython"));
     }
     // SAFETY: between fork and exec only async-signal-safe calls (dup2,

@@ -1,6 +1,6 @@
-//! Tests that drive the real agent: a python running AGENT_SOURCE as
-//! `python -I -u -c`, with a socket pair on fd 3 and its stdout and stderr
-//! piped, but no jail. Cells go through channel.rs and the output is cut
+//! Tests that drive the real agent: a python running the agent's directory
+//! as `python -I -u <dir>`, with a socket pair on fd 3 and its stdout and
+//! stderr piped, but no jail. Cells go through channel.rs and the output is cut
 //! with output.rs, as the supervisor will.
 
 mod harness;
@@ -8,7 +8,7 @@ mod harness;
 mod cells;
 mod exits;
 mod hostile;
-mod notebook;
+mod ipython;
 mod signals;
 mod state;
 mod streams;

@@ -29,8 +29,8 @@ fn every_message_the_agent_sends_parses() {
                 why: "ModuleNotFoundError: no".into()
             }],
             import_ms: 512,
-            notebook: None,
-            notebook_error: None,
+            ipython: None,
+            ipython_error: None,
         }
     );
     let done = parse(

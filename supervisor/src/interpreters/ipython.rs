@@ -1,35 +1,35 @@
-//! The kernel layer an interpreter gets: a read-only directory of packages
-//! (IPython, matplotlib, matplotlib-inline) bound at `/kernel` in its jail
+//! The IPython layer an interpreter gets: a read-only directory of packages
+//! (IPython, matplotlib, matplotlib-inline) bound at `/ipython` in its jail
 //! and put last on `sys.path`, after its environment's packages and the
 //! session's, so every session runs cells through IPython whatever its
 //! requirements, and no cached environment is rebuilt for it. It is the
-//! admin's directory (`python.kernel_site`) or an environment built from
-//! `python.kernel_packages`, leased for the interpreter's life.
+//! admin's directory (`python.ipython_site`) or an environment built from
+//! `python.ipython_packages`, leased for the interpreter's life.
 
-use super::agent::KERNEL_ENV;
+use super::agent::IPYTHON_ENV;
 use crate::envs::{EnvLease, Envs};
 use prims_policy::Policy;
 use prims_protocol::jail::{Bind, JobSpec};
 use std::path::{Path, PathBuf};
 
 /// Where the layer is, in the jail.
-const KERNEL_TARGET: &str = "/kernel";
+const IPYTHON_TARGET: &str = "/ipython";
 
 /// fontconfig's configuration, which matplotlib's font search reads.
 const FONTS_CONF: &str = "/etc/fonts";
 
-/// A kernel layer on the host, and the lease that keeps a built one.
+/// A IPython layer on the host, and the lease that keeps a built one.
 #[derive(Debug)]
-pub(crate) struct Kernel {
+pub(crate) struct IpythonLayer {
     pub site: PathBuf,
     pub _lease: Option<EnvLease>,
 }
 
-impl Kernel {
+impl IpythonLayer {
     /// The admin's directory, if the policy names one.
-    pub(crate) fn from_policy(policy: &Policy) -> Option<Kernel> {
-        let site = policy.python.kernel_site.clone()?;
-        Some(Kernel { site, _lease: None })
+    pub(crate) fn from_policy(policy: &Policy) -> Option<IpythonLayer> {
+        let site = policy.python.ipython_site.clone()?;
+        Some(IpythonLayer { site, _lease: None })
     }
 
     /// The layer for a new interpreter: the admin's directory, else the
@@ -40,26 +40,26 @@ impl Kernel {
         policy: &Policy,
         envs: &Envs,
         progress: &(dyn Fn(String) + Send + Sync),
-    ) -> Option<Kernel> {
-        if let Some(k) = Kernel::from_policy(policy) {
+    ) -> Option<IpythonLayer> {
+        if let Some(k) = IpythonLayer::from_policy(policy) {
             return Some(k);
         }
-        match envs.ensure_kernel(progress).await {
-            Ok(Some(lease)) => Some(Kernel {
+        match envs.ensure_ipython(progress).await {
+            Ok(Some(lease)) => Some(IpythonLayer {
                 site: envs.site_packages(&lease),
                 _lease: Some(lease),
             }),
             Ok(None) => None,
             Err(e) => {
-                tracing::warn!(error = %e, "no kernel layer; cells run without notebook semantics");
+                tracing::warn!(error = %e, "no IPython layer; cells run without notebook semantics");
                 None
             }
         }
     }
 
     /// The same layer, with a lease of its own.
-    pub(crate) fn share(&self) -> Kernel {
-        Kernel {
+    pub(crate) fn share(&self) -> IpythonLayer {
+        IpythonLayer {
             site: self.site.clone(),
             _lease: self._lease.as_ref().map(EnvLease::share),
         }
@@ -69,10 +69,10 @@ impl Kernel {
     pub(crate) fn apply(&self, spec: &mut JobSpec) {
         spec.binds.push(Bind {
             source: self.site.clone(),
-            target: KERNEL_TARGET.into(),
+            target: IPYTHON_TARGET.into(),
             writable: false,
         });
-        spec.env.push(format!("{KERNEL_ENV}={KERNEL_TARGET}"));
+        spec.env.push(format!("{IPYTHON_ENV}={IPYTHON_TARGET}"));
         let fonts = Path::new(FONTS_CONF);
         if fonts.is_dir() && !spec.ro_binds.iter().any(|b| fonts.starts_with(b)) {
             spec.ro_binds.push(fonts.to_path_buf());

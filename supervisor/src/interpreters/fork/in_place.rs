@@ -1,18 +1,18 @@
 //! A fresh python in the jail of the one it replaces, for a `fresh: true`
 //! call whose interpreter was forked from a template and fits the call
-//! otherwise. Its parent K, outside the jail's pid namespace, confined as
+//! otherwise. Its parent, outside the jail's pid namespace, confined as
 //! python is and never running user code, kills python and all it left
-//! in the jail, empties `/tmp`, and forks again ([`super::respawn`] is the
-//! socket to it). The new python takes new stdio and a new channel and
+//! in the jail, empties `/tmp`, and forks again ([`super::parent`] is the
+//! socket to it). The fresh python takes new stdio and a new channel and
 //! says `ready`. Whatever fails, the caller ends the jail and starts a new
 //! interpreter (the architecture guide's "Fresh in place").
 
-use super::channel;
-use super::live::Live;
-use super::pumps::Pump;
-use super::respawn::RespawnError;
-use super::settled::MainThread;
-use super::start::{demote, inode, wait_ready};
+use super::parent::FreshError;
+use crate::interpreters::channel;
+use crate::interpreters::live::Live;
+use crate::interpreters::pumps::Pump;
+use crate::interpreters::settled::MainThread;
+use crate::interpreters::start::{demote, inode, wait_ready};
 use crate::job::{python_process_in, python_process_of, Layout, Stream};
 use std::os::fd::OwnedFd;
 use std::time::{Duration, Instant};
@@ -22,24 +22,24 @@ const READY_DEADLINE: Duration = Duration::from_secs(30);
 
 impl Live {
     /// Whether a fresh python can replace this one in place.
-    pub(super) fn can_respawn(&self) -> bool {
-        self.respawn.is_some() && self.egress.is_none()
+    pub(crate) fn can_be_fresh_in_place(&self) -> bool {
+        self.parent.is_some() && self.egress.is_none()
     }
 
     /// Replaces python with a fresh one in the same jail, which then holds
     /// a new interpreter: no cell run, at batch CPU weight.
-    pub(crate) async fn respawn(&mut self) -> Result<(), RespawnError> {
+    pub(crate) async fn fresh_in_place(&mut self) -> Result<(), FreshError> {
         let t0 = Instant::now();
-        let Some(respawner) = &self.respawn else {
-            return Err(RespawnError::Refused("it was not forked".into()));
+        let Some(parent) = &self.parent else {
+            return Err(FreshError::Refused("it was not forked".into()));
         };
-        let (writer, mut rx, theirs) = channel::pair().map_err(RespawnError::Io)?;
-        let channel_ino = inode(&theirs).map_err(RespawnError::Io)?;
-        let (out_r, out_w) = pipe().map_err(RespawnError::Io)?;
-        let (err_r, err_w) = pipe().map_err(RespawnError::Io)?;
-        let pidfd = respawner.ask([out_w, err_w, theirs]).await?;
-        let stdout = Pump::start(Stream::Stdout, out_r).map_err(RespawnError::Io)?;
-        let stderr = Pump::start(Stream::Stderr, err_r).map_err(RespawnError::Io)?;
+        let (writer, mut rx, theirs) = channel::pair().map_err(FreshError::Io)?;
+        let channel_ino = inode(&theirs).map_err(FreshError::Io)?;
+        let (out_r, out_w) = pipe().map_err(FreshError::Io)?;
+        let (err_r, err_w) = pipe().map_err(FreshError::Io)?;
+        let pidfd = parent.fresh([out_w, err_w, theirs]).await?;
+        let stdout = Pump::start(Stream::Stdout, out_r).map_err(FreshError::Io)?;
+        let stderr = Pump::start(Stream::Stderr, err_r).map_err(FreshError::Io)?;
         wait_ready(
             &mut rx,
             &mut self.exit,
@@ -49,13 +49,13 @@ impl Live {
             READY_DEADLINE,
         )
         .await
-        .map_err(|e| RespawnError::NotReady(e.to_string()))?;
-        let parent = respawner.parent;
+        .map_err(|e| FreshError::NotReady(e.to_string()))?;
+        let parent = parent.pid;
         let python = match pidfd {
             Some(pidfd) => python_process_of(pidfd, parent),
-            None => python_process_in(self.kill.pid(), Layout::Respawned { parent }),
+            None => python_process_in(self.kill.pid(), Layout::InPlace { parent }),
         }
-        .map_err(|e| RespawnError::Find(e.to_string()))?;
+        .map_err(|e| FreshError::Find(e.to_string()))?;
         self.writer = writer;
         self.rx = rx;
         self.stdout = stdout;

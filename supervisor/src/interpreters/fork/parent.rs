@@ -1,37 +1,36 @@
-//! The socket to K, a forked interpreter's python's parent outside its
-//! jail, on which the supervisor asks for a fresh python in place of the
-//! one it has (`in_place` drives it; the architecture guide's "Fresh in
-//! place"). K is as trusted as the template it is a copy of, and nothing in
-//! the jail can reach it; its answers are still read strictly and capped.
+//! The socket to python's parent, a forked interpreter's process outside
+//! its jail, on which the supervisor asks for a fresh python in place of
+//! the one it has (`in_place` drives it; the architecture guide's "Fresh in
+//! place"). The parent is as trusted as the template it is a copy of, and
+//! nothing in the jail can reach it; its answers
+//! (`prims_protocol::fork::FromParent`) are still read strictly and capped.
 
 use nix::sys::socket::{recvmsg, sendmsg, ControlMessage, ControlMessageOwned, MsgFlags};
-use serde::Deserialize;
+use prims_protocol::fork::{capped_why, FromParent, ToParent, FROM_CHILD_FDS_MAX, MESSAGE_MAX};
 use std::io::{IoSlice, IoSliceMut};
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::time::Duration;
 use tokio::io::unix::AsyncFd;
 use tokio::io::Interest;
 
-/// How long K may take to kill python, have the jail emptied and fork.
-const RESPAWN_DEADLINE: Duration = Duration::from_secs(10);
-/// K's answers are a line of JSON.
-const ANSWER_MAX: usize = 4096;
+/// How long the parent may take to kill python, empty the jail and fork.
+const FRESH_DEADLINE: Duration = Duration::from_secs(10);
 
-/// Our end of the socket K listens on, and K's pid, whose child the new
-/// python must be.
+/// Our end of the socket python's parent listens on, and the parent's pid,
+/// whose child the fresh python must be.
 #[derive(Debug)]
-pub(crate) struct Respawner {
+pub(crate) struct Parent {
     sock: AsyncFd<OwnedFd>,
-    pub(super) parent: libc::pid_t,
+    pub(super) pid: libc::pid_t,
 }
 
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum RespawnError {
+pub(crate) enum FreshError {
     #[error("making the new python's pipes and channel: {0}")]
     Io(#[source] std::io::Error),
     #[error("asking its parent: {0}")]
     Ask(#[source] std::io::Error),
-    #[error("its parent did not answer within {} s", RESPAWN_DEADLINE.as_secs())]
+    #[error("its parent did not answer within {} s", FRESH_DEADLINE.as_secs())]
     Timeout,
     #[error("its parent could not: {0}")]
     Refused(String),
@@ -43,24 +42,12 @@ pub(crate) enum RespawnError {
     NotReady(String),
 }
 
-#[derive(Deserialize)]
-#[serde(tag = "op", rename_all = "snake_case", deny_unknown_fields)]
-enum Answer {
-    Respawned {
-        #[allow(dead_code)]
-        pid: u32,
-    },
-    Failed {
-        why: String,
-    },
-}
-
-impl Respawner {
+impl Parent {
     /// `sock` is our end of the pair the template's `fork` frame carried;
-    /// `python` the adopted python's `/proc/<pid>`, whose parent is K.
+    /// `python` the adopted python's `/proc/<pid>`, whose parent this is.
     /// Needs a tokio runtime.
-    pub(crate) fn new(sock: OwnedFd, python: BorrowedFd<'_>) -> std::io::Result<Respawner> {
-        let parent = parent_of(python)?;
+    pub(crate) fn new(sock: OwnedFd, python: BorrowedFd<'_>) -> std::io::Result<Parent> {
+        let pid = parent_of(python)?;
         nix::fcntl::fcntl(
             &sock,
             nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK),
@@ -68,15 +55,17 @@ impl Respawner {
         // SAFETY: the AsyncFd owns `sock` for its whole life, and an
         // OwnedFd always returns the same, open descriptor.
         let sock = unsafe { AsyncFd::register(sock) }?;
-        Ok(Respawner { sock, parent })
+        Ok(Parent { sock, pid })
     }
 
-    /// Hands K the new python's stdout, stderr and channel, and waits for
-    /// its word that python was replaced: with a pidfd of the new python,
-    /// when K could open one.
-    pub(super) async fn ask(&self, fds: [OwnedFd; 3]) -> Result<Option<OwnedFd>, RespawnError> {
+    /// Hands the parent the fresh python's stdout, stderr and channel, and
+    /// waits for its word that python was replaced: with a pidfd of the
+    /// fresh python, when the parent could open one.
+    pub(super) async fn fresh(&self, fds: [OwnedFd; 3]) -> Result<Option<OwnedFd>, FreshError> {
         let raw = fds.each_ref().map(|fd| fd.as_raw_fd());
-        let iov = [IoSlice::new(br#"{"op":"respawn"}"#)];
+        let ask = serde_json::to_vec(&ToParent::Fresh {})
+            .map_err(|e| FreshError::Ask(std::io::Error::other(e)))?;
+        let iov = [IoSlice::new(&ask)];
         self.sock
             .async_io(Interest::WRITABLE, |sock| {
                 sendmsg::<()>(
@@ -89,30 +78,31 @@ impl Respawner {
                 .map_err(std::io::Error::from)
             })
             .await
-            .map_err(RespawnError::Ask)?;
-        // Only K and python may hold them now.
+            .map_err(FreshError::Ask)?;
+        // Only the parent and python may hold them now.
         drop(fds);
         let (answer, pidfd) = tokio::time::timeout(
-            RESPAWN_DEADLINE,
+            FRESH_DEADLINE,
             self.sock.async_io(Interest::READABLE, receive),
         )
         .await
-        .map_err(|_| RespawnError::Timeout)?
-        .map_err(RespawnError::Ask)?;
+        .map_err(|_| FreshError::Timeout)?
+        .map_err(FreshError::Ask)?;
         if answer.is_empty() {
-            return Err(RespawnError::Refused("it is gone".into()));
+            return Err(FreshError::Refused("it is gone".into()));
         }
-        match serde_json::from_slice(&answer).map_err(|_| RespawnError::Malformed)? {
-            Answer::Respawned { .. } => Ok(pidfd),
-            Answer::Failed { why } => Err(RespawnError::Refused(cap(why))),
+        match serde_json::from_slice(&answer).map_err(|_| FreshError::Malformed)? {
+            FromParent::Forked { .. } => Ok(pidfd),
+            FromParent::Failed { why } => Err(FreshError::Refused(capped_why(&why))),
         }
     }
 }
 
-/// One answer of K's, and the one fd it may carry (more are closed).
+/// One answer of the parent's, and the one fd it may carry (more are
+/// closed).
 fn receive(sock: &OwnedFd) -> std::io::Result<(Vec<u8>, Option<OwnedFd>)> {
-    let mut buf = vec![0u8; ANSWER_MAX];
-    let mut space = nix::cmsg_space!([std::os::fd::RawFd; 2]);
+    let mut buf = vec![0u8; MESSAGE_MAX];
+    let mut space = nix::cmsg_space!([std::os::fd::RawFd; FROM_CHILD_FDS_MAX]);
     let mut iov = [IoSliceMut::new(&mut buf)];
     let msg = recvmsg::<()>(
         sock.as_raw_fd(),
@@ -137,22 +127,11 @@ fn receive(sock: &OwnedFd) -> std::io::Result<(Vec<u8>, Option<OwnedFd>)> {
         .intersects(MsgFlags::MSG_TRUNC | MsgFlags::MSG_CTRUNC);
     if truncated {
         return Err(std::io::Error::other(
-            "an answer over the size K's answers have",
+            "an answer over the size the parent's answers have",
         ));
     }
     buf.truncate(n);
     Ok((buf, fds.into_iter().next()))
-}
-
-fn cap(mut why: String) -> String {
-    if why.len() > 512 {
-        let mut end = 512;
-        while !why.is_char_boundary(end) {
-            end -= 1;
-        }
-        why.truncate(end);
-    }
-    why
 }
 
 /// The parent pid in the `status` of the process whose `/proc/<pid>` is

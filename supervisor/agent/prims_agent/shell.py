@@ -1,14 +1,23 @@
-# The notebook half of the PRIMS interpreter agent (agent.py is the rest;
-# the supervisor runs the two as one source, this part first). When the
-# kernel layer is there (PRIMS_KERNEL, a read-only site directory with
-# IPython, matplotlib and matplotlib-inline), each cell runs through
-# IPython's own InteractiveShell: magics, `!cmd`, the display hook, `_`,
-# `Out`, a trailing `;`, `display()`. Its display hook and publisher are
-# replaced by ones that collect mime bundles, which the agent sends the
-# supervisor as `output` frames, and tracebacks go to stderr. Without the
-# layer (or if IPython will not start) the agent runs cells itself.
+"""Cells through IPython, when the IPython layer is there (PRIMS_IPYTHON:
+a read-only site directory with IPython, matplotlib and
+matplotlib-inline, bound at /ipython). Each cell runs through IPython's
+own InteractiveShell: magics, `!cmd`, the display hook, `_`, `Out`, a
+trailing `;`, `display()`. Its display hook and publisher are replaced by
+ones that collect mime bundles, which the agent sends the supervisor as
+`output` frames, and tracebacks go to stderr. Without the layer (or if
+IPython will not start) the agent runs cells itself."""
 
-KERNEL_ENV = "PRIMS_KERNEL"
+import os
+import re
+import signal
+import sys
+import time
+
+from prims_agent.channel import DECODER, ENCODER
+from prims_agent.stdio import Silenced, flush_stdio, write_all
+from prims_agent.text import cap, why
+
+IPYTHON_ENV = "PRIMS_IPYTHON"
 # Figures go here too (under the workspace, the agent's first working
 # directory), so they can be listed, previewed and persisted.
 FIGURES_REL = "output/figures"
@@ -22,6 +31,8 @@ MIME_KEPT = (
     "image/svg+xml",
     "application/json",
 )
+# IPython's profile directory.
+IPYTHON_DIR = "/tmp/.prims/ipython"
 # One bundle, as the JSON of its values: it must fit a frame.
 OUTPUT_ITEM_MAX = 900 * 1024
 # Bundles one cell may send, and their bytes together.
@@ -30,23 +41,23 @@ OUTPUTS_BYTES_MAX = 4 * 1024 * 1024
 TEXT_PLAIN_MAX = 16384
 
 
-def _load_notebook(agent):
-    """A `_Notebook` over the agent's `__main__`, or (None, why not)."""
-    site = os.environ.get(KERNEL_ENV)
+def load(agent):
+    """(A `Shell` over the agent's `__main__`, None), or (None, why not)."""
+    site = os.environ.get(IPYTHON_ENV)
     if not site:
         return None, None
     # After the environment's own packages and the session's: the layer
     # never stands in for a package the code chose.
     sys.path.append(site)
     try:
-        with _Silenced(agent.saved):
-            return _Notebook(agent), None
+        with Silenced(agent.saved):
+            return Shell(agent), None
     except BaseException as e:
         try:
             sys.path.remove(site)
         except ValueError:
             pass
-        return None, _why(e)
+        return None, why(e)
 
 
 # `!pip install ...`, `!python -m pip install ...`: served as %pip.
@@ -86,13 +97,13 @@ def _bundle(data, kind):
                 if not raw.startswith(_MAGIC[mime]):
                     raise TypeError("not a %s" % mime)
             elif mime == "application/json":
-                value = _DECODER.decode(_ENCODER.encode(value))
+                value = DECODER.decode(ENCODER.encode(value))
             elif not isinstance(value, str):
                 raise TypeError("not text")
             if mime == "text/plain":
-                value, cut = _cap(value, TEXT_PLAIN_MAX)
+                value, cut = cap(value, TEXT_PLAIN_MAX)
                 item["cut"] = item["cut"] or cut
-            cost = len(_ENCODER.encode(value))
+            cost = len(ENCODER.encode(value))
         except BaseException:
             item["cut"] = True
             continue
@@ -123,12 +134,14 @@ def _kill_group(proc):
         time.sleep(0.001)
 
 
-class _Notebook:
+class Shell:
     def __init__(self, agent):
         # The workspace: where the agent starts.
         self.root = os.getcwd()
-        # IPython's profile directory, in the session: never a shared path.
-        ipython_dir = os.environ.setdefault("IPYTHONDIR", os.path.join(self.root, ".prims", "ipython"))
+        # IPython's profile directory, in the jail's own /tmp: never a
+        # shared path, and gone with the interpreter (a fresh one starts
+        # without it, and `list_dir` never shows it).
+        ipython_dir = os.environ.setdefault("IPYTHONDIR", IPYTHON_DIR)
         # Made here: IPython falls back to a directory in /tmp otherwise.
         os.makedirs(ipython_dir, exist_ok=True)
         os.environ.setdefault("MPLBACKEND", "module://matplotlib_inline.backend_inline")
@@ -161,7 +174,7 @@ class _Notebook:
                 nb._collect(format_dict, "result")
 
             def finish_displayhook(self):
-                _flush_stdio()
+                flush_stdio()
 
         class Publisher(DisplayPublisher):
             def publish(self, data, metadata=None, source=None, **kwargs):
@@ -170,7 +183,7 @@ class _Notebook:
             def clear_output(self, wait=False):
                 pass
 
-        class Shell(InteractiveShell):
+        class PrimsShell(InteractiveShell):
             def showtraceback(self, exc_tuple=None, *args, **kwargs):
                 try:
                     etype = (exc_tuple or sys.exc_info())[0]
@@ -193,7 +206,7 @@ class _Notebook:
                 cmd = self.var_expand(cmd, depth=1)
                 main_cmd = cmd.split()[0] if cmd.split() else ""
                 if main_cmd in ("pip", "conda", "cd"):
-                    warnings.warn(
+                    warnings.warn(  # noqa: B028 (as IPython's own system_raw warns)
                         "You executed the system command !{0} which may not work "
                         "as expected. Try the IPython magic %{0} instead.".format(main_cmd)
                     )
@@ -213,7 +226,7 @@ class _Notebook:
 
             def _showtraceback(self, etype, evalue, stb):
                 text = self.InteractiveTB.stb2text(stb)
-                _write_all(nb.agent.err, (text + "\n").encode("utf-8", "backslashreplace"))
+                write_all(nb.agent.err, (text + "\n").encode("utf-8", "backslashreplace"))
 
         c = Config()
         c.HistoryManager.enabled = False
@@ -222,7 +235,7 @@ class _Notebook:
         c.InteractiveShell.xmode = "Context"
         c.InteractiveShell.autocall = 0
         c.InteractiveShell.cache_size = 100
-        self.shell = Shell.instance(
+        self.shell = PrimsShell.instance(
             config=c,
             user_module=agent.main,
             displayhook_class=Hook,

@@ -1,4 +1,4 @@
-//! Cells through IPython (the kernel layer): magics, `!cmd`, the display
+//! Cells through IPython (the IPython layer): magics, `!cmd`, the display
 //! hook and `_`, the trailing `;`, `display()` and rich outputs, figures,
 //! tracebacks that name the cell, and hostile reprs that cannot break the
 //! agent or its channel.
@@ -9,12 +9,12 @@ use crate::interpreters::channel::{AgentOutput, CellStatus};
 use base64::Engine;
 use prims_protocol::wire::OutputKind;
 
-async fn notebook(dir: &std::path::Path) -> Live {
-    let a = Live::start_with(Start::notebook(dir)).await;
+async fn ipython(dir: &std::path::Path) -> Live {
+    let a = Live::start_with(Start::ipython(dir)).await;
     assert!(
-        a.ready.notebook.is_some(),
+        a.ready.ipython.is_some(),
         "IPython did not start: {:?}",
-        a.ready.notebook_error
+        a.ready.ipython_error
     );
     a
 }
@@ -33,7 +33,7 @@ fn text<'a>(o: &'a AgentOutput, mime: &str) -> &'a str {
 #[tokio::test]
 async fn the_display_hook_underscores_and_a_trailing_semicolon_work_as_in_jupyter() {
     let dir = tempfile::tempdir().unwrap();
-    let mut a = notebook(dir.path()).await;
+    let mut a = ipython(dir.path()).await;
     let quiet = a.cell("x = 20\nx + 5;").await;
     assert_eq!(quiet.done.result, None, "a trailing ; shows nothing");
     assert!(quiet.outputs.is_empty(), "{:?}", quiet.outputs);
@@ -53,7 +53,7 @@ async fn the_display_hook_underscores_and_a_trailing_semicolon_work_as_in_jupyte
 #[tokio::test]
 async fn display_and_ipython_display_objects_come_back_as_mime_bundles() {
     let dir = tempfile::tempdir().unwrap();
-    let mut a = notebook(dir.path()).await;
+    let mut a = ipython(dir.path()).await;
     let run = a
         .cell(
             "from IPython.display import Markdown, HTML, JSON, display\n\
@@ -90,7 +90,7 @@ async fn display_and_ipython_display_objects_come_back_as_mime_bundles() {
 #[tokio::test]
 async fn magics_and_shell_escapes_run() {
     let dir = tempfile::tempdir().unwrap();
-    let mut a = notebook(dir.path()).await;
+    let mut a = ipython(dir.path()).await;
     let bang = a.cell("!echo from-the-shell").await;
     assert_eq!(bang.stdout, "from-the-shell\n", "{bang:?}");
     assert_eq!(
@@ -116,7 +116,7 @@ async fn magics_and_shell_escapes_run() {
 #[tokio::test]
 async fn a_traceback_names_the_cell_and_goes_to_stderr() {
     let dir = tempfile::tempdir().unwrap();
-    let mut a = notebook(dir.path()).await;
+    let mut a = ipython(dir.path()).await;
     a.ok("y = 1").await;
     let run = a.cell("def boom():\n    return 1 / 0\nboom()").await;
     assert_eq!(run.done.status, CellStatus::Error);
@@ -140,7 +140,7 @@ async fn a_traceback_names_the_cell_and_goes_to_stderr() {
 #[tokio::test]
 async fn sys_exit_is_an_exit_status_without_ipython_noise() {
     let dir = tempfile::tempdir().unwrap();
-    let mut a = notebook(dir.path()).await;
+    let mut a = ipython(dir.path()).await;
     let run = a.cell("import sys\nsys.exit(3)").await;
     assert_eq!(
         (run.done.status, run.done.exit_code),
@@ -163,7 +163,7 @@ async fn sys_exit_is_an_exit_status_without_ipython_noise() {
 #[tokio::test]
 async fn a_figure_comes_back_as_a_png_and_a_file_with_text_in_it() {
     let dir = tempfile::tempdir().unwrap();
-    let mut a = notebook(dir.path()).await;
+    let mut a = ipython(dir.path()).await;
     // The size a tight PNG of the figure has (the inline backend crops to
     // what is drawn, as Jupyter's does), printed before it is shown.
     let run = a
@@ -237,7 +237,7 @@ async fn a_figure_comes_back_as_a_png_and_a_file_with_text_in_it() {
 #[tokio::test]
 async fn hostile_reprs_cannot_break_the_agent_and_are_capped() {
     let dir = tempfile::tempdir().unwrap();
-    let mut a = notebook(dir.path()).await;
+    let mut a = ipython(dir.path()).await;
     let run = a
         .cell(
             "class Raises:\n\
@@ -288,8 +288,8 @@ async fn hostile_reprs_cannot_break_the_agent_and_are_capped() {
 async fn without_the_layer_cells_run_as_plain_python() {
     let dir = tempfile::tempdir().unwrap();
     let mut a = Live::start(dir.path()).await;
-    assert_eq!(a.ready.notebook, None);
-    assert_eq!(a.ready.notebook_error, None);
+    assert_eq!(a.ready.ipython, None);
+    assert_eq!(a.ready.ipython_error, None);
     let run = a.cell("x = 1\nx + 1;").await;
     assert_eq!(
         run.done.result.as_deref(),

@@ -1,5 +1,5 @@
-//! `prims-bench live --compare-kernel`: the live cases against two
-//! `prims serve` running at once, one without the kernel layer (the agent
+//! `prims-bench live --compare-ipython`: the live cases against two
+//! `prims serve` running at once, one without the IPython layer (the agent
 //! runs cells as plain Python) and one with the default layer, which the
 //! daemon builds from the package index (cells run through IPython). The
 //! cases alternate between the two servers, each step from settled pools
@@ -9,7 +9,7 @@ use super::cases::{self, FirstCalls, Pair};
 use super::cell::Cell;
 use super::report::Results;
 use super::supervisor::{socket_path, Supervisor};
-use super::{idle, kernel_report};
+use super::{idle, ipython_report};
 use crate::mcp::{bench_dir, free_port, start, Serve};
 use anyhow::Result;
 use std::path::{Path, PathBuf};
@@ -23,7 +23,7 @@ const CHUNK: usize = 5;
 
 /// The two servers: a name, and what their policy adds to the common part.
 const KINDS: [(&str, &str); 2] = [
-    ("plain", "[python]\nkernel_packages = []\n"),
+    ("plain", "[python]\nipython_packages = []\n"),
     ("ipython", ""),
 ];
 
@@ -47,7 +47,7 @@ fn policy(i: usize, extra: &str) -> String {
     format!(
         "[interpreters]\npool_size = {POOL}\n\
          [sessions]\ndisk_quota = \"256MiB\"\n\
-         [cgroup]\nparent = \"prims-bench-kernel{i}\"\n\
+         [cgroup]\nparent = \"prims-bench-ipython{i}\"\n\
          [identity]\nuid_base = {}\nuid_count = 1000\n{extra}",
         5_000_000 + i * 100_000
     )
@@ -67,7 +67,7 @@ pub(crate) fn main(runs: usize, rounds: usize, prims: &Path) -> Result<()> {
         let _ = std::fs::remove_dir_all(dir);
     }
     let (results, startup) = result?;
-    kernel_report::print(&results, startup);
+    ipython_report::print(&results, startup);
     Ok(())
 }
 
@@ -128,7 +128,7 @@ async fn measure(
     runs: usize,
     rounds: usize,
 ) -> Result<([Results; 2], [Duration; 2])> {
-    eprintln!("waiting for the base environment, the kernel layer and full pools of {POOL}...");
+    eprintln!("waiting for the base environment, the IPython layer and full pools of {POOL}...");
     let mut startup = [Duration::ZERO; 2];
     for (i, s) in servers.iter().enumerate() {
         s.sup.settle(0).await?;

@@ -1,5 +1,5 @@
-//! The tables of `prims-bench live --compare-kernel`: each case without
-//! the kernel layer (plain Python) and with it (IPython), side by side,
+//! The tables of `prims-bench live --compare-ipython`: each case without
+//! the IPython layer (plain Python) and with it (IPython), side by side,
 //! with the targets met or not by the IPython column.
 
 use super::cases::{CALLS_PER_SESSION, SESSIONS};
@@ -33,13 +33,13 @@ pub(crate) fn print(r: &[Results; 2], startup: [Duration; 2]) {
     println!(
         "{} samples of each latency and {} rounds of d on each server; rmcp's client over \
          streamable HTTP; two `prims serve` at once, alternating, each with \
-         interpreters.pool_size = {}: plain = `python.kernel_packages = []`, IPython = the \
-         default kernel layer built from the package index",
+         interpreters.pool_size = {}: plain = `python.ipython_packages = []`, IPython = the \
+         default IPython layer built from the package index",
         plain.runs, plain.rounds, plain.memory.pool_ready
     );
     println!(
         "from start to a full pool: plain {:.1} s, IPython {:.1} s (both started together; \
-         IPython's includes building the kernel layer)",
+         IPython's includes building the IPython layer)",
         startup[0].as_secs_f64(),
         startup[1].as_secs_f64()
     );

@@ -1,17 +1,19 @@
-//! Fork templates: per environment and kernel layer, a jailed python that
+//! Fork templates: per environment and IPython layer, a jailed python that
 //! imported the prewarm set once and answers only `fork` frames. A new
 //! interpreter is forked from it and adopted by a jailer that builds a cold
 //! jail's confinement around the child (the architecture guide's "Fork
-//! templates"). Templates start lazily, in the background, on the first
-//! start that could have used one; they are capped in number (least
-//! recently used replaced first) and age, and replaced when they die.
+//! templates"). A template starts in the background, on the first start
+//! that could have used one (the default environment's, with the server);
+//! they are capped in number (least recently used replaced first) and age,
+//! and replaced when they die.
 
-use super::channel::{FromAgent, ToAgent};
-use super::kernel::Kernel;
-use super::live::Live;
-use super::start::{self, Forked, StartError, StartSpec};
-use crate::egress::EgressProxy;
+use super::Forked;
 use crate::envs::EnvLease;
+use crate::interpreters::agent::AgentDir;
+use crate::interpreters::channel::{FromAgent, ToAgent};
+use crate::interpreters::ipython::IpythonLayer;
+use crate::interpreters::live::Live;
+use crate::interpreters::start::{self, StartSpec};
 use crate::job::{JailKiller, Jails};
 use crate::sessions::{SessionStore, Spare};
 use prims_policy::Policy;
@@ -77,7 +79,7 @@ pub(crate) struct TemplateStats {
     pub forked_starts: u64,
     pub cold_starts: u64,
     /// Fresh pythons forked in place of a forked one, in its jail.
-    pub respawns: u64,
+    pub in_place_starts: u64,
 }
 
 /// Where a template's workspace and host uid come from.
@@ -94,7 +96,7 @@ pub(crate) struct Templates {
     next_id: AtomicU64,
     forked: AtomicU64,
     cold: AtomicU64,
-    respawned: AtomicU64,
+    in_place: AtomicU64,
 }
 
 impl std::fmt::Debug for Templates {
@@ -103,42 +105,6 @@ impl std::fmt::Debug for Templates {
             .field("stats", &self.stats())
             .finish()
     }
-}
-
-/// Starts the interpreter of `s`: forked from its environment's template
-/// when `templates` is given and one is up, cold otherwise (and when the
-/// fork or the adoption fails: the call still gets its interpreter).
-pub(crate) async fn start(
-    templates: Option<&Arc<Templates>>,
-    jails: &Jails,
-    egress: Option<&Arc<EgressProxy>>,
-    policy: &Policy,
-    s: StartSpec,
-) -> Result<Live, StartError> {
-    let Some(templates) = templates else {
-        return start::start(jails, egress, policy, s).await;
-    };
-    let mut s = s;
-    if start::forkable(policy) {
-        if let Some(forked) = templates.fork(jails, policy, &s).await {
-            match start::start_forked(jails, egress, policy, s, forked).await {
-                Ok(live) => {
-                    templates.count_start(true);
-                    return Ok(live);
-                }
-                Err((e, back)) => {
-                    tracing::warn!(job = %back.name, error = %e,
-                        "a forked interpreter did not start; starting it cold");
-                    s = back;
-                    // The failed start's jailer removes its job cgroup as
-                    // it ends, which may be after the cold start begins.
-                    s.name = jails.names.again(&s.name);
-                }
-            }
-        }
-    }
-    templates.count_start(false);
-    start::start(jails, egress, policy, s).await
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -153,12 +119,12 @@ impl Templates {
             next_id: AtomicU64::new(1),
             forked: AtomicU64::new(0),
             cold: AtomicU64::new(0),
-            respawned: AtomicU64::new(0),
+            in_place: AtomicU64::new(0),
         }
     }
 
-    pub(crate) fn count_respawn(&self) {
-        self.respawned.fetch_add(1, Ordering::Relaxed);
+    pub(crate) fn count_in_place(&self) {
+        self.in_place.fetch_add(1, Ordering::Relaxed);
     }
 
     pub(crate) fn count_start(&self, forked: bool) {
@@ -175,7 +141,7 @@ impl Templates {
             up,
             forked_starts: self.forked.load(Ordering::Relaxed),
             cold_starts: self.cold.load(Ordering::Relaxed),
-            respawns: self.respawned.load(Ordering::Relaxed),
+            in_place_starts: self.in_place.load(Ordering::Relaxed),
         }
     }
 
@@ -195,11 +161,11 @@ impl Templates {
             return None;
         };
         match fork_one(&t, self.next_id.fetch_add(1, Ordering::Relaxed)).await {
-            Ok((adopt, respawn)) => {
+            Ok((adopt, fresh)) => {
                 *lock(&t.last_used) = Instant::now();
                 Some(Forked {
                     adopt,
-                    respawn,
+                    fresh,
                     template_python: t.python,
                 })
             }
@@ -361,13 +327,14 @@ impl Templates {
             lease: p.lease,
             limits: Default::default(),
             prewarm: p.prewarm,
-            kernel: p.kernel,
+            ipython: p.ipython,
             warm: true,
             batch: false,
             fork: ForkRole::Template {
                 children_uid_base: policy.identity.uid_base,
                 children_uid_count: policy.identity.uid_count,
             },
+            agent: p.agent,
         };
         let store = match &self.home {
             Home::Store(store) => Some(store.clone()),
@@ -410,10 +377,11 @@ impl Templates {
 
 /// What a template's start needs of the first start that wanted it.
 struct Parts {
+    agent: AgentDir,
     lease: Option<EnvLease>,
     venv: PathBuf,
     env_key: String,
-    kernel: Option<Kernel>,
+    ipython: Option<IpythonLayer>,
     interpreter: PathBuf,
     prewarm: Vec<String>,
 }
@@ -421,20 +389,21 @@ struct Parts {
 impl Parts {
     fn of(s: &StartSpec, policy: &Policy) -> Parts {
         Parts {
+            agent: s.agent.clone(),
             lease: s.lease.as_ref().map(EnvLease::share),
             venv: s.venv.clone(),
             env_key: s.env_key.clone(),
-            kernel: s.kernel.as_ref().map(Kernel::share),
+            ipython: s.ipython.as_ref().map(IpythonLayer::share),
             interpreter: s.interpreter.clone(),
             prewarm: policy.python.prewarm_imports.clone(),
         }
     }
 }
 
-/// Templates are per environment and kernel layer.
+/// Templates are per environment and IPython layer.
 fn key(s: &StartSpec) -> String {
-    let kernel = s.kernel.as_ref().map(|k| k.site.display().to_string());
-    format!("{}\n{}", s.env_key, kernel.unwrap_or_default())
+    let ipython = s.ipython.as_ref().map(|k| k.site.display().to_string());
+    format!("{}\n{}", s.env_key, ipython.unwrap_or_default())
 }
 
 /// One `fork` frame, with the child's ends of two new socket pairs; our
@@ -443,7 +412,7 @@ fn key(s: &StartSpec) -> String {
 async fn fork_one(t: &Template, id: u64) -> Result<(OwnedFd, OwnedFd), String> {
     use nix::sys::socket::{setsockopt, sockopt};
     let (ours, theirs) = seqpacket_pair()?;
-    let (respawn, respawn_theirs) = seqpacket_pair()?;
+    let (fresh, fresh_theirs) = seqpacket_pair()?;
     // Before the child can send: its hello then carries its pid.
     setsockopt(&ours, sockopt::PassCred, &true).map_err(|e| format!("SO_PASSCRED: {e}"))?;
     let mut live = t.live.lock().await;
@@ -451,7 +420,7 @@ async fn fork_one(t: &Template, id: u64) -> Result<(OwnedFd, OwnedFd), String> {
         live.writer
             .send_with_fds(
                 &ToAgent::Fork { id },
-                &[theirs.as_fd(), respawn_theirs.as_fd()],
+                &[theirs.as_fd(), fresh_theirs.as_fd()],
             )
             .await
             .map_err(|e| e.to_string())?;
@@ -464,7 +433,7 @@ async fn fork_one(t: &Template, id: u64) -> Result<(OwnedFd, OwnedFd), String> {
         }
     };
     match tokio::time::timeout(FORK_DEADLINE, asked).await {
-        Ok(Ok(())) => Ok((ours, respawn)),
+        Ok(Ok(())) => Ok((ours, fresh)),
         Ok(Err(why)) => Err(why),
         Err(_) => Err("no answer in time".to_string()),
     }
