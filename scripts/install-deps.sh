@@ -7,6 +7,8 @@ need=()
 command -v cc >/dev/null || need+=(gcc)
 # Environments: uv is installed with pip on first use. Session quotas: mke2fs.
 /usr/bin/python3 -m pip --version >/dev/null 2>&1 || need+=(python3-pip)
+# The linter of the agent's Python (scripts/lint-python.sh) lives in a venv.
+/usr/bin/python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || need+=(python3-venv)
 command -v mkfs.ext4 >/dev/null || need+=(e2fsprogs)
 command -v curl >/dev/null || need+=(curl)
 # The egress tests' HTTPS server gets a fresh certificate from openssl.

@@ -24,6 +24,8 @@ summary() { disk end; echo "cargo-test: $1 passed, $2 failed"; }
 
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
+echo "== ruff (the agent's Python, which runs in the jail)"
+scripts/lint-python.sh
 echo "== cargo clippy"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 echo "== cargo doc (warnings are errors: a broken intra-doc link fails the run)"

@@ -142,10 +142,10 @@ fn setup_and_supervise(
         }
     }
     nix::unistd::sethostname("sandbox").map_err(JailError::Hostname)?;
-    if p.variant.nproc_limit {
+    if p.variant.per_user_rlimits {
         privs::set_rlimits(&spec.limits, p.memory_backstop)?;
     } else {
-        privs::set_rlimits_but_nproc(&spec.limits, p.memory_backstop)?;
+        privs::set_rlimits_but_per_user(&spec.limits, p.memory_backstop)?;
     }
     privs::drop_capabilities(p.cap_last_cap)?;
     // A credential change clears the parent-death signal: set it again.

@@ -151,6 +151,9 @@ fn run_in_cgroup(
         self_attach: v1_tasks_files(spec, cgroup)?,
     };
     let cg_fd = cgroup.and_then(|c| c.dir_fd());
+    if !variant.per_user_rlimits {
+        privs::lift_per_user_rlimits()?;
+    }
     let namespaces = if variant.pid_namespace {
         NAMESPACES
     } else {

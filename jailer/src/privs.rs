@@ -7,9 +7,21 @@ use caps::CapSet;
 use nix::errno::Errno;
 use nix::sys::resource::{setrlimit, Resource};
 use nix::unistd::{setresgid, setresuid, Gid, Uid};
-use prims_protocol::jail::JobLimits;
+use prims_protocol::jail::{JobLimits, JAIL_PENDING_SIGNALS};
 
-/// The rlimits of a job: (resource, name, soft, hard).
+/// The rlimits the kernel counts per user, along the user-namespace chain
+/// as well as against the process's own limit: processes, pending
+/// signals, POSIX message-queue bytes and locked shared memory.
+pub const PER_USER: [Resource; 4] = [
+    Resource::RLIMIT_NPROC,
+    Resource::RLIMIT_SIGPENDING,
+    Resource::RLIMIT_MSGQUEUE,
+    Resource::RLIMIT_MEMLOCK,
+];
+
+/// The rlimits of a job: (resource, name, soft, hard). Every [`PER_USER`]
+/// one is set, so that a template's child, which applies this list to
+/// itself after lifting them, gets exactly a cold jail's.
 pub fn rlimits(
     limits: &JobLimits,
     memory_backstop: bool,
@@ -33,6 +45,14 @@ pub fn rlimits(
         // Backstops: the cgroup and the jailer's timer are the real limits.
         (Resource::RLIMIT_NPROC, "nproc", limits.pids, limits.pids),
         (Resource::RLIMIT_CPU, "cpu", cpu_s + 1, cpu_s + 2),
+        (
+            Resource::RLIMIT_SIGPENDING,
+            "sigpending",
+            JAIL_PENDING_SIGNALS,
+            JAIL_PENDING_SIGNALS,
+        ),
+        // No POSIX message queue: seccomp refuses mq_open too.
+        (Resource::RLIMIT_MSGQUEUE, "msgqueue", 0, 0),
     ];
     if memory_backstop {
         let as_bytes = limits.memory_bytes.saturating_add(limits.swap_bytes);
@@ -45,11 +65,36 @@ pub fn set_rlimits(limits: &JobLimits, memory_backstop: bool) -> Result<(), Jail
     set(rlimits(limits, memory_backstop))
 }
 
-/// [`set_rlimits`] without `RLIMIT_NPROC`, which stays as inherited.
-pub fn set_rlimits_but_nproc(limits: &JobLimits, memory_backstop: bool) -> Result<(), JailError> {
+/// [`set_rlimits`] but the [`PER_USER`] ones, which stay as inherited.
+pub fn set_rlimits_but_per_user(
+    limits: &JobLimits,
+    memory_backstop: bool,
+) -> Result<(), JailError> {
     let mut list = rlimits(limits, memory_backstop);
-    list.retain(|(res, ..)| *res != Resource::RLIMIT_NPROC);
+    list.retain(|(res, ..)| !PER_USER.contains(res));
     set(list)
+}
+
+/// Lifts the [`PER_USER`] rlimits of this process as far as it may, before
+/// it makes a fork template's user namespace: the kernel takes a new
+/// namespace's ceilings on what its owner's descendants count there from
+/// the maker's rlimits. Unlimited with `CAP_SYS_RESOURCE`; without it, the
+/// soft limits up to the hard ones (which the supervisor checked hold
+/// every child's share).
+pub fn lift_per_user_rlimits() -> Result<(), JailError> {
+    for res in PER_USER {
+        let unlimited = (libc::RLIM_INFINITY, libc::RLIM_INFINITY);
+        if setrlimit(res, unlimited.0, unlimited.1).is_ok() {
+            continue;
+        }
+        let fail = |errno| JailError::Rlimit {
+            resource: "per-user",
+            errno,
+        };
+        let (_, hard) = nix::sys::resource::getrlimit(res).map_err(fail)?;
+        setrlimit(res, hard, hard).map_err(fail)?;
+    }
+    Ok(())
 }
 
 fn set(list: Vec<(Resource, &'static str, u64, u64)>) -> Result<(), JailError> {

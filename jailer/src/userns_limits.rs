@@ -8,11 +8,11 @@ use nix::errno::Errno;
 use std::io::Write;
 use std::path::Path;
 
-/// inotify instances the jail may hold at once (the host's default per
-/// user is 128).
-pub const INOTIFY_INSTANCES: u64 = 64;
-/// inotify watches the jail may hold at once.
-pub const INOTIFY_WATCHES: u64 = 8192;
+/// inotify instances and watches the jail may hold at once (the host's
+/// default per user is 128 instances).
+use prims_protocol::jail::{
+    JAIL_INOTIFY_INSTANCES as INOTIFY_INSTANCES, JAIL_INOTIFY_WATCHES as INOTIFY_WATCHES,
+};
 
 /// Write the ceilings through `proc_dir`, a proc mount seen from inside the
 /// jail's user namespace; needs `CAP_SYS_RESOURCE` there. A kernel without

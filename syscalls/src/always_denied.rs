@@ -86,6 +86,12 @@ pub const ALWAYS_DENIED: &[&str] = &[
     "open_by_handle_at",
     // notification
     "fanotify_init",
+    // POSIX message queues: a queue's bytes count against its maker's
+    // per-user budget on every level of the user-namespace chain, and the
+    // jail's Landlock domain refuses it the queue it made (no rule covers
+    // the queue's path): making one only spends that budget
+    "mq_open",
+    "mq_unlink",
     // memory policy
     "mbind",
     "set_mempolicy",

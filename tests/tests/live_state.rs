@@ -750,3 +750,109 @@ async fn live_state_session_packages_never_shadow_the_standard_library() {
         );
     }
 }
+
+/// A package index that never answers: it takes connections and holds
+/// them, so an install from it waits for a timeout of pip's (fetching uv)
+/// or uv's, or for `python.build_timeout` (here 90 s): minutes, far past
+/// the limits of the calls below.
+fn silent_index() -> String {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("a loopback listener");
+    let port = l.local_addr().expect("its address").port();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for conn in l.incoming().flatten() {
+            held.push(conn);
+        }
+    });
+    format!("http://127.0.0.1:{port}/simple")
+}
+
+/// A session whose installs never end, with a grace long enough that an
+/// interrupt is answered on a loaded host, and a wall limit far past the
+/// CPU limits asked for.
+async fn stalled_pip_session() -> (Daemon, prims_protocol::client::Client, String) {
+    let d = Daemon::start_with_python(
+        &live_policy(
+            &format!("{NO_POOL}interrupt_grace = \"5s\""),
+            "[limits]\nwall_time = \"120s\"\n",
+        ),
+        &format!(
+            "index_url = {:?}\nbuild_timeout = \"90s\"\n",
+            silent_index()
+        ),
+    );
+    let c = d.client().await;
+    let s = c.open_session(None).await.unwrap().session_id;
+    let set = run(&c, &s, "x = 'kept'").await;
+    assert_eq!(set.outcome.status, Status::Ok, "{set:?}");
+    (d, c, s)
+}
+
+/// A thread that burns CPU until `stop` is set, then an install that
+/// never ends.
+const BURN_THEN_PIP: &str = "import threading\n\
+    stop = threading.Event()\n\
+    def burn():\n\
+    \x20   while not stop.is_set():\n\
+    \x20       pass\n\
+    threading.Thread(target=burn, daemon=True).start()\n\
+    %pip install prims-never-answered\n\
+    print('after the install')";
+
+/// `%pip install` under a limit that runs out while it installs: the cell
+/// is interrupted at the limit as any cell is (not after the install), the
+/// result names the limit and says the install was cut, and the
+/// interpreter goes on with its state. The install it cut runs on, and the
+/// interpreter's next install waits for it, under that call's limits.
+async fn pip_cut_by(kind: &str, limit: &str, set: impl FnOnce(&mut LimitRequest)) {
+    let (_d, c, s) = stalled_pip_session().await;
+    let asked = Instant::now();
+    let cut = send(&c, limited(&s, BURN_THEN_PIP, set)).await;
+    let took = asked.elapsed();
+    assert_eq!(cut.outcome.status, Status::Timeout, "{cut:?}");
+    assert_eq!(cut.outcome.timeout_kind.as_deref(), Some(kind), "{cut:?}");
+    assert!(
+        stderr(&cut).contains(&format!(
+            "The call's {limit} limit ran out during a `%pip install`"
+        )),
+        "{}",
+        stderr(&cut)
+    );
+    assert!(
+        !stdout(&cut).contains("after the install"),
+        "the cell went on only after the install: {}",
+        stdout(&cut)
+    );
+    // 1 s of limit and 5 s of grace, on a loaded host; the install alone
+    // runs for 90 s.
+    assert!(took < Duration::from_secs(45), "the call took {took:?}");
+    assert_eq!(cut.outcome.signal, None, "interrupted, not killed: {cut:?}");
+    let after = run(&c, &s, "stop.set()\nprint(x)").await;
+    assert_kept(&after);
+    assert_eq!(stdout(&after), "kept\n", "{}", stderr(&after));
+    let again = send(
+        &c,
+        limited(&s, "%pip install prims-never-answered-either", |l| {
+            l.wall_time_ms = Some(2000)
+        }),
+    )
+    .await;
+    assert_kept(&again);
+    assert_eq!(again.outcome.status, Status::Timeout, "{again:?}");
+    assert_eq!(again.outcome.timeout_kind.as_deref(), Some("wall"));
+    assert!(
+        stdout(&again).contains("waiting for an install that a time limit cut short to end first"),
+        "{}",
+        stdout(&again)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn live_state_pip_install_counts_against_the_wall_limit() {
+    pip_cut_by("wall", "wall time", |l| l.wall_time_ms = Some(1000)).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn live_state_the_cpu_limit_is_watched_while_pip_installs() {
+    pip_cut_by("cpu", "CPU time", |l| l.cpu_time_ms = Some(1000)).await;
+}

@@ -25,12 +25,18 @@
 //!   joins its init's pid namespace, then stacks the job's full filter
 //!   (which denies both again) on this one; a denied `prlimit64` would
 //!   keep it from setting its rlimits;
-//! - **no `RLIMIT_NPROC` of its own** ([`Variant::nproc_limit`]): the
-//!   kernel counts every child's processes against the template's uid as
-//!   well, up to the limit the template had when the child's user
-//!   namespace was made, which would be one budget for all its children;
-//!   its cgroup's `pids.max` still holds, and each child gets its own
-//!   limits;
+//! - **no per-user rlimits, its own or its maker's**
+//!   ([`Variant::per_user_rlimits`]): the kernel counts every child's
+//!   processes, pending signals, message-queue bytes and locked shared
+//!   memory against the template's uid as well, in the template's user
+//!   namespace up to the limits the child's parent (a copy of the
+//!   template) had when the child's namespace was made, and on the host up
+//!   to the jailer's when the template's was made: one budget for all its
+//!   children, unless both are unlimited. So the jailer lifts its own
+//!   before it clones the template, the template keeps them unlimited, and
+//!   each child lifts its soft limits before it unshares its user
+//!   namespace, then takes a cold jail's own; the template's cgroup still
+//!   holds it, and each child gets its own;
 //! - **no Landlock domain of its own** ([`Variant::landlock`]): a domain
 //!   would lie under each child's, and the kernel skips a rule on a
 //!   directory that a child's own mount later covers (its `/workspace`,
@@ -84,8 +90,10 @@ pub struct Variant {
     pub children_ids: Option<ChildIds>,
     pub proc: ProcView,
     pub seccomp: SeccompScope,
-    /// The init sets `RLIMIT_NPROC` (with the other rlimits).
-    pub nproc_limit: bool,
+    /// The jail has the per-user rlimits of a job (processes, pending
+    /// signals, message-queue bytes, locked memory); without them, they are
+    /// unlimited, from the jailer on.
+    pub per_user_rlimits: bool,
     /// The init applies a Landlock domain to itself and python.
     pub landlock: bool,
     /// python sets a parent-death signal, since the init's end does not
@@ -99,7 +107,7 @@ impl Variant {
         children_ids: None,
         proc: ProcView::Masked,
         seccomp: SeccompScope::Whole,
-        nproc_limit: true,
+        per_user_rlimits: true,
         landlock: true,
         python_dies_with_init: false,
     };
@@ -126,7 +134,7 @@ impl Variant {
                 keeper: TEMPLATE_CHILD_UIDS + count.saturating_sub(1),
             },
             seccomp: SeccompScope::UnderChildren,
-            nproc_limit: false,
+            per_user_rlimits: false,
             landlock: false,
             python_dies_with_init: true,
         }
@@ -174,6 +182,6 @@ mod tests {
             }
         );
         assert_eq!(t.seccomp, SeccompScope::UnderChildren);
-        assert!(!t.nproc_limit && !t.landlock && t.python_dies_with_init);
+        assert!(!t.per_user_rlimits && !t.landlock && t.python_dies_with_init);
     }
 }

@@ -99,6 +99,20 @@ pub enum ForkRole {
 /// The venv's python, as every jail sees it.
 pub const VENV_PYTHON: &str = "/venv/bin/python";
 
+/// inotify instances one jail may hold at once: its user namespace's own
+/// ceiling (`/proc/sys/user/max_inotify_instances`), which its init sets.
+pub const JAIL_INOTIFY_INSTANCES: u64 = 64;
+
+/// inotify watches one jail may hold at once (`max_inotify_watches`).
+pub const JAIL_INOTIFY_WATCHES: u64 = 8192;
+
+/// Signals one jail may have queued at once (`RLIMIT_SIGPENDING`). The
+/// kernel counts them per user up the user-namespace chain as well, so
+/// the children of one fork template share a ceiling of the template's:
+/// this share is small enough that every child a policy allows fits
+/// under a host's default ceiling (`interpreters::fork::budgets`).
+pub const JAIL_PENDING_SIGNALS: u64 = 256;
+
 /// Where a template's user namespace maps the children's host uid range.
 pub const TEMPLATE_CHILD_UIDS: u32 = 100_000;
 

@@ -7,7 +7,8 @@ mod outcome;
 
 pub use job::{
     Bind, CgroupBackend, CgroupSpec, CpuClass, ForkRole, JobLimits, JobSpec, LimitRequest,
-    NetworkMode, TEMPLATE_CHILD_UIDS, VENV_PYTHON,
+    NetworkMode, JAIL_INOTIFY_INSTANCES, JAIL_INOTIFY_WATCHES, JAIL_PENDING_SIGNALS,
+    TEMPLATE_CHILD_UIDS, VENV_PYTHON,
 };
 pub use outcome::{Enforced, Enforcement, Outcome, SetupError, Status};
 

@@ -5,7 +5,7 @@
 use super::agent::CHANNEL_LOST_EXIT;
 use super::agent::{OUTPUTS_BYTES_MAX, OUTPUTS_MAX};
 use super::channel::{AgentOutput, CellDone, CellStatus, ChannelError, FromAgent, ToAgent};
-use super::install::{self, Installer, Interrupted, MAX_INSTALLS};
+use super::install::{self, Installer, Served, Serving, MAX_INSTALLS};
 use super::live::Live;
 use super::output::new_marker;
 use super::pumps::{Captured, OutputTx};
@@ -46,8 +46,9 @@ pub(crate) struct CellEnd {
 enum Ending {
     /// The agent's answer, and which limit interrupted the code, if one did.
     Done(CellDone, Option<&'static str>),
-    /// The interrupt did not stop the code within the grace period.
-    Killed,
+    /// The interrupt at this limit (`wall`, `cpu`) did not stop the code
+    /// within the grace period.
+    Killed(&'static str),
     Broken(ChannelError),
     /// The channel ended: python is gone.
     Died,
@@ -73,7 +74,8 @@ pub(crate) async fn run(
     let before = usage(live);
     live.cells += 1;
     let id = live.cells;
-    let mut outputs = Outputs::default();
+    let mut seen = Seen::default();
+    let mut serving = None;
     let ending = match live.writer.send(&ToAgent::Cell { id, code, marker }).await {
         Err(e) => Ending::Broken(e),
         Ok(()) => {
@@ -85,9 +87,14 @@ pub(crate) async fn run(
                 cpu_start: before.cpu_ns,
                 installer,
             };
-            follow(live, &waiting, &mut outputs, cancel).await
+            follow(live, &waiting, &mut seen, &mut serving, cancel).await
         }
     };
+    if let Some(s) = serving.take() {
+        // The call ended (cancelled, or the channel did) with an install
+        // under way.
+        install::abandon(&live.job, s);
+    }
     let timed_out = live_timeout(&ending);
     let marker_deadline = TokioInstant::now() + MARKER_WAIT;
     let done = matches!(ending, Ending::Done(..));
@@ -112,8 +119,8 @@ pub(crate) async fn run(
         stderr: Captured::default(),
         result: None,
         result_truncated: false,
-        outputs: outputs.kept,
-        outputs_dropped: outputs.dropped,
+        outputs: seen.outputs.kept,
+        outputs_dropped: seen.outputs.dropped,
         gone: None,
         cancelled: false,
     };
@@ -131,7 +138,7 @@ pub(crate) async fn run(
             end.result_truncated = d.result_truncated;
             end.outputs_dropped = end.outputs_dropped.saturating_add(d.outputs_dropped);
         }
-        Ending::Killed => {
+        Ending::Killed(_) => {
             end.outcome.status = Status::Timeout;
             end.outcome.timeout_kind = timed_out.map(str::to_string);
             end.outcome.signal = Some(libc::SIGKILL);
@@ -161,6 +168,25 @@ pub(crate) async fn run(
             end.gone = Some(ResetReason::Cancelled);
         }
     }
+    if seen.install_cut && end.outcome.status == Status::Timeout {
+        let limit = match end.outcome.timeout_kind.as_deref() {
+            Some("cpu") => "CPU time",
+            _ => "wall time",
+        };
+        let how = if end.outcome.signal == Some(libc::SIGKILL) {
+            "killed (it did not stop at the interrupt)"
+        } else {
+            "interrupted"
+        };
+        note(
+            &mut end,
+            format!(
+                "\n[prims] The call's {limit} limit ran out during a `%pip install`, whose time \
+                 counts against the call: the cell stopped waiting for the install and was \
+                 {how}. Give a call that installs large packages a longer timeout.\n"
+            ),
+        );
+    }
     if end.outcome.oom_killed && end.gone.is_none() && end.outcome.status != Status::Timeout {
         // A child of the code was killed for memory; the interpreter lives.
         end.outcome.status = Status::Oom;
@@ -187,7 +213,7 @@ fn note(end: &mut CellEnd, text: String) {
 fn live_timeout(e: &Ending) -> Option<&'static str> {
     match e {
         Ending::Done(_, kind) => *kind,
-        Ending::Killed => Some("wall"),
+        Ending::Killed(kind) => Some(*kind),
         _ => None,
     }
 }
@@ -209,29 +235,52 @@ fn usage(live: &Live) -> Usage {
 /// counts once python's main thread is back where the agent waits for the
 /// next cell ([`Confirm`]): one the cell's code forged while it runs on is
 /// held until then.
-async fn follow(
+///
+/// A `%pip install` the cell asks for is served here too, beside the wall
+/// timer and the CPU samples: its time counts against the call's wall
+/// limit, and the cell's CPU keeps being watched while it runs (the
+/// install jail's own CPU is its cgroup's, not the cell's). So `timeout_s`
+/// bounds the whole call, installs included, and a slot is never held past
+/// it; giving install time back would let eight installs a cell, each
+/// bounded only by `python.build_timeout`, hold a run slot for 80 minutes.
+async fn follow<'a>(
     live: &mut Live,
-    w: &Waiting<'_>,
-    outputs: &mut Outputs,
+    w: &Waiting<'a>,
+    seen: &mut Seen,
+    serving: &mut Option<Serving<'a>>,
     cancel: &tokio_util::sync::CancellationToken,
 ) -> Ending {
     let (id, limits, grace, started, cpu_start) = (w.id, w.limits, w.grace, w.started, w.cpu_start);
-    let mut wall = TokioInstant::from_std(started) + Duration::from_millis(limits.wall_time_ms);
+    let wall = TokioInstant::from_std(started) + Duration::from_millis(limits.wall_time_ms);
     let mut installs = 0u32;
     let cpu_limit_ns = limits.cpu_time_ms.saturating_mul(1_000_000);
     let sample_cpu = cpu_start.is_some();
     let mut tick = cpu_ticks();
     let mut interrupted: Option<(&'static str, TokioInstant)> = None;
+    // A SIGINT must not land while the agent reads a frame of ours: it
+    // would leave the rest of the frame for the agent's next read, which
+    // then breaks the channel. An interrupt due then is held until the
+    // agent is seen to have read everything (`read_everything`), or until
+    // this instant.
+    let mut held: Option<TokioInstant> = None;
+    // When the agent was last sent an install's answer.
+    let mut answered: Option<TokioInstant> = None;
     let mut resend_at = wall;
     let mut confirm = Confirm::default();
     loop {
         let kill_at = interrupted.map(|(_, at)| at);
-        let step = tokio::select! {
-            m = live.rx.recv() => match m {
-                Some(Ok(FromAgent::Done(d))) if d.id == id => confirm.done(&live.main, d).await,
+        // While an install runs the agent's main thread waits on the
+        // channel for its answer, where `Confirm` would take it for the end
+        // of the cell: nothing from the agent is read until it has one.
+        let installing = serving.is_some();
+        let next = tokio::select! {
+            m = live.rx.recv(), if !installing => match m {
+                Some(Ok(FromAgent::Done(d))) if d.id == id => {
+                    Next::Step(confirm.done(&live.main, d).await)
+                }
                 Some(Ok(FromAgent::Output(o))) if o.id == id => {
-                    outputs.take(o);
-                    Step::Wait
+                    seen.outputs.take(o);
+                    Next::Step(Step::Wait)
                 }
                 Some(Ok(FromAgent::Install { id: asker, requirements })) if asker == id => {
                     installs += 1;
@@ -240,18 +289,24 @@ async fn follow(
                             "over {MAX_INSTALLS} installs in cell {id}"
                         )));
                     }
-                    // An install is not the cell's work: its time is given back.
-                    let t = TokioInstant::now();
-                    match install::serve(live, w.installer, requirements, cancel).await {
-                        Ok(()) => {}
-                        Err(Interrupted::Cancelled) => return Ending::Cancelled,
-                        Err(Interrupted::Broken(e)) => return Ending::Broken(e),
+                    if interrupted.is_none() {
+                        match install::start(&live.job, w.installer, requirements) {
+                            Ok(s) => *serving = Some(s),
+                            Err(answer) => {
+                                if let Err(e) = install::tell(live, answer).await {
+                                    return Ending::Broken(e);
+                                }
+                                answered = Some(TokioInstant::now());
+                            }
+                        }
                     }
-                    wall += t.elapsed();
-                    Step::Wait
+                    // Past a limit no install starts and none is answered:
+                    // the agent waits on the channel with nothing to read,
+                    // where the interrupt, sent again, ends its wait.
+                    Next::Step(Step::Wait)
                 }
                 Some(Ok(FromAgent::Synced { nonce })) => match confirm.synced(&nonce) {
-                    Some(step) => step,
+                    Some(step) => Next::Step(step),
                     None => return Ending::Broken(ChannelError::Malformed(
                         "a sync answer that was not asked for".into(),
                     )),
@@ -262,34 +317,97 @@ async fn follow(
                 Some(Err(ChannelError::Closed)) | None => return Ending::Died,
                 Some(Err(e)) => return Ending::Broken(e),
             },
-            _ = tokio::time::sleep_until(confirm.recheck.unwrap_or(wall)), if confirm.recheck.is_some() => {
-                confirm.again(&live.main)
+            served = next_served(serving), if installing => {
+                let sent = match served {
+                    Served::Line(line) => install::progress(live, line).await,
+                    Served::Ended(last, answer) => {
+                        *serving = None;
+                        let mut sent = Ok(());
+                        for line in last {
+                            sent = install::progress(live, line).await;
+                            if sent.is_err() {
+                                break;
+                            }
+                        }
+                        answered = Some(TokioInstant::now());
+                        match sent {
+                            Ok(()) => install::tell(live, answer).await,
+                            Err(e) => Err(e),
+                        }
+                    }
+                };
+                if let Err(e) = sent {
+                    return Ending::Broken(e);
+                }
+                Next::Step(Step::Wait)
             }
-            _ = tokio::time::sleep_until(wall), if interrupted.is_none() => {
-                interrupted = Some(("wall", interrupt(live, grace)));
-                resend_at = TokioInstant::now() + INTERRUPT_AGAIN;
-                Step::Wait
+            _ = tokio::time::sleep_until(confirm.recheck.unwrap_or(wall)),
+                if confirm.recheck.is_some() && !installing =>
+            {
+                Next::Step(confirm.again(&live.main))
             }
+            _ = tokio::time::sleep_until(wall), if interrupted.is_none() => Next::Limit("wall"),
             _ = tick.tick(), if sample_cpu && interrupted.is_none() => {
                 let used = usage(live).cpu_ns.zip(cpu_start).map(|(a, b)| a.saturating_sub(b));
                 if used.is_some_and(|ns| ns >= cpu_limit_ns) {
-                    interrupted = Some(("cpu", interrupt(live, grace)));
-                    resend_at = TokioInstant::now() + INTERRUPT_AGAIN;
+                    Next::Limit("cpu")
+                } else {
+                    Next::Step(Step::Wait)
                 }
-                Step::Wait
             }
             // A SIGINT that lands after python's last signal check but before
             // it blocks (time.sleep, a read) waits out that call: send again.
             _ = tokio::time::sleep_until(resend_at), if interrupted.is_some() => {
-                interrupt(live, grace);
-                resend_at = TokioInstant::now() + INTERRUPT_AGAIN;
-                Step::Wait
+                let now = TokioInstant::now();
+                if held.is_some_and(|until| now < until && !read_everything(live)) {
+                    resend_at = now + LOOK_AGAIN;
+                } else {
+                    held = None;
+                    interrupt(live, grace);
+                    resend_at = now + INTERRUPT_AGAIN;
+                }
+                Next::Step(Step::Wait)
             }
             _ = tokio::time::sleep_until(kill_at.unwrap_or(wall)), if kill_at.is_some() => {
                 live.kill();
-                return Ending::Killed;
+                return Ending::Killed(interrupted.map_or("wall", |(kind, _)| kind));
             }
             _ = cancel.cancelled() => return Ending::Cancelled,
+        };
+        let step = match next {
+            Next::Step(step) => step,
+            Next::Limit(kind) => {
+                let now = TokioInstant::now();
+                interrupted = Some((kind, now + grace));
+                if let Some(s) = serving.take() {
+                    // Nothing more of the install reaches the agent, which
+                    // waits on the channel for its answer, where a SIGINT
+                    // ends the wait with a KeyboardInterrupt, as at any
+                    // limit. Progress lines may still be on their way to
+                    // it: the interrupt waits until the agent has read them
+                    // (at worst until the grace is over, and the kill).
+                    install::abandon(&live.job, s);
+                    seen.install_cut = true;
+                    held = Some(now + grace);
+                } else if let Some(settled) = answered
+                    .map(|at| at + ANSWER_READ)
+                    .filter(|settled| now < *settled)
+                {
+                    // The agent may still be reading the answer just sent.
+                    // Once it has, it runs the cell's code, where nothing
+                    // shows from outside that it is done with the channel:
+                    // the interrupt waits a while, which a woken agent
+                    // needs even when its cgroup's CPU quota has run out.
+                    held = Some(settled);
+                }
+                if held.is_some() {
+                    resend_at = now;
+                } else {
+                    interrupt(live, grace);
+                    resend_at = now + INTERRUPT_AGAIN;
+                }
+                Step::Wait
+            }
         };
         match step {
             Step::Wait => {}
@@ -308,6 +426,30 @@ async fn follow(
     }
 }
 
+/// What one turn of `follow` saw.
+enum Next {
+    Step(Step),
+    /// The call's `wall` or `cpu` limit ran out.
+    Limit(&'static str),
+}
+
+/// The next word of the install under way; never ready without one.
+async fn next_served(serving: &mut Option<Serving<'_>>) -> Served {
+    match serving {
+        Some(s) => s.next().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Whether the agent has read every frame sent to it: python's main thread
+/// sleeps in read(2) on the channel, which it does only with nothing left
+/// to read (a thread that data woke shows in `/proc` as running until it
+/// blocks again), and the supervisor sends nothing meanwhile. When python
+/// cannot be seen (it is gone), the interrupt goes as it would anyway.
+fn read_everything(live: &Live) -> bool {
+    live.main.awaits_cell().unwrap_or(true)
+}
+
 /// What `follow` waits for: the cell, its limits, and when it started.
 struct Waiting<'a> {
     id: u64,
@@ -316,6 +458,14 @@ struct Waiting<'a> {
     started: Instant,
     cpu_start: Option<u64>,
     installer: Option<&'a Installer>,
+}
+
+/// What a cell showed besides its end.
+#[derive(Default)]
+struct Seen {
+    outputs: Outputs,
+    /// A limit ran out while an install the cell asked for was running.
+    install_cut: bool,
 }
 
 /// A cell's outputs as they arrive, within the caps of one call whatever
@@ -341,6 +491,12 @@ impl Outputs {
 
 /// How long an interrupt goes unanswered before it is sent again.
 const INTERRUPT_AGAIN: Duration = Duration::from_millis(200);
+/// How often a held interrupt looks whether the agent has read everything.
+const LOOK_AGAIN: Duration = Duration::from_millis(5);
+/// How long after an install's answer an interrupt is held, for the agent
+/// to read the answer: more than a CPU-quota period (100 ms) of a throttled
+/// cgroup, in which a woken agent may wait for a core.
+const ANSWER_READ: Duration = Duration::from_millis(250);
 
 /// Sends python SIGINT (KeyboardInterrupt); returns when to give up on it.
 fn interrupt(live: &Live, grace: Duration) -> TokioInstant {

@@ -3,13 +3,23 @@
 //! are), and its progress goes back to the agent line by line, which
 //! prints it as the cell's output. The cell's code never gets a network
 //! for this: the install jail does, reaching only the package index.
+//!
+//! The cell that asked is still running under its call's limits, which
+//! keep being enforced while the install runs (`cell::follow` polls a
+//! [`Serving`] beside its wall timer and CPU samples): an install's time is
+//! the call's. At a limit the cell stops waiting for it ([`abandon`]). The
+//! install itself runs on to its end (the installer offers no way to stop
+//! it halfway), and until then it is counted: the same interpreter's next
+//! install waits for it rather than write the session's packages beside
+//! it, and past [`cut_cap`] of them on the server a new one is refused.
 
 use super::channel::{ChannelError, ToAgent};
 use super::live::Live;
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
-use tokio::sync::mpsc;
-use tokio_util::sync::CancellationToken;
+use std::sync::{Mutex, MutexGuard};
+use tokio::sync::{mpsc, watch};
 
 /// Installs one cell may ask for; more break the channel.
 pub(crate) const MAX_INSTALLS: u32 = 8;
@@ -30,52 +40,177 @@ pub(crate) type InstallFuture = Pin<Box<dyn Future<Output = InstallAnswer> + Sen
 pub(crate) type Installer =
     dyn Fn(Vec<String>, mpsc::UnboundedSender<String>) -> InstallFuture + Send + Sync;
 
-/// How forwarding an install ended, when not with the agent told.
-pub(crate) enum Interrupted {
-    Cancelled,
-    Broken(ChannelError),
+/// Installs that a time limit cut short and that still run, by the job of
+/// the interpreter whose cell asked; each entry ends (its sender drops)
+/// with its install. Process-wide: the job names are.
+static CUT: Mutex<BTreeMap<String, watch::Receiver<()>>> = Mutex::new(BTreeMap::new());
+
+fn cut_installs() -> MutexGuard<'static, BTreeMap<String, watch::Receiver<()>>> {
+    CUT.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// Runs the install the running cell of `live` asked for, forwarding its
-/// progress, then tells the agent how it ended.
-pub(crate) async fn serve(
-    live: &mut Live,
-    installer: Option<&Installer>,
+/// Installs cut short that may still run at once on the server before a
+/// new one is refused: one per core, as many as the run slots that held
+/// them would have by default (`limits.max_concurrent_runs`). Each is
+/// bounded by `python.build_timeout`.
+fn cut_cap() -> usize {
+    std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+}
+
+/// An install a running cell asked for, under way.
+pub(crate) struct Serving<'a> {
+    stage: Stage<'a>,
+    progress: mpsc::UnboundedReceiver<String>,
+}
+
+enum Stage<'a> {
+    /// Not started: an install of the same interpreter that a time limit
+    /// cut short runs yet.
+    After {
+        earlier: watch::Receiver<()>,
+        installer: &'a Installer,
+        requirements: Vec<String>,
+        progress: mpsc::UnboundedSender<String>,
+    },
+    Running(InstallFuture),
+    /// It has answered.
+    Ended,
+}
+
+/// What an install under way has to say next.
+pub(crate) enum Served {
+    /// A progress line, for the agent to print.
+    Line(String),
+    /// It ended: the lines it sent last, then how it ended.
+    Ended(Vec<String>, InstallAnswer),
+}
+
+/// Starts installing `requirements` for a cell of the interpreter `job`;
+/// the answer at once when it cannot be done.
+pub(crate) fn start<'a>(
+    job: &str,
+    installer: Option<&'a Installer>,
     requirements: Vec<String>,
-    cancel: &CancellationToken,
-) -> Result<(), Interrupted> {
+) -> Result<Serving<'a>, InstallAnswer> {
     let Some(installer) = installer else {
-        let answer = InstallAnswer {
-            ok: false,
-            added: Vec::new(),
-            message: "installing packages is not available here".into(),
-        };
-        return tell(live, answer).await;
+        return Err(failed("installing packages is not available here".into()));
     };
-    let (tx, mut rx) = mpsc::unbounded_channel();
-    let mut install = installer(requirements, tx);
-    let answer = loop {
-        tokio::select! {
-            a = &mut install => break a,
-            Some(line) = rx.recv() => {
-                let msg = ToAgent::InstallProgress { line };
-                live.writer.send(&msg).await.map_err(Interrupted::Broken)?;
+    let (tx, progress) = mpsc::unbounded_channel();
+    let earlier = {
+        let cut = cut_installs();
+        match cut.get(job) {
+            Some(earlier) => Some(earlier.clone()),
+            None if cut.len() >= cut_cap() => {
+                return Err(failed(format!(
+                    "{} installs that time limits cut short are still running on this \
+                     server; try again when they have ended",
+                    cut.len()
+                )))
             }
-            _ = cancel.cancelled() => return Err(Interrupted::Cancelled),
+            None => None,
         }
     };
-    while let Ok(line) = rx.try_recv() {
-        let msg = ToAgent::InstallProgress { line };
-        live.writer.send(&msg).await.map_err(Interrupted::Broken)?;
-    }
-    tell(live, answer).await
+    let stage = match earlier {
+        Some(earlier) => {
+            let _ =
+                tx.send("waiting for an install that a time limit cut short to end first".into());
+            Stage::After {
+                earlier,
+                installer,
+                requirements,
+                progress: tx,
+            }
+        }
+        None => Stage::Running(installer(requirements, tx)),
+    };
+    Ok(Serving { stage, progress })
 }
 
-async fn tell(live: &mut Live, a: InstallAnswer) -> Result<(), Interrupted> {
+impl Serving<'_> {
+    /// Its next progress line, or its end. Cancel-safe: a caller that
+    /// drops this future (another branch of its `select!` won) loses
+    /// nothing, and may ask again. Never ready after [`Served::Ended`].
+    pub(crate) async fn next(&mut self) -> Served {
+        if let Stage::After { earlier, .. } = &mut self.stage {
+            tokio::select! {
+                biased;
+                Some(line) = self.progress.recv() => return Served::Line(line),
+                () = ended(earlier) => {}
+            }
+            self.stage = match std::mem::replace(&mut self.stage, Stage::Ended) {
+                Stage::After {
+                    installer,
+                    requirements,
+                    progress,
+                    ..
+                } => Stage::Running(installer(requirements, progress)),
+                other => other,
+            };
+        }
+        let answer = match &mut self.stage {
+            Stage::Running(answer) => answer,
+            Stage::After { .. } | Stage::Ended => return std::future::pending().await,
+        };
+        tokio::select! {
+            // Lines first: those sent before the end go out before it.
+            biased;
+            Some(line) = self.progress.recv() => Served::Line(line),
+            answer = answer => {
+                self.stage = Stage::Ended;
+                let mut last = Vec::new();
+                while let Ok(line) = self.progress.try_recv() {
+                    last.push(line);
+                }
+                Served::Ended(last, answer)
+            }
+        }
+    }
+}
+
+/// Waits for the end of an install cut short: nothing is ever sent, and
+/// its end drops the sender. Cancel-safe.
+async fn ended(earlier: &mut watch::Receiver<()>) {
+    while earlier.changed().await.is_ok() {}
+}
+
+/// The cell of interpreter `job` stops waiting for `serving` (a limit ran
+/// out, or the call ended otherwise). An install not started yet is
+/// dropped; one under way runs on to its end in a task of its own, its
+/// lines and answer going nowhere, and counts as cut short until then.
+pub(crate) fn abandon(job: &str, serving: Serving<'_>) {
+    let Stage::Running(answer) = serving.stage else {
+        return;
+    };
+    let (ended, end) = watch::channel(());
+    cut_installs().insert(job.to_string(), end);
+    let job = job.to_string();
+    tokio::spawn(async move {
+        let a = answer.await;
+        tracing::info!(job = %job, ok = a.ok, "an install that a time limit cut short has ended");
+        cut_installs().remove(&job);
+        drop(ended);
+    });
+}
+
+/// Sends the agent one progress line of the install it waits for.
+pub(crate) async fn progress(live: &mut Live, line: String) -> Result<(), ChannelError> {
+    live.writer.send(&ToAgent::InstallProgress { line }).await
+}
+
+/// Tells the agent how the install it waits for ended.
+pub(crate) async fn tell(live: &mut Live, a: InstallAnswer) -> Result<(), ChannelError> {
     let msg = ToAgent::Installed {
         ok: a.ok,
         added: a.added,
         message: a.message,
     };
-    live.writer.send(&msg).await.map_err(Interrupted::Broken)
+    live.writer.send(&msg).await
+}
+
+fn failed(message: String) -> InstallAnswer {
+    InstallAnswer {
+        ok: false,
+        added: Vec::new(),
+        message,
+    }
 }

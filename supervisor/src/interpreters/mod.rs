@@ -4,21 +4,29 @@
 //! interpreter that already imported `python.prewarm_imports`, serves new
 //! sessions.
 //!
-//! - [`agent`]: the in-jail agent, which runs cells in one persistent
-//!   globals dict;
+//! The modules, in the order a call meets them:
+//!
+//! - [`agent`]: the in-jail agent (the `prims_agent` Python package), its
+//!   read-only directory and the limits it keeps;
 //! - [`channel`]: the supervisor's side of its framed channel, a trust
 //!   boundary: code in the jail can write anything to it;
-//! - [`output`]: cutting the jail's stdout and stderr into cells at the
-//!   markers the agent writes, which `pumps` applies to the live pipes;
-//! - `start`, `live`, `cell`: starting one interpreter, and one call in it,
-//!   whose end `settled` confirms from the kernel's view of python;
+//! - [`ipython`]: the IPython layer an interpreter's cells run through;
+//! - `registry`, `slot`, `pool`: the interpreters by session, the caps,
+//!   the idle stop and the warm pool;
 //! - `call`: one call in the session's interpreter, in phases, and why
 //!   the interpreter is kept or replaced;
-//! - [`fork`]: the fork wing: fork templates, and a `fresh: true` call's
-//!   fresh python forked in place of a forked interpreter's, in the same
-//!   jail; `fork::start` chooses fork or cold for every start;
-//! - `registry`, `slot`, `pool`: the interpreters by session, the caps,
-//!   the idle stop and the warm pool.
+//! - [`fork`]: the fork wing: every start goes through `fork::start`,
+//!   which forks a new interpreter from a fork template or starts it cold;
+//!   a `fresh: true` call's fresh python forked in place;
+//! - [`start`]: starting one interpreter cold, and what a forked start
+//!   shares with it (the agent's spec, the jail's launch, `ready`);
+//! - [`live`]: one running interpreter, and what a stop saves of it;
+//! - [`cell`]: one cell, with its limits; [`install`] serves its
+//!   `%pip install`; `settled` confirms from the Linux kernel's view of
+//!   python that it has ended;
+//! - [`output`], `pumps`: the jail's stdout and stderr, cut into cells at
+//!   the markers the agent writes;
+//! - `enforced`: what enforces each limit, as the outcome reports it.
 
 pub(crate) mod agent;
 mod call;

@@ -33,6 +33,9 @@ _CLONE_NEWIPC = 0x08000000
 _CLONE_NEWUSER = 0x10000000
 _CLONE_NEWPID = 0x20000000
 _CLONE_NEWNET = 0x40000000
+# The rlimits the kernel counts per user along the user-namespace chain
+# (the jailer's privs::PER_USER).
+_PER_USER = ("RLIMIT_NPROC", "RLIMIT_SIGPENDING", "RLIMIT_MSGQUEUE", "RLIMIT_MEMLOCK")
 # How long what a python left may take to die.
 _EMPTY_WITHIN_S = 3
 _MT_KEY_WORDS = 624
@@ -96,6 +99,7 @@ def become_parent(agent, ready, socks, stray, sys_, forked_main):
         for src, dst in ((null, 0), (fds[0], 1), (fds[1], 2), (fds[2], CHANNEL_FD)):
             os.dup2(src, dst)
         sys_.close_all_but(CHANNEL_FD + 1, (ctl, fresh))
+        _lift_per_user(sys_.resource)
         sys_.unshare(_CLONE_NEWUSER)
         sys_.unshare(_CLONE_NEWNS | _CLONE_NEWNET | _CLONE_NEWIPC | _CLONE_NEWUTS)
         _say(peer, {"op": "unshared"})
@@ -128,6 +132,17 @@ def become_parent(agent, ready, socks, stray, sys_, forked_main):
         except BaseException:
             pass
         exit_now(1)
+
+
+def _lift_per_user(res):
+    """Soft per-user rlimits up to the hard ones, which a template has
+    unlimited. The kernel caps what the template's uid counts for the new
+    user namespace at the rlimits of the process that makes it: unlimited,
+    no sibling's use takes from this jail's share (the plan sets the
+    jail's own later)."""
+    for name in _PER_USER:
+        kind = getattr(res, name)
+        res.setrlimit(kind, (res.getrlimit(kind)[1],) * 2)
 
 
 def _receive(peer, socket, op, nfds):

@@ -9,13 +9,16 @@
 //!   others;
 //! - [`parent`]: the socket to a forked python's parent, outside its jail;
 //! - [`in_place`]: a `fresh: true` call's fresh python, forked by that
-//!   parent in place of the one it replaces, in the same jail.
+//!   parent in place of the one it replaces, in the same jail;
+//! - [`budgets`]: the host's per-user ceilings that every child of a
+//!   template would share, raised so that none binds before a jail's own.
 //!
 //! Their in-jail half is the agent's `prims_agent/fork/` package
 //! (`template.py`, `parent.py`); the jailer's half, which adopts a
 //! template's child, is `prims-jailer`'s `adopt` module; the messages
 //! between the three are `prims_protocol::fork`'s.
 
+pub(crate) mod budgets;
 pub(crate) mod in_place;
 pub(crate) mod parent;
 pub(crate) mod templates;

@@ -316,6 +316,16 @@ impl Templates {
         policy: &Policy,
         p: Parts,
     ) -> Result<Template, String> {
+        // No child may share a kernel budget with its siblings.
+        let jails_at_once = super::budgets::children(policy);
+        let ceilings = super::budgets::ensure(std::path::Path::new("/proc/sys"), jails_at_once)
+            .map_err(|e| e.to_string())?;
+        super::budgets::lift_rlimits(jails_at_once, policy.limits.pids)
+            .map_err(|e| e.to_string())?;
+        for c in ceilings.iter().filter(|c| c.now != c.was) {
+            tracing::warn!(sysctl = %c.name, was = c.was, now = c.now,
+                "raised a host-wide per-user ceiling so that each of {jails_at_once} forked sessions keeps a cold jail's share");
+        }
         let (workspace, host_uid, name, spare) = self.home(jails).await?;
         let spec = StartSpec {
             name,
