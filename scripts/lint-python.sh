@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Lints the Python that runs in the jail (supervisor/agent, the agent's
-# package) with ruff, as its ruff.toml says: every module imports what it
+# package, and the session install's program) with ruff, as the agent's
+# ruff.toml says: every module imports what it
 # uses, no name is undefined or unused. ruff is pinned and installed once
 # into a venv under target/ (scripts/install-deps.sh brings python3-venv).
 set -euo pipefail
@@ -12,4 +13,4 @@ if [ ! -x "$venv/bin/ruff" ] || [ "$("$venv/bin/ruff" --version)" != "ruff $ruff
   /usr/bin/python3 -m venv "$venv"
   "$venv/bin/pip" install --quiet --disable-pip-version-check "ruff==$ruff_version"
 fi
-"$venv/bin/ruff" check --no-cache supervisor/agent
+"$venv/bin/ruff" check --no-cache --config supervisor/agent/ruff.toml supervisor/agent supervisor/src/envs/session_install.py

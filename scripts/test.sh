@@ -33,7 +33,7 @@ RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --workspace --locked
 echo "== cargo build"
 cargo build --workspace --all-targets --locked
 disk "after the build"
-echo "== cargo test (one-shot jails: prims run runs each script as python's main program)"
+echo "== cargo test (the escape catalogue in forked interpreters, as the server starts them)"
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 set +e
@@ -44,43 +44,36 @@ passed=$(awk '/^test result:/ {p += $4} END {print p + 0}' "$log")
 failed=$(awk '/^test result:/ {f += $6} END {print f + 0}' "$log")
 [ "$status" -eq 0 ] || { summary "$passed" "$failed"; exit "$status"; }
 
-# The same escape catalogue against the jail the daemon really runs code in:
-# every `prims run` of these tests gets --live, so each script is the one
-# cell of a live interpreter (the agent on its channel, in the same jail).
+# The stage above ran the escape catalogue in interpreters forked from a
+# fork template, as the server starts them by default. The same catalogue
+# runs again against each other way python can start: the cold interpreter
+# the server falls back to, a fresh python forked in place (`fresh: true`),
+# and the jail alone (`prims run`, the script as python's main program).
 live_tests=() live_names=()
 for f in tests/tests/escape_*.rs tests/tests/limits.rs tests/tests/bad_input.rs tests/tests/happy.rs; do
   live_names+=("$(basename "$f" .rs)")
   live_tests+=(--test "${live_names[-1]}")
 done
-# catalogue_stage LABEL ENV_VAR: the catalogue above, once more, with
-# ENV_VAR=1; its figures join the totals, and a failure ends the run.
+# catalogue_stage MODE: the catalogue above, once more, with
+# PRIMS_TEST_MODE=MODE; its figures join the totals, and a failure ends the run.
 catalogue_stage() {
-  local label=$1 var=$2 status stage_passed stage_failed
+  local mode=$1 status stage_passed stage_failed
+  echo "== cargo test, ${mode^^} mode (PRIMS_TEST_MODE=$mode): ${live_names[*]}"
   set +e
-  env "$var=1" cargo test -p prims-tests --locked --no-fail-fast "${live_tests[@]}" \
+  PRIMS_TEST_MODE="$mode" cargo test -p prims-tests --locked --no-fail-fast "${live_tests[@]}" \
     -- --test-threads="${PRIMS_TEST_THREADS:-4}" 2>&1 | tee "$log"
   status=${PIPESTATUS[0]}
   set -e
   stage_passed=$(awk '/^test result:/ {p += $4} END {print p + 0}' "$log")
   stage_failed=$(awk '/^test result:/ {f += $6} END {print f + 0}' "$log")
-  echo "$label: $stage_passed passed, $stage_failed failed"
+  echo "$mode mode: $stage_passed passed, $stage_failed failed"
   passed=$((passed + stage_passed))
   failed=$((failed + stage_failed))
   [ "$status" -eq 0 ] || { summary "$passed" "$failed"; exit "$status"; }
 }
-echo "== cargo test, LIVE INTERPRETER mode (PRIMS_TEST_LIVE=1, prims run --live): ${live_names[*]}"
-catalogue_stage "live interpreter mode" PRIMS_TEST_LIVE
-
-# And against interpreters forked from a fork template: each `prims run`
-# starts a template and runs its script in a child the jailer adopted, or
-# fails (the architecture guide's "Fork templates").
-echo "== cargo test, FORKED mode (PRIMS_TEST_FORKED=1, prims run --live --forked): ${live_names[*]}"
-catalogue_stage "forked mode" PRIMS_TEST_FORKED
-
-# And against a fresh python forked in place of such a child, in its jail,
-# as a `fresh: true` call gets it (the architecture guide's "Fresh in place").
-echo "== cargo test, IN-PLACE mode (PRIMS_TEST_IN_PLACE=1, prims run --live --forked --in-place): ${live_names[*]}"
-catalogue_stage "in-place mode" PRIMS_TEST_IN_PLACE
+catalogue_stage cold
+catalogue_stage in-place
+catalogue_stage one-shot
 
 echo "== MCP clients (Python SDK, Inspector, mcp-remote) against prims serve"
 mcp_log=$(mktemp)

@@ -157,24 +157,78 @@ fn seccomp() -> Verdict {
     }
 }
 
-/// Which path new interpreters take: forked from a template, or cold.
+/// Which path new interpreters take: forked from a template, or cold; and
+/// whether the host's per-user ceilings hold every forked session's share.
 fn start_path(policy: &Policy) -> Verdict {
     if !policy.interpreters.fork_templates {
         return Verdict::Ok(
             "new interpreters start cold (interpreters.fork_templates = false)".into(),
         );
     }
-    if policy.network.mode == prims_policy::NetworkPolicy::Allowlist {
+    let short = prims_supervisor::fork_budget_shortfalls(policy, Path::new("/proc/sys"));
+    if let Some((why, _)) = short.iter().find(|(_, raisable)| !raisable) {
+        return Verdict::Fail(
+            format!("fork templates: {why}, and the supervisor cannot raise it"),
+            "raise it where the supervisor starts (LimitNPROC=, LimitSIGPENDING= in its unit), lower sessions.max_sessions, or set interpreters.fork_templates = false; until then interpreters start cold",
+        );
+    }
+    if !short.is_empty() {
+        let whys: Vec<&str> = short.iter().map(|(w, _)| w.as_str()).collect();
         return Verdict::Warn(
-            "interpreters.fork_templates is on, but allowlist-mode interpreters always start cold"
-                .into(),
-            "nothing to fix: calls work, a forked child only lacks the proxy's listener yet",
+            format!("fork templates: {}", whys.join("; ")),
+            "nothing to do: the supervisor raises these as its first template starts, so that each forked session keeps a cold jail's share (docs/security.md)",
         );
     }
     Verdict::Ok(
-        "new interpreters fork from a template per environment (interpreters.fork_templates = true); /metrics counts starts by path"
+        "new interpreters fork from a template per environment (interpreters.fork_templates = true), each with a cold jail's kernel budgets; /metrics counts starts by path"
             .into(),
     )
+}
+
+/// Whether the running server is ready: what a new session's first call
+/// needs is up (the supervisor's start-up says).
+fn readiness(socket: &Path) -> Option<Verdict> {
+    if !socket.exists() {
+        return None;
+    }
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .ok()?;
+    let stats = rt.block_on(async {
+        let ask = async {
+            prims_protocol::client::Client::connect(socket, "prims doctor")
+                .await?
+                .stats()
+                .await
+        };
+        tokio::time::timeout(std::time::Duration::from_secs(5), ask).await
+    });
+    Some(match stats {
+        Ok(Ok(s)) if !s.ready => Verdict::Warn(
+            format!(
+                "the server is starting: waiting for {}",
+                s.waiting_for.join(", ")
+            ),
+            "wait: it reports ready (systemd's READY=1, /health 200) once these are up",
+        ),
+        Ok(Ok(s)) if !s.degraded.is_empty() => Verdict::Warn(
+            format!("the server is ready, degraded: {}", s.degraded.join("; ")),
+            "see the supervisor's log (journalctl -u prims-supervisor)",
+        ),
+        Ok(Ok(s)) => Verdict::Ok(format!(
+            "the server is ready ({} fork template(s) up, {} session(s))",
+            s.templates_up, s.sessions
+        )),
+        Ok(Err(e)) => Verdict::Fail(
+            format!("the supervisor did not answer on its socket: {e}"),
+            "systemctl status prims-supervisor",
+        ),
+        Err(_) => Verdict::Fail(
+            "the supervisor did not answer on its socket within 5 s".into(),
+            "systemctl status prims-supervisor",
+        ),
+    })
 }
 
 fn interpreter(policy: &Policy) -> Verdict {
@@ -282,7 +336,9 @@ pub fn main(args: DoctorArgs) -> i32 {
         state_dir(&args.host.state.dir),
         disk(&policy, &args.host.state.dir),
         socket(&args.host.socket.path),
-    ];
+    ]
+    .into_iter()
+    .chain(readiness(&args.host.socket.path));
     let mut failed = 0;
     for c in checks {
         match c {

@@ -31,6 +31,15 @@ pub struct InitFds {
     pub channel: Option<OwnedFd>,
 }
 
+/// The fds a job hands on: the jailer closes its copies once the init is
+/// cloned, the init its own once python is forked.
+pub(crate) struct Handed {
+    /// `NetworkMode::Proxy`: the socket the jail's listener goes out on.
+    pub proxy: Option<OwnedFd>,
+    /// python's fd 3.
+    pub channel: Option<OwnedFd>,
+}
+
 pub struct Prepared<'a> {
     pub spec: &'a JobSpec,
     pub variant: Variant,

@@ -54,7 +54,7 @@ pub use error::JailError;
 pub use plan::spec::read as read_spec;
 pub use prims_syscalls::landlock_abi;
 
-use init::{InitFds, Prepared};
+use init::{Handed, InitFds, Prepared};
 use prims_cgroup::JobCgroup;
 use prims_protocol::jail::{CgroupBackend, Enforced, JobSpec, Outcome, Status};
 use setup::{
@@ -73,15 +73,6 @@ const NAMESPACES: u64 = (libc::CLONE_NEWUSER
     | libc::CLONE_NEWIPC
     | libc::CLONE_NEWUTS) as u64;
 
-/// The fds a job hands on: the jailer closes its copies once the init is
-/// cloned, the init its own once python is forked.
-struct Handed {
-    /// `NetworkMode::Proxy`: the socket the jail's listener goes out on.
-    proxy: Option<OwnedFd>,
-    /// python's fd 3.
-    channel: Option<OwnedFd>,
-}
-
 /// Run one job and describe how it ended. Never panics on bad input: every
 /// failure becomes a `setup_error` outcome. `proxy` is the channel the
 /// jail's listener goes out on in `NetworkMode::Proxy`; `channel` becomes
@@ -96,7 +87,7 @@ pub fn run(
 ) -> Outcome {
     let start = Instant::now();
     let result = match (adopt, spec.fork) {
-        (Some(adopt), _) => adopt::run(spec, adopt, channel, start),
+        (Some(adopt), _) => adopt::run(spec, adopt, Handed { proxy, channel }, start),
         (None, prims_protocol::jail::ForkRole::Child { .. }) => Err(JailError::Spec(
             "a template's child is adopted through --adopt-fd".into(),
         )),

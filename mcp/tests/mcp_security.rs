@@ -452,6 +452,17 @@ async fn metrics_need_a_token_when_tokens_are_configured() {
         let body = m.text().await.unwrap();
         assert!(body.contains("# TYPE prims_supervisor_up gauge"), "{body}");
     }
+    // Open without a token: /health once the server is ready (503, with
+    // what it waits for, until its template is up), /health/live at once.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while get("/health", None).await.unwrap().status() != StatusCode::OK {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never ready:\n{}",
+            stack.logs()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
     for path in ["/health", "/health/live"] {
         let h = get(path, None).await.unwrap();
         assert_eq!(h.status(), StatusCode::OK, "{path}");

@@ -368,7 +368,9 @@ pub struct Interpreters {
     pub save_timeout: HumanDuration,
     /// Fork new interpreters from a per-environment template that imported
     /// `python.prewarm_imports` once (see the architecture guide's "Fork
-    /// templates"); off, every interpreter starts cold.
+    /// templates"); the default environment's template starts with the
+    /// server. Off (for a host that cannot fork), every interpreter starts
+    /// cold.
     pub fork_templates: bool,
     /// Templates kept at once, one per environment; past it, the least
     /// recently used is replaced.
@@ -389,7 +391,7 @@ impl Default for Interpreters {
             pool_size: 2,
             interrupt_grace: HumanDuration::secs(2),
             save_timeout: HumanDuration::secs(10),
-            fork_templates: false,
+            fork_templates: true,
             max_templates: 4,
             template_memory: ByteSize(1 << 30),
             template_max_age: HumanDuration::secs(3600),

@@ -404,6 +404,17 @@ pub struct Stats {
     pub envs: u64,
     pub env_builds: u64,
     pub base_env_ready: bool,
+    /// What a new session's first call needs is up (the base environment,
+    /// the IPython layer and the default environment's fork template), or
+    /// the start-up's bound passed.
+    #[serde(default)]
+    pub ready: bool,
+    /// What the start-up still waits for, in words.
+    #[serde(default)]
+    pub waiting_for: Vec<String>,
+    /// What failed as the server started, in words: it serves without it.
+    #[serde(default)]
+    pub degraded: Vec<String>,
     /// Interpreters that belong to a session.
     #[serde(default)]
     pub interpreters_live: u64,

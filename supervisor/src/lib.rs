@@ -36,6 +36,7 @@ pub mod egress;
 pub mod envs;
 pub mod fsops;
 pub(crate) mod interpreters;
+pub use interpreters::fork::budgets::shortfalls as fork_budget_shortfalls;
 pub mod job;
 pub mod script;
 pub mod server;

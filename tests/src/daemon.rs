@@ -212,6 +212,18 @@ impl Daemon {
         }
     }
 
+    /// The prefix of this supervisor's job cgroups (`job-<instance>-`), as
+    /// its log names it.
+    pub fn job_prefix(&self) -> String {
+        let log = self.log();
+        let named = log
+            .split("are named ")
+            .nth(1)
+            .and_then(|rest| rest.split('…').next())
+            .unwrap_or_else(|| panic!("no job-cgroup prefix in the log:\n{log}"));
+        named.to_string()
+    }
+
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.dir.join("daemon.log")).unwrap_or_default()
     }

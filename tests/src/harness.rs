@@ -90,32 +90,52 @@ pub fn jailer_bin() -> PathBuf {
     built_binary("prims-jailer")
 }
 
-/// Set to `1`, every [`Job`] runs with `--live`: its script is the one
-/// cell of a live interpreter, as the daemon runs calls.
-pub const LIVE_ENV: &str = "PRIMS_TEST_LIVE";
+/// Which interpreter every [`Job`] runs its script in, the catalogue's
+/// mode: `forked` (the default, as the server starts interpreters), `cold`,
+/// `in-place` or `one-shot`.
+pub const MODE_ENV: &str = "PRIMS_TEST_MODE";
 
-/// Jobs run against live interpreters ([`LIVE_ENV`]).
+/// The modes of [`MODE_ENV`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// `prims run --live --forked`: the one cell of an interpreter forked
+    /// from a fork template started for the run.
+    Forked,
+    /// `prims run --live --forked --in-place`: the first cell of a fresh
+    /// python forked in place of a template's child, in that child's jail,
+    /// as a `fresh: true` call gets it.
+    InPlace,
+    /// `prims run --live`: the one cell of an interpreter started cold, the
+    /// server's fallback.
+    Cold,
+    /// `prims run`: the jail alone, the script as python's main program.
+    OneShot,
+}
+
+/// The mode [`MODE_ENV`] names; an unknown one fails loudly.
+pub fn mode() -> Mode {
+    match std::env::var(MODE_ENV).as_deref() {
+        Err(_) | Ok("") | Ok("forked") => Mode::Forked,
+        Ok("in-place") => Mode::InPlace,
+        Ok("cold") => Mode::Cold,
+        Ok("one-shot") => Mode::OneShot,
+        Ok(other) => panic!("{MODE_ENV}={other}: one of forked, in-place, cold, one-shot"),
+    }
+}
+
+/// Jobs run against live interpreters (every mode but one-shot).
 pub fn live_mode() -> bool {
-    std::env::var_os(LIVE_ENV).is_some_and(|v| v == "1") || forked_mode()
+    mode() != Mode::OneShot
 }
 
-/// Set to `1`, every [`Job`] runs with `--live --forked`: its script is the
-/// one cell of an interpreter forked from a fork template.
-pub const FORKED_ENV: &str = "PRIMS_TEST_FORKED";
-
-/// Jobs run in interpreters forked from a template ([`FORKED_ENV`]).
+/// Jobs run in interpreters forked from a template.
 pub fn forked_mode() -> bool {
-    std::env::var_os(FORKED_ENV).is_some_and(|v| v == "1") || in_place_mode()
+    matches!(mode(), Mode::Forked | Mode::InPlace)
 }
 
-/// Set to `1`, every [`Job`] runs with `--live --forked --in-place`: its
-/// script is the first cell of a fresh python forked in place of a
-/// template's child, in that child's jail, as a `fresh: true` call does.
-pub const IN_PLACE_ENV: &str = "PRIMS_TEST_IN_PLACE";
-
-/// Jobs run in pythons forked in place ([`IN_PLACE_ENV`]).
+/// Jobs run in pythons forked in place.
 pub fn in_place_mode() -> bool {
-    std::env::var_os(IN_PLACE_ENV).is_some_and(|v| v == "1")
+    mode() == Mode::InPlace
 }
 
 /// A policy with just a wall time, plus `extra` appended verbatim.

@@ -27,9 +27,9 @@
 //! needs `use prims_tests::*;`:
 //!
 //! - [`harness`]: locating the built binaries, the root check, and [`Job`],
-//!   which runs `prims run` with a script and a policy (every one with
-//!   `--live`, as the one cell of a live interpreter, when the environment
-//!   has `PRIMS_TEST_LIVE=1`);
+//!   which runs `prims run` with a script and a policy, in the interpreter
+//!   `PRIMS_TEST_MODE` names: forked from a template by default (as the
+//!   server starts them), or started cold, forked in place, or one-shot;
 //! - [`child`]: running any child process with a hard timeout ([`RawOutput`]);
 //! - [`outcome`]: [`Run`], a parsed `prims run --json` outcome and its
 //!   `SC` / `ERR` / `KV` lines;

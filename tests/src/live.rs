@@ -12,7 +12,9 @@ use prims_protocol::wire::{
 use std::time::{Duration, Instant};
 
 /// `[interpreters]` keys for a supervisor without a warm pool, so every
-/// session's first interpreter starts cold and the host stays quiet.
+/// session's first interpreter starts (forked from the default
+/// environment's template, as the server does by default) when its first
+/// call comes, and the host stays quiet.
 pub const NO_POOL: &str = "pool_size = 0\n";
 
 /// Policy for a live-interpreter test daemon: the `[interpreters]` keys
@@ -25,6 +27,10 @@ pub fn live_policy(interpreters: &str, extra: &str) -> String {
          [sessions]\ndisk_quota = \"32MiB\"\nmin_free_disk = \"256MiB\"\n{extra}"
     )
 }
+
+/// `[interpreters]` keys for a supervisor without a warm pool or fork
+/// templates: every interpreter starts cold, the server's fallback.
+pub const COLD: &str = "pool_size = 0\nfork_templates = false\n";
 
 /// How long a wait on the supervisor may take before the test calls it a
 /// hang; never a measure of speed.
@@ -236,7 +242,7 @@ pub const CONFINED: &str = "/workspace/w.txt ok\n\
 /proc/self/comm EACCES\n\
 / EACCES\n\
 /workspace/.. EACCES\n\
-/workspace ['.prims', 'mounts', 'output', 'w.txt']\n\
+/workspace ['mounts', 'output', 'w.txt']\n\
 /tmp ['.prims', 't.txt']\n\
 CapInh 0000000000000000\n\
 CapPrm 0000000000000000\n\

@@ -9,7 +9,9 @@
 use prims_protocol::jail::Status;
 use prims_protocol::wire::RunRequest;
 use prims_tests::daemon::{run_req, Daemon};
+use prims_tests::forked::forked_session;
 use prims_tests::http::{HttpServer, Request};
+use prims_tests::live::wait_for_stats;
 use prims_tests::live::{send, stderr, stdout};
 use prims_tests::netns::NetnsHost;
 use prims_tests::web;
@@ -133,6 +135,93 @@ fn lines(r: &prims_protocol::wire::RunReply) -> Vec<Vec<String>> {
         .lines()
         .map(|l| l.split(' ').map(str::to_string).collect())
         .collect()
+}
+
+/// Allowlist mode forks too: an interpreter forked from a template gets its
+/// jail's listener handed to the egress proxy as a cold one does, reaches
+/// the list and nothing else, and so does a fresh python forked in place
+/// of it; a warm spare is kept as in the other modes, forked.
+#[tokio::test(flavor = "multi_thread")]
+async fn egress_allowlist_forked_interpreters_and_their_fresh_pythons_reach_only_the_list() {
+    let up = upstream().await;
+    let d = daemon(up.addr);
+    let c = d.client().await;
+    let port = up.port();
+    let code = format!(
+        "{FETCH}\nimport os\nprint('forked', os.path.isdir('/.t'))\n\
+         fetch('http://files.test.example:{port}/ok')\n\
+         fetch('http://evil.test.example:{port}/ok')\n"
+    );
+    let s = forked_session(&d, &c).await;
+    for fresh in [false, true] {
+        let before = c.stats().await.unwrap();
+        let r = send(
+            &c,
+            RunRequest {
+                fresh,
+                ..run_req(&s, &code)
+            },
+        )
+        .await;
+        assert_eq!(r.outcome.status, Status::Ok, "{}", stderr(&r));
+        let got = lines(&r);
+        assert_eq!(got[0], ["forked", "True"], "fresh {fresh}: {got:?}");
+        assert_eq!(
+            got[1][..3],
+            [
+                "OK",
+                &format!("http://files.test.example:{port}/ok"),
+                "hello"
+            ],
+            "fresh {fresh}: {got:?}"
+        );
+        assert_eq!(
+            (got[2][0].as_str(), got[2][2].as_str()),
+            ("HTTP", "403"),
+            "fresh {fresh}: {got:?}"
+        );
+        let net = r.network.expect("a network report");
+        assert_eq!((net.allowed.len(), net.denied.len()), (1, 1), "{net:?}");
+        let after = c.stats().await.unwrap();
+        assert_eq!(
+            after.starts_cold, before.starts_cold,
+            "no cold start: {after:?}"
+        );
+        if fresh {
+            assert_eq!(
+                after.starts_in_place,
+                before.starts_in_place + 1,
+                "{after:?}"
+            );
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn egress_allowlist_keeps_a_forked_warm_spare_for_a_new_session() {
+    let up = upstream().await;
+    let (ip, port) = (up.addr.ip(), up.port());
+    let policy = format!(
+        "[network]\nmode = \"allowlist\"\nallow = [\"{ip}:{port}\"]\n[interpreters]\npool_size = 1\n"
+    );
+    let d = Daemon::start(&policy);
+    let c = d.client().await;
+    wait_for_stats(&c, "a warm spare", |s| s.pool_ready == 1).await;
+    let s = c.open_session(None).await.unwrap().session_id;
+    let code = format!(
+        "{FETCH}\nimport os\nprint('forked', os.path.isdir('/.t'))\nfetch('http://{ip}:{port}/ok')\n"
+    );
+    let r = send(&c, run_req(&s, &code)).await;
+    assert!(r.interpreter.warm, "the first call found the spare: {r:?}");
+    let got = lines(&r);
+    assert_eq!(got[0], ["forked", "True"], "{got:?}");
+    assert_eq!(
+        got[1][..3],
+        ["OK", &format!("http://{ip}:{port}/ok"), "hello"],
+        "{got:?}"
+    );
+    let stats = c.stats().await.unwrap();
+    assert_eq!(stats.starts_cold, 0, "{stats:?}");
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -126,8 +126,9 @@ async fn live_lifecycle_past_max_live_per_tenant_only_that_tenant_yields() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn live_lifecycle_a_pool_claim_is_warm_clean_and_confined() {
+    // Cold, the server's fallback: a forked spare is `templates.rs`'s.
     let d = Daemon::start_with_python(
-        &live_policy("pool_size = 1", ""),
+        &live_policy("pool_size = 1\nfork_templates = false", ""),
         "prewarm_imports = [\"sqlite3\", \"xml.dom.minidom\"]",
     );
     let c = d.client().await;

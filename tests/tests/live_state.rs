@@ -8,6 +8,11 @@ use prims_protocol::wire::{InterpreterState, ResetReason};
 use prims_tests::daemon::{run_req, Daemon};
 use prims_tests::live::*;
 use prims_tests::{assert_no_survivors, processes_with_marker, py_str, unique};
+use std::collections::BTreeSet;
+use std::os::fd::{AsRawFd, FromRawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 /// No pool (every interpreter starts cold) and a short interrupt grace, so
@@ -799,13 +804,18 @@ const BURN_THEN_PIP: &str = "import threading\n\
     %pip install prims-never-answered\n\
     print('after the install')";
 
+/// What an install of a supervisor without uv says first: it fetches uv
+/// with the host's pip, from the index (here the silent one).
+const FETCHING_UV: &str = "installing uv (once per server) with pip";
+
 /// `%pip install` under a limit that runs out while it installs: the cell
 /// is interrupted at the limit as any cell is (not after the install), the
 /// result names the limit and says the install was cut, and the
-/// interpreter goes on with its state. The install it cut runs on, and the
-/// interpreter's next install waits for it, under that call's limits.
+/// interpreter goes on with its state. The install it cut (here the
+/// host's pip fetching uv) is stopped, so the interpreter's next install
+/// starts at once rather than wait minutes for it.
 async fn pip_cut_by(kind: &str, limit: &str, set: impl FnOnce(&mut LimitRequest)) {
-    let (_d, c, s) = stalled_pip_session().await;
+    let (d, c, s) = stalled_pip_session().await;
     let asked = Instant::now();
     let cut = send(&c, limited(&s, BURN_THEN_PIP, set)).await;
     let took = asked.elapsed();
@@ -827,13 +837,25 @@ async fn pip_cut_by(kind: &str, limit: &str, set: impl FnOnce(&mut LimitRequest)
     // runs for 90 s.
     assert!(took < Duration::from_secs(45), "the call took {took:?}");
     assert_eq!(cut.outcome.signal, None, "interrupted, not killed: {cut:?}");
+    // The host's pip that fetched uv for it (into `state/.tools-*`) is
+    // killed, not left to pip's own timeouts.
+    let fetching = format!("{}/.tools-", d.state.display());
+    let gone = wait_until(STOPPED_WITHIN, || {
+        processes_with_marker(&fetching).is_empty()
+    })
+    .await;
+    assert!(
+        gone,
+        "the cut install's pip still runs: {:?}",
+        processes_with_marker(&fetching)
+    );
     let after = run(&c, &s, "stop.set()\nprint(x)").await;
     assert_kept(&after);
     assert_eq!(stdout(&after), "kept\n", "{}", stderr(&after));
     let again = send(
         &c,
         limited(&s, "%pip install prims-never-answered-either", |l| {
-            l.wall_time_ms = Some(2000)
+            l.wall_time_ms = Some(5000)
         }),
     )
     .await;
@@ -841,10 +863,28 @@ async fn pip_cut_by(kind: &str, limit: &str, set: impl FnOnce(&mut LimitRequest)
     assert_eq!(again.outcome.status, Status::Timeout, "{again:?}");
     assert_eq!(again.outcome.timeout_kind.as_deref(), Some("wall"));
     assert!(
-        stdout(&again).contains("waiting for an install that a time limit cut short to end first"),
-        "{}",
+        stdout(&again).contains(FETCHING_UV),
+        "the next install did not start: {}",
         stdout(&again)
     );
+}
+
+/// How long a cut install may take to be gone, on a loaded host: its
+/// jail (or pip) is killed at the cut, and a jail's end takes a moment.
+const STOPPED_WITHIN: Duration = Duration::from_secs(15);
+
+/// Whether `done` holds within `within`, looking every 50 ms.
+async fn wait_until(within: Duration, mut done: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + within;
+    loop {
+        if done() {
+            return true;
+        }
+        if Instant::now() > deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -855,4 +895,452 @@ async fn live_state_pip_install_counts_against_the_wall_limit() {
 #[tokio::test(flavor = "multi_thread")]
 async fn live_state_the_cpu_limit_is_watched_while_pip_installs() {
     pip_cut_by("cpu", "CPU time", |l| l.cpu_time_ms = Some(1000)).await;
+}
+
+/// uv for supervisors whose index has none: installed once with the
+/// host's pip into the target directory (where the supervisor's own
+/// environment tests keep theirs), and copied into a supervisor's state
+/// directory, where it looks for the uv it installed itself.
+fn seed_uv(d: &Daemon) {
+    static UV: OnceLock<PathBuf> = OnceLock::new();
+    let uv = UV.get_or_init(|| {
+        let target = prims_tests::harness::target_dir();
+        let dir = target.join("prims-test-uv");
+        let uv = dir.join("bin/uv");
+        if uv.is_file() {
+            return uv;
+        }
+        let tmp = tempfile::Builder::new()
+            .prefix(".prims-test-uv-")
+            .tempdir_in(&target)
+            .expect("tempdir");
+        let out = std::process::Command::new("/usr/bin/python3")
+            .args(["-m", "pip", "install", "--only-binary", ":all:", "--quiet"])
+            .arg("--target")
+            .arg(tmp.path())
+            .arg("uv")
+            .env_remove("PIP_FIND_LINKS")
+            .output()
+            .expect("running pip");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        // Another test process may have won the race; either copy works.
+        let _ = std::fs::rename(tmp.path(), &dir);
+        assert!(uv.is_file(), "{} is missing", uv.display());
+        uv
+    });
+    let bin = d.state.join("tools/bin");
+    std::fs::create_dir_all(&bin).expect("the supervisor's tools dir");
+    std::fs::copy(uv, bin.join("uv")).expect("copying uv");
+}
+
+/// The job cgroups of the supervisor's session installs (`-pip-`) and of
+/// the tidy step after one that did not end (`-tidy-`).
+fn install_jobs(d: &Daemon) -> BTreeSet<String> {
+    d.job_cgroups()
+        .into_iter()
+        .filter(|n| n.contains("-pip-") || n.contains("-tidy-"))
+        .collect()
+}
+
+/// A `%pip install` whose install jail waits on an index that never
+/// answers, cut by the call's `timeout_s`: the install jail is killed at
+/// the cut, not left to run to `python.build_timeout` (90 s here), and the
+/// interpreter keeps its state.
+#[tokio::test(flavor = "multi_thread")]
+async fn live_state_a_pip_install_cut_by_timeout_s_is_stopped() {
+    let d = Daemon::start_with_python(
+        &live_policy(
+            &format!("{NO_POOL}interrupt_grace = \"5s\""),
+            "[limits]\nwall_time = \"120s\"\n",
+        ),
+        &format!(
+            "index_url = {:?}\nbuild_timeout = \"90s\"\n",
+            silent_index()
+        ),
+    );
+    // uv is there: the install gets as far as its jail.
+    seed_uv(&d);
+    let c = d.client().await;
+    let s = c.open_session(None).await.unwrap().session_id;
+    let set = run(&c, &s, "x = 'kept'").await;
+    assert_eq!(set.outcome.status, Status::Ok, "{set:?}");
+    let requirement = "prims-cut-in-its-jail";
+    let code = format!("%pip install {requirement}\nprint('after the install')");
+    let mut seen = BTreeSet::new();
+    let cut = {
+        let call = send(&c, limited(&s, &code, |l| l.wall_time_ms = Some(4000)));
+        tokio::pin!(call);
+        loop {
+            tokio::select! {
+                cut = &mut call => break cut,
+                () = tokio::time::sleep(Duration::from_millis(20)) => {
+                    seen.extend(install_jobs(&d));
+                }
+            }
+        }
+    };
+    assert_eq!(cut.outcome.status, Status::Timeout, "{cut:?}");
+    assert_eq!(cut.outcome.timeout_kind.as_deref(), Some("wall"), "{cut:?}");
+    assert!(
+        stderr(&cut).contains("The call's wall time limit ran out during a `%pip install`"),
+        "{}",
+        stderr(&cut)
+    );
+    assert!(
+        seen.iter().any(|n| n.contains("-pip-")),
+        "no install jail ran during the call: {seen:?}\n{}",
+        d.log()
+    );
+    // Its jail, and whatever ran in it (uv names the requirement), go.
+    let gone = wait_until(STOPPED_WITHIN, || {
+        install_jobs(&d).is_disjoint(&seen) && processes_with_marker(requirement).is_empty()
+    })
+    .await;
+    assert!(
+        gone,
+        "the cut install still runs: jobs {:?}, processes {:?}",
+        install_jobs(&d),
+        processes_with_marker(requirement)
+    );
+    let after = run(&c, &s, "print(x)").await;
+    assert_kept(&after);
+    assert_eq!(stdout(&after), "kept\n", "{}", stderr(&after));
+}
+
+/// The local package index of the supervisor's environment tests.
+const PKGINDEX: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../supervisor/tests/envs_support/pkgindex.py"
+);
+
+/// A PEP 503 index on host loopback with one wheel, `prims-many` 1.0: a
+/// package of [`MANY`] modules, whose moves into a site directory take a
+/// while. Killed on drop.
+struct ManyIndex {
+    _root: tempfile::TempDir,
+    server: std::process::Child,
+    url: String,
+}
+
+/// Modules in `prims_many` besides its `__init__`: enough that moving
+/// them takes tens of milliseconds, in which the host stops the mover.
+const MANY: usize = 4000;
+
+impl ManyIndex {
+    fn start() -> ManyIndex {
+        let root = tempfile::tempdir().expect("tempdir");
+        let dir = root.path().display().to_string();
+        let mut args = vec![
+            PKGINDEX.to_string(),
+            "wheel".into(),
+            dir.clone(),
+            "prims_many".into(),
+            "1.0".into(),
+            "prims_many/__init__.py=".into(),
+        ];
+        args.extend((0..MANY).map(|i| format!("prims_many/m{i}.py=X = {i}")));
+        let out = std::process::Command::new("/usr/bin/python3")
+            .args(&args)
+            .output()
+            .expect("running pkgindex.py");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let mut server = std::process::Command::new("/usr/bin/python3")
+            .args([PKGINDEX, "serve", &dir])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("serving the index");
+        let mut line = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(server.stdout.take().expect("its stdout")),
+            &mut line,
+        )
+        .expect("the index's port");
+        let port: u16 = line.trim().parse().expect("the index prints its port");
+        ManyIndex {
+            _root: root,
+            server,
+            url: format!("http://127.0.0.1:{port}/simple"),
+        }
+    }
+}
+
+impl Drop for ManyIndex {
+    fn drop(&mut self) {
+        let _ = self.server.kill();
+        let _ = self.server.wait();
+    }
+}
+
+/// Stops the install jail's program as it starts moving `prims_many` into
+/// the session's site directory `site` (seen by inotify on the host, as
+/// the first path of it appears there), then writes `flag`: the cell's
+/// code, seeing it, burns through the call's CPU limit. Returns what the
+/// site directory held once the program had stopped: its entries, and how
+/// many modules of `prims_many` had come.
+fn stop_the_moves(site: &Path, flag: &Path) -> Result<(Vec<String>, usize), String> {
+    let deadline = Instant::now() + Duration::from_secs(100);
+    let late = || Instant::now() > deadline;
+    // SAFETY: inotify_init1 has no memory-safety preconditions.
+    let fd = unsafe { libc::inotify_init1(libc::IN_CLOEXEC | libc::IN_NONBLOCK) };
+    if fd < 0 {
+        return Err(format!("inotify: {}", std::io::Error::last_os_error()));
+    }
+    // SAFETY: fd was just opened and is owned by nothing else.
+    let fd = unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) };
+    let path = std::ffi::CString::new(site.as_os_str().as_bytes()).map_err(|e| e.to_string())?;
+    // SAFETY: fd is an inotify fd and path a NUL-terminated string.
+    let wd = unsafe { libc::inotify_add_watch(fd.as_raw_fd(), path.as_ptr(), libc::IN_CREATE) };
+    if wd < 0 {
+        return Err(format!(
+            "watching {}: {}",
+            site.display(),
+            std::io::Error::last_os_error()
+        ));
+    }
+    // The program: python with its verdict's prefix and the requirement
+    // on its command line (uv has the one, the tidy step the other).
+    let program = loop {
+        let found: Vec<i32> = processes_with_marker("prims-many")
+            .into_iter()
+            .filter(|(_, cmd)| cmd.contains("PRIMS-INSTALL"))
+            .map(|(pid, _)| pid)
+            .collect();
+        if let [pid] = found[..] {
+            break pid;
+        }
+        if late() {
+            return Err(format!("no install program found: {found:?}"));
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    };
+    let stop = |sig: libc::c_int| {
+        // SAFETY: kill has no memory-safety preconditions.
+        unsafe { libc::kill(program, sig) };
+    };
+    // Stopped once /proc says so; then nothing it does moves on.
+    let stopped = || loop {
+        let Ok(st) = std::fs::read_to_string(format!("/proc/{program}/stat")) else {
+            return Err("the install program ended before it was stopped".to_string());
+        };
+        let state = st.rsplit_once(')').map(|(_, rest)| rest.trim_start());
+        if state.is_some_and(|s| s.starts_with('T')) {
+            return Ok(());
+        }
+        if late() {
+            return Err(format!("the install program did not stop: {st}"));
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    };
+    // Held until the watch is ready for its first move (it runs uv first,
+    // which this does not stop): an install quicker than the search above
+    // would have moved on.
+    stop(libc::SIGSTOP);
+    stopped()?;
+    let names = |dir: &Path| -> Vec<String> {
+        std::fs::read_dir(dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect()
+    };
+    let early = names(site);
+    if !early.is_empty() {
+        return Err(format!("found the install program too late: {early:?}"));
+    }
+    let mut buf = [0u8; 4096];
+    // What came before the program stopped (nothing of it) goes unread.
+    loop {
+        // SAFETY: buf is writable for its length (and the fd non-blocking).
+        let n = unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+        if n <= 0 {
+            break;
+        }
+    }
+    stop(libc::SIGCONT);
+    'events: loop {
+        let mut pfd = libc::pollfd {
+            fd: fd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: pfd is one valid pollfd.
+        unsafe { libc::poll(&mut pfd, 1, 100) };
+        // SAFETY: buf is writable for its length.
+        let n = unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+        let n = usize::try_from(n).unwrap_or(0);
+        let mut at = 0usize;
+        while at + 16 <= n {
+            // struct inotify_event: wd, mask, cookie, len (4 bytes each), name.
+            let len = u32::from_ne_bytes([buf[at + 12], buf[at + 13], buf[at + 14], buf[at + 15]])
+                as usize;
+            let name = &buf[at + 16..(at + 16 + len).min(n)];
+            if name.starts_with(b"prims_many") {
+                stop(libc::SIGSTOP);
+                break 'events;
+            }
+            at += 16 + len;
+        }
+        if late() {
+            return Err("the install never moved prims_many into the site directory".into());
+        }
+    }
+    stopped()?;
+    let modules = names(&site.join("prims_many"))
+        .iter()
+        .filter(|n| n.ends_with(".py"))
+        .count();
+    let held = names(site);
+    std::fs::write(flag, "").map_err(|e| e.to_string())?;
+    Ok((held, modules))
+}
+
+/// A `%pip install` killed halfway through moving a package into the
+/// session's site directory (its program stopped there from outside, then
+/// the call cut by its CPU limit): the install jail is killed, what it had
+/// moved is taken out again, and the package is absent, not importable
+/// without its metadata; installed again, it is whole.
+#[tokio::test(flavor = "multi_thread")]
+async fn live_state_a_pip_install_killed_while_it_moves_leaves_the_site_whole() {
+    let index = ManyIndex::start();
+    let d = Daemon::start_with_python(
+        &format!(
+            "[interpreters]\n{NO_POOL}interrupt_grace = \"5s\"\n\
+             [sessions]\ndisk_quota = \"128MiB\"\nmin_free_disk = \"256MiB\"\n\
+             [limits]\nwall_time = \"120s\"\n"
+        ),
+        &format!("index_url = {:?}\nbuild_timeout = \"90s\"\n", index.url),
+    );
+    seed_uv(&d);
+    let c = d.client().await;
+    let s = c.open_session(None).await.unwrap().session_id;
+    let ws = d.workspace(&s);
+    let site = ws.join(".prims/site-packages");
+    // The cell burns CPU once the flag is there, until `stop`.
+    let set = run(
+        &c,
+        &s,
+        "import os, threading\n\
+         os.makedirs('/workspace/.prims/site-packages', exist_ok=True)\n\
+         stop = threading.Event()\n\
+         def burn():\n\
+         \x20   while not os.path.exists('/workspace/cut-now'):\n\
+         \x20       if stop.wait(0.05):\n\
+         \x20           return\n\
+         \x20   while not stop.is_set():\n\
+         \x20       pass\n\
+         x = 'kept'",
+    )
+    .await;
+    assert_eq!(set.outcome.status, Status::Ok, "{set:?}");
+    let watcher = {
+        let (site, flag) = (site.clone(), ws.join("cut-now"));
+        std::thread::spawn(move || stop_the_moves(&site, &flag))
+    };
+    let code = "threading.Thread(target=burn, daemon=True).start()\n\
+        %pip install prims-many\n\
+        print('after the install')";
+    let cut = send(&c, limited(&s, code, |l| l.cpu_time_ms = Some(2000))).await;
+    let held = watcher.join().expect("the watcher");
+    let (held, modules) = held.unwrap_or_else(|e| panic!("{e}\n{cut:?}\n{}", d.log()));
+    assert_eq!(cut.outcome.status, Status::Timeout, "{cut:?}");
+    assert_eq!(cut.outcome.timeout_kind.as_deref(), Some("cpu"), "{cut:?}");
+    assert!(
+        stderr(&cut).contains("The call's CPU time limit ran out during a `%pip install`"),
+        "{}",
+        stderr(&cut)
+    );
+    // It was stopped with the package's files on their way in and its
+    // metadata not yet there: never the other way round.
+    let metadata = held.iter().any(|n| n.ends_with(".dist-info"));
+    assert!(
+        !metadata || modules == MANY + 1,
+        "the package's metadata was in the site directory before its files \
+         ({modules} of {} modules): {held:?}",
+        MANY + 1
+    );
+    assert!(
+        !metadata && modules < MANY + 1,
+        "the moves were over when the program stopped: {held:?}"
+    );
+    // The install jail is killed, and the tidy step after it has run.
+    let gone = wait_until(STOPPED_WITHIN, || install_jobs(&d).is_empty()).await;
+    assert!(
+        gone,
+        "the cut install still runs: {:?}\n{}",
+        install_jobs(&d),
+        d.log()
+    );
+    let left: Vec<String> = std::fs::read_dir(&site)
+        .expect("the site directory")
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        left.is_empty(),
+        "the cut install left {left:?}: {:?}",
+        std::fs::read_dir(site.join("prims_many")).map(|r| r
+            .flatten()
+            .map(|e| e.file_name())
+            .take(20)
+            .collect::<Vec<_>>())
+    );
+    let staged: Vec<_> = std::fs::read_dir(ws.join(".prims/installs"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert!(staged.is_empty(), "its staging is left: {staged:?}");
+    let absent = run(
+        &c,
+        &s,
+        "stop.set()\n\
+         import importlib, importlib.metadata\n\
+         importlib.invalidate_caches()\n\
+         try:\n\
+         \x20   import prims_many\n\
+         \x20   print('importable')\n\
+         except ImportError:\n\
+         \x20   print('absent')\n\
+         try:\n\
+         \x20   importlib.metadata.version('prims-many')\n\
+         \x20   print('metadata')\n\
+         except importlib.metadata.PackageNotFoundError:\n\
+         \x20   print('no metadata')\n\
+         print(x)",
+    )
+    .await;
+    assert_kept(&absent);
+    assert_eq!(
+        stdout(&absent),
+        "absent\nno metadata\nkept\n",
+        "{}",
+        stderr(&absent)
+    );
+    let again = run(
+        &c,
+        &s,
+        "%pip install prims-many\n\
+         import os, prims_many\n\
+         here = os.listdir(os.path.dirname(prims_many.__file__))\n\
+         print(len([n for n in here if n.endswith('.py')]), importlib.metadata.version('prims-many'))",
+    )
+    .await;
+    assert_kept(&again);
+    assert!(
+        stdout(&again).ends_with(&format!("{} 1.0\n", MANY + 1)),
+        "{}\n{}",
+        stdout(&again),
+        stderr(&again)
+    );
 }

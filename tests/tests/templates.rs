@@ -320,3 +320,89 @@ async fn templates_a_template_heap_is_in_huge_pages_and_its_children_keep_python
     req.code = "import os, sys\nprint(os.environ.get('PYTHONMALLOC'), sys.path.count(''))".into();
     assert_eq!(clean(&send(&c, req).await), "None 0\n");
 }
+
+/// The server is ready once what a new session's first call needs is up,
+/// the default environment's template among it: that call then forks, and
+/// nothing has started cold.
+#[tokio::test(flavor = "multi_thread")]
+async fn templates_the_server_is_ready_once_its_default_template_is_up() {
+    let d = Daemon::start(&live_policy(NO_POOL, ""));
+    let c = d.client().await;
+    let ready = wait_for_stats(&c, "the server ready", |s| s.ready).await;
+    assert!(
+        ready.base_env_ready && ready.templates_up == 1,
+        "ready before its template: {ready:?}"
+    );
+    assert!(
+        ready.waiting_for.is_empty() && ready.degraded.is_empty(),
+        "{ready:?}"
+    );
+    let s = c.open_session(None).await.unwrap().session_id;
+    assert_eq!(out(&c, &s, FORKED).await, "True\n");
+    let after = c.stats().await.unwrap();
+    assert_eq!(
+        (after.starts_forked, after.starts_cold),
+        (1, 0),
+        "{after:?}"
+    );
+}
+
+/// A session whose interpreter started cold, because its environment's
+/// template was not up yet (another environment's starts on first use),
+/// gets a forked one for a later `fresh: true` call once it is.
+#[tokio::test(flavor = "multi_thread")]
+async fn templates_a_session_that_started_cold_forks_its_later_fresh_interpreters() {
+    let d = numpy_templates_daemon();
+    let c = d.client().await;
+    let s = c.open_session(None).await.unwrap().session_id;
+    let ask = |fresh| prims_protocol::wire::RunRequest {
+        code: FORKED.into(),
+        fresh,
+        ..with_numpy(&s)
+    };
+    let first = send(&c, ask(false)).await;
+    assert_eq!(
+        clean(&first),
+        "False\n",
+        "the numpy template starts on first use"
+    );
+    let deadline = std::time::Instant::now() + HANG_GUARD * 3;
+    loop {
+        if clean(&send(&c, ask(true)).await) == "True\n" {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no forked interpreter for the session's fresh calls:\n{}",
+            d.log()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let stats = c.stats().await.unwrap();
+    assert!(
+        stats.starts_cold >= 1 && stats.starts_forked >= 1,
+        "{stats:?}"
+    );
+}
+
+/// With the switch off every start is cold, and counted as such.
+#[tokio::test(flavor = "multi_thread")]
+async fn templates_starts_are_counted_with_the_switch_off_too() {
+    let d = Daemon::start(&live_policy(COLD, ""));
+    let c = d.client().await;
+    let ready = wait_for_stats(&c, "the server ready", |s| s.ready).await;
+    assert_eq!(ready.templates_up, 0, "{ready:?}");
+    let s = c.open_session(None).await.unwrap().session_id;
+    assert_eq!(out(&c, &s, FORKED).await, "False\n");
+    send(&c, fresh(&s, "pass")).await;
+    let stats = c.stats().await.unwrap();
+    assert_eq!(
+        (
+            stats.starts_cold,
+            stats.starts_forked,
+            stats.starts_in_place
+        ),
+        (2, 0, 0),
+        "{stats:?}"
+    );
+}

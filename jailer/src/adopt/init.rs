@@ -143,9 +143,13 @@ fn setup_and_supervise(p: &mut Prepared<'_>, fds: &InitFds) -> Result<i32, JailE
         NetworkMode::None => {}
         NetworkMode::Loopback => net::loopback_up()?,
         NetworkMode::Proxy => {
-            return Err(JailError::Spec(
-                "a template's child has no proxy network mode".into(),
-            ))
+            // In the child's network namespace, as a cold init does in its
+            // own: the jail's only way out, handed over before python runs.
+            net::loopback_up()?;
+            let channel = fds.proxy.as_ref().ok_or(JailError::Spec(
+                "network mode proxy needs a proxy channel (--proxy-fd)".into(),
+            ))?;
+            net::hand_over_listener(spec.proxy_port, channel)?;
         }
     }
     nix::unistd::sethostname("sandbox").map_err(JailError::Hostname)?;

@@ -16,7 +16,7 @@ use namespaces::NAMESPACES;
 use trees::open_trees;
 
 use crate::error::JailError;
-use crate::init::InitFds;
+use crate::init::{Handed, InitFds};
 use crate::plan::seccomp_rules::seccomp_rules;
 use crate::{idmap, monitor, plan, report, seccomp, setup, sys};
 use nix::errno::Errno;
@@ -25,7 +25,7 @@ use nix::sys::wait::waitpid;
 use nix::unistd::{fork, ForkResult};
 use prims_cgroup::JobCgroup;
 use prims_protocol::fork::{FromChild, Rlimit, ToChild};
-use prims_protocol::jail::{ForkRole, JobSpec, NetworkMode, Outcome};
+use prims_protocol::jail::{ForkRole, JobSpec, Outcome};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::path::PathBuf;
 use std::time::Instant;
@@ -33,7 +33,7 @@ use std::time::Instant;
 pub fn run(
     spec: &JobSpec,
     adopt: OwnedFd,
-    channel: Option<OwnedFd>,
+    handed: Handed,
     start: Instant,
 ) -> Result<Outcome, JailError> {
     plan::spec::validate(spec)?;
@@ -43,35 +43,42 @@ pub fn run(
             "--adopt-fd is for a template's child".into(),
         ));
     };
-    if spec.network == NetworkMode::Proxy {
-        return Err(JailError::Spec(
-            "a template's child has no proxy network mode".into(),
-        ));
-    }
-    let channel = channel.ok_or(JailError::Spec("a template's child needs a channel".into()))?;
+    plan::spec::check_proxy_channel(spec.network, handed.proxy.is_some())?;
+    let channel = handed
+        .channel
+        .ok_or(JailError::Spec("a template's child needs a channel".into()))?;
     let filters = seccomp::build(&seccomp_rules(spec)?)?;
     setup::in_job_cgroup(spec, |cgroup| {
-        adopt_in_cgroup(
-            spec,
-            &filters,
-            cgroup,
+        let ends = Ends {
             adopt,
             channel,
-            template_python,
-            start,
-        )
+            proxy: handed.proxy,
+        };
+        adopt_in_cgroup(spec, &filters, cgroup, ends, template_python, start)
     })
+}
+
+/// The sockets an adoption uses: to the child, python's channel, and (in
+/// proxy mode) the one the jail's listener goes out on.
+struct Ends {
+    adopt: OwnedFd,
+    channel: OwnedFd,
+    proxy: Option<OwnedFd>,
 }
 
 fn adopt_in_cgroup(
     spec: &JobSpec,
     filters: &seccomp::Filters,
     cgroup: Option<&dyn JobCgroup>,
-    adopt: OwnedFd,
-    channel: OwnedFd,
+    ends: Ends,
     template_python: u32,
     start: Instant,
 ) -> Result<Outcome, JailError> {
+    let Ends {
+        adopt,
+        channel,
+        proxy,
+    } = ends;
     let step = || Instant::now() + peer::STEP;
     setup::drop_supplementary_groups()?;
     // The supervisor set this before the child could send; again, in case.
@@ -135,7 +142,7 @@ fn adopt_in_cgroup(
             let fds = InitFds {
                 release: release_r,
                 report: report_w,
-                proxy: None,
+                proxy,
                 channel: None,
             };
             init::enter(&namespaces, prepared, fds, pid_w)

@@ -22,9 +22,13 @@ async fn stats(app: &AppState) -> Option<prims_protocol::wire::Stats> {
     }
 }
 
-/// 200 when the supervisor answers (`status` is `ok` once the base
-/// environment is built, `starting` before); 503 when it does not, or when
-/// it drains (`draining`: not ready for new sessions).
+/// 200 once the server is ready: the supervisor answers, and what a new
+/// session's first call needs is up (the base environment, the IPython
+/// layer, the default environment's fork template), or the start-up's
+/// bound passed; `degraded` names what failed on the way. 503 before
+/// (`starting`, with what it still waits for in `waiting_for`), when the
+/// supervisor does not answer, or when it drains (`draining`: not ready
+/// for new sessions).
 pub(crate) async fn health(State(app): State<Arc<AppState>>) -> Response {
     match stats(&app).await {
         Some(s) if s.draining => (
@@ -38,10 +42,25 @@ pub(crate) async fn health(State(app): State<Arc<AppState>>) -> Response {
             })),
         )
             .into_response(),
+        Some(s) if !s.ready => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(serde_json::json!({
+                "status": "starting",
+                "supervisor": true,
+                "waiting_for": s.waiting_for,
+                "degraded": s.degraded,
+                "base_env_ready": s.base_env_ready,
+                "templates_up": s.templates_up,
+            })),
+        )
+            .into_response(),
         Some(s) => Json(serde_json::json!({
-            "status": if s.base_env_ready { "ok" } else { "starting" },
+            "status": "ok",
             "supervisor": true,
+            "degraded": s.degraded,
+            "waiting_for": s.waiting_for,
             "base_env_ready": s.base_env_ready,
+            "templates_up": s.templates_up,
             "sessions": s.sessions,
             "runs_active": s.runs_active,
             "runs_queued": s.runs_queued,

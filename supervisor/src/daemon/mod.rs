@@ -4,6 +4,7 @@
 mod handler;
 mod mount;
 mod pip;
+mod ready;
 mod record;
 mod replies;
 mod requirements;

@@ -6,6 +6,7 @@
 use super::state::Daemon;
 use crate::envs::{validate_requirements, Added, EnvError, SessionTarget};
 use crate::interpreters::install::{InstallAnswer, Installer};
+use crate::job::Cancel;
 use crate::sessions::Session;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -19,7 +20,7 @@ pub(super) fn installer(
     have: Vec<String>,
     added: Arc<Mutex<Vec<String>>>,
 ) -> Box<Installer> {
-    Box::new(move |requirements, progress| {
+    Box::new(move |requirements, progress, cancel| {
         let (d, session, env_dir, added) =
             (d.clone(), session.clone(), env_dir.clone(), added.clone());
         let have = have.clone();
@@ -45,7 +46,7 @@ pub(super) fn installer(
             let send = move |line: String| {
                 let _ = progress.send(line);
             };
-            match install(d, session, env_dir, missing.clone(), send).await {
+            match install_stoppable(d, session, env_dir, missing.clone(), send, cancel).await {
                 Ok(Added::Installed(list)) => {
                     added
                         .lock()
@@ -69,7 +70,8 @@ pub(super) fn installer(
 }
 
 /// Installs `missing` into `session`, whose environment is at `env_dir`,
-/// on a blocking thread: the install jail's own limits bound it.
+/// on a blocking thread: the install jail's own limits bound it. Dropped
+/// before its end, it stops the install (see [`install_stoppable`]).
 pub(super) async fn install(
     d: Arc<Daemon>,
     session: Arc<Session>,
@@ -77,19 +79,59 @@ pub(super) async fn install(
     missing: Vec<String>,
     progress: impl Fn(String) + Send + Sync + 'static,
 ) -> Result<Added, EnvError> {
-    tokio::task::spawn_blocking(move || {
+    install_stoppable(d, session, env_dir, missing, progress, Cancel::default()).await
+}
+
+/// [`install`], which `cancel` stops: its jail is killed (or the host's
+/// install of uv, if that is under way) and it ends soon after with
+/// [`EnvError::Cancelled`]. A caller that wants to know when nothing of
+/// the install runs any more cancels and awaits this to its end.
+///
+/// Dropping this future before its end cancels too: the blocking thread
+/// the install runs on cannot be dropped, and would otherwise run the
+/// install to its end for no one.
+pub(super) async fn install_stoppable(
+    d: Arc<Daemon>,
+    session: Arc<Session>,
+    env_dir: PathBuf,
+    missing: Vec<String>,
+    progress: impl Fn(String) + Send + Sync + 'static,
+    cancel: Cancel,
+) -> Result<Added, EnvError> {
+    let on_drop = StopOnDrop(Some(cancel.clone()));
+    let ended = tokio::task::spawn_blocking(move || {
         let to = SessionTarget {
             env_dir: &env_dir,
             workspace: &session.workspace,
             uid: session.host_uid,
             name: &session.name,
         };
-        d.envs.install_into_session(to, &missing, &progress)
+        d.envs
+            .install_into_session(to, &missing, &progress, &cancel)
     })
-    .await
-    .map_err(|e| EnvError::Jail {
+    .await;
+    on_drop.disarm();
+    ended.map_err(|e| EnvError::Jail {
         message: format!("the install task failed: {e}"),
     })?
+}
+
+/// Cancels an install when dropped, unless disarmed first.
+struct StopOnDrop(Option<Cancel>);
+
+impl StopOnDrop {
+    /// The install ended: nothing is left to stop.
+    fn disarm(mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        if let Some(cancel) = self.0.take() {
+            cancel.cancel();
+        }
+    }
 }
 
 fn failed(message: String) -> InstallAnswer {

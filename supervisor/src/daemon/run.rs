@@ -65,7 +65,12 @@ pub(super) async fn run(d: &Arc<Daemon>, req: RunRequest, ctx: Ctx) -> Result<Re
                 missing.clone(),
                 progress.clone(),
             );
-            match added.await.map_err(|e| e.to_reply())? {
+            // A call cancelled meanwhile drops the install, which stops its
+            // jail (pip's drop guard).
+            match unless_cancelled(&ctx, added)
+                .await?
+                .map_err(|e| e.to_reply())?
+            {
                 Added::Installed(added) => {
                     let all = merged(&had.all, &missing);
                     let now = SessionRequirements {

@@ -1,6 +1,7 @@
 //! Bringing the daemon up: state directory, cgroups (and their crash
 //! leftovers), sessions, environments, the sweeper, then the socket.
 
+use super::ready::{self, Readiness};
 use super::scheduler::Scheduler;
 use super::state::Daemon;
 use crate::audit::Audit;
@@ -126,17 +127,19 @@ pub async fn start(cfg: DaemonConfig, shutdown: CancellationToken) -> Result<(),
         policy.max_concurrent_runs(),
         policy.max_concurrent_fresh_runs(),
     );
-    let agent = AgentDir::install(&cfg.state_dir.join("agent"))
+    let agent = AgentDir::mount(&cfg.state_dir.join("agent"))
         .map_err(|e| StartError::Agent(e.to_string()))?;
     let interpreters = Arc::new(Interpreters::new(
         jails,
         cfg.egress.clone(),
         interpreter,
         sessions.clone(),
-        agent,
+        agent.clone(),
     ));
     let task_limits = crate::tasks::TaskLimits::from(&policy.tasks);
+    let readiness = Readiness::new();
     let daemon = Arc::new(Daemon {
+        readiness: readiness.clone(),
         scheduler: Scheduler::new(concurrency.0, concurrency.1, policy.limits.max_queued_runs),
         policy: RwLock::new(Arc::new(policy)),
         sessions,
@@ -157,13 +160,19 @@ pub async fn start(cfg: DaemonConfig, shutdown: CancellationToken) -> Result<(),
             shutdown.clone(),
         ));
     }
+    tokio::spawn(ready::bring_up(
+        readiness,
+        daemon.envs.clone(),
+        interpreters.clone(),
+        daemon.policy(),
+    ));
     tokio::spawn(sweeper(daemon.clone(), shutdown.clone()));
     tokio::spawn(reload_on_hangup(
         daemon.clone(),
         cfg.policy_path.clone(),
         shutdown.clone(),
     ));
-    tracing::info!(socket = %cfg.socket.display(), "supervisor ready");
+    tracing::info!(socket = %cfg.socket.display(), "supervisor listening; ready once the default environment and its template are up");
     let served = server::serve(
         ServerConfig {
             socket: cfg.socket,
@@ -179,6 +188,7 @@ pub async fn start(cfg: DaemonConfig, shutdown: CancellationToken) -> Result<(),
     // No jail outlives the supervisor that started it.
     let sessions = daemon.sessions.clone();
     let _ = tokio::task::spawn_blocking(move || interpreters.shutdown(&sessions)).await;
+    agent.unmount();
     served
 }
 

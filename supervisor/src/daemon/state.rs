@@ -1,6 +1,7 @@
 //! The daemon's state, shared by every request: the policy in force and
 //! the parts that sessions, environments, runs and tasks are kept in.
 
+use super::ready::Readiness;
 use super::replies::internal;
 use super::scheduler::Scheduler;
 use crate::audit::Audit;
@@ -13,6 +14,8 @@ use std::sync::{Arc, RwLock};
 
 pub struct Daemon {
     pub(super) policy: RwLock<Arc<Policy>>,
+    /// Whether what a first call needs is up (the start-up's report).
+    pub(super) readiness: Arc<Readiness>,
     pub(super) sessions: Arc<SessionStore>,
     pub(super) envs: Arc<Envs>,
     pub(super) scheduler: Scheduler,
@@ -82,7 +85,11 @@ impl Daemon {
         let live = self.interpreters.stats();
         let templates = self.interpreters.template_stats();
         let (tasks_working, tasks_kept) = self.tasks.counts();
+        let ready = self.readiness.report();
         Stats {
+            ready: ready.ready,
+            waiting_for: ready.waiting_for,
+            degraded: ready.degraded,
             draining: self.draining.load(std::sync::atomic::Ordering::Relaxed),
             tasks_working,
             tasks_kept,

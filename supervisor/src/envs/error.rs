@@ -34,6 +34,10 @@ pub enum EnvError {
     /// The install jail could not be set up or run.
     #[error("environment build jail: {message}")]
     Jail { message: String },
+    /// The caller stopped the install (its call's time ran out, or the
+    /// call was cancelled) before it ended.
+    #[error("the install was stopped before it ended")]
+    Cancelled,
     /// The policy's `python` settings cannot be used.
     #[error("policy: {message}")]
     Policy { message: String },
@@ -58,6 +62,7 @@ impl EnvError {
             | EnvError::OutOfMemory { .. }
             | EnvError::Uv { .. }
             | EnvError::Disk { .. } => ErrorCode::Environment,
+            EnvError::Cancelled => ErrorCode::Cancelled,
             EnvError::Jail { .. } | EnvError::Policy { .. } | EnvError::Io { .. } => {
                 ErrorCode::Internal
             }

@@ -162,6 +162,9 @@ impl Core {
                     &self.cfg.interpreter,
                     &job.settings,
                     send,
+                    // A build is shared by every caller that waits for it:
+                    // no one caller's end may stop it.
+                    &crate::job::Cancel::default(),
                 )
                 .await?;
         }

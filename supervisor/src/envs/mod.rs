@@ -144,19 +144,24 @@ impl Envs {
             .join(format!("lib/python{}/site-packages", self.core.cfg.version))
     }
 
-    /// The base environment of the current policy is built.
     /// Installs what `requirements` (validated) add to the session `to`,
     /// streaming uv's lines to `progress`. Blocks until the jail has ended:
-    /// call it from a blocking thread inside the daemon's runtime.
+    /// call it from a blocking thread inside the daemon's runtime. Once
+    /// `cancel` is cancelled (from another thread) the install is stopped,
+    /// its jail killed, and this returns [`EnvError::Cancelled`]; the
+    /// session's site directory then holds whole distributions only.
     pub fn install_into_session(
         &self,
         to: SessionTarget<'_>,
         requirements: &[String],
         progress: &(dyn Fn(String) + Sync),
+        cancel: &crate::job::Cancel,
     ) -> Result<Added, EnvError> {
-        self.core.install_into_session(to, requirements, progress)
+        self.core
+            .install_into_session(to, requirements, progress, cancel)
     }
 
+    /// The base environment of the current policy is built.
     pub fn base_ready(&self) -> bool {
         let key = self.core.base_key();
         self.core.lock_index().entries.contains_key(&key)

@@ -8,6 +8,12 @@
 //! resolves with them pinned), and a requirement that needs another
 //! version of one of them is a conflict, which only a new environment can
 //! settle. The jail's program is `session_install.py`.
+//!
+//! An install may be stopped halfway (its caller's [`Cancel`], its own
+//! wall time or memory): the program keeps the site directory whole
+//! through a kill at any step (see its header), and one that did not get
+//! to its end is followed at once by the program's tidy step, in a jail
+//! of its own, which takes out what it was moving.
 
 use super::error::EnvError;
 use super::install::{uv_command, UvCommand, SOCKET_FAMILIES};
@@ -18,6 +24,7 @@ use crate::job::{Cancel, Stream};
 use prims_protocol::jail::{JobLimits, JobSpec, NetworkMode, Status, VENV_PYTHON};
 use std::path::Path;
 use std::sync::Mutex;
+use std::time::Duration;
 
 const PROGRAM: &str = include_str!("session_install.py");
 /// The line that carries the program's verdict.
@@ -28,6 +35,9 @@ const INSTALL_PIDS: u64 = 256;
 const INSTALL_OPEN_FILES: u64 = 4096;
 const INSTALL_TMP: u64 = 64 << 20;
 const INSTALL_OUTPUT: u64 = 1 << 20;
+/// How long the tidy step after a killed install may take: it removes at
+/// most one distribution's files and the staging directories left.
+const TIDY_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// The session's own site directory, in its jails: where its packages go,
 /// and where the interpreter's agent looks for them (after the environment).
@@ -86,6 +96,7 @@ impl Core {
         to: SessionTarget<'_>,
         requirements: &[String],
         progress: &(dyn Fn(String) + Sync),
+        cancel: &Cancel,
     ) -> Result<Added, EnvError> {
         let rt = tokio::runtime::Handle::try_current().map_err(|_| EnvError::Jail {
             message: "session installs need the daemon's async runtime (for the proxy)".into(),
@@ -95,7 +106,11 @@ impl Core {
             &self.cfg.interpreter,
             &self.settings(),
             &|m| progress(m),
+            cancel,
         ))?;
+        if cancel.is_cancelled() {
+            return Err(EnvError::Cancelled);
+        }
         let spec = self.install_spec(to, requirements, &uv);
         let lines = Lines::new(progress);
         let sink = |s: Stream, b: &[u8]| lines.feed(s, b);
@@ -110,16 +125,29 @@ impl Core {
             proxy::index_rules(&self.settings()),
             stop.clone(),
         ));
+        // A cancel kills the jailer, and with it the jail's whole pid
+        // namespace, wherever the program was.
         let res = self
             .cfg
             .jails
-            .run(&spec, &sink, &Cancel::default(), Some(theirs.into()));
+            .run(&spec, &sink, cancel, Some(theirs.into()));
         stop.cancel();
         drop(served);
         let res = res.map_err(|e| EnvError::Jail {
             message: format!("running the install jail: {e}"),
         })?;
         let (verdict, said) = lines.finish();
+        if verdict.is_none() {
+            // The program did not get to its end (killed by a cancel, at
+            // its wall time or for memory, or it failed): it may have been
+            // moving a distribution into the site directory. Its files go
+            // now, not at the session's next install, so that no module of
+            // it is importable without its metadata meanwhile.
+            self.tidy(to);
+        }
+        if res.cancelled {
+            return Err(EnvError::Cancelled);
+        }
         let settings = self.settings();
         match res.outcome.status {
             Status::Ok | Status::Exit => {}
@@ -143,9 +171,33 @@ impl Core {
         judge(verdict.as_deref(), said)
     }
 
+    /// Runs the program's tidy step in a jail of its own, with no network
+    /// and no cancel (it is short, and its point is to run after one):
+    /// what a killed install was moving leaves the session's site
+    /// directory. Best effort: a failure is logged, and the session's next
+    /// install tidies first anyway.
+    fn tidy(&self, to: SessionTarget<'_>) {
+        let spec = self.tidy_spec(to);
+        let quiet = |_: String| {};
+        let lines = Lines::new(&quiet);
+        let sink = |s: Stream, b: &[u8]| lines.feed(s, b);
+        let res = self.cfg.jails.run(&spec, &sink, &Cancel::default(), None);
+        let (verdict, said) = lines.finish();
+        match (res, verdict) {
+            (Ok(_), Some(v)) => {
+                tracing::info!(session = %to.name, verdict = %short(&v), "tidied after an install that did not end");
+            }
+            (Ok(r), None) => {
+                tracing::warn!(session = %to.name, status = ?r.outcome.status, said = %said, "the tidy step after an install that did not end failed");
+            }
+            (Err(e), _) => {
+                tracing::warn!(session = %to.name, error = %e, "could not run the tidy step after an install that did not end");
+            }
+        }
+    }
+
     fn install_spec(&self, to: SessionTarget<'_>, requirements: &[String], uv: &Path) -> JobSpec {
         let s = self.settings();
-        let cfg = &self.cfg;
         let UvCommand {
             argv: uv_argv,
             binds,
@@ -156,10 +208,38 @@ impl Core {
             "uv": uv_argv,
             "requirements": requirements,
             "site": SESSION_SITE,
-            "venv_site": format!("/venv/lib/python{}/site-packages", cfg.version),
+            "venv_site": format!("/venv/lib/python{}/site-packages", self.cfg.version),
         });
+        JobSpec {
+            network: NetworkMode::Proxy,
+            ro_binds,
+            socket_families: SOCKET_FAMILIES.to_vec(),
+            env,
+            binds,
+            proxy_port: crate::egress::JAIL_PORT,
+            ..self.program_spec(to, "pip", &args, s.build_timeout)
+        }
+    }
+
+    /// The tidy step: no network, nothing bound but what any jail has.
+    fn tidy_spec(&self, to: SessionTarget<'_>) -> JobSpec {
+        let args = serde_json::json!({"tidy": true, "site": SESSION_SITE});
+        self.program_spec(to, "tidy", &args, TIDY_TIMEOUT)
+    }
+
+    /// The program with `args`, as job `step` of the session, as the
+    /// session's uid on its workspace, within `wall` and no network.
+    fn program_spec(
+        &self,
+        to: SessionTarget<'_>,
+        step: &str,
+        args: &serde_json::Value,
+        wall: Duration,
+    ) -> JobSpec {
+        let s = self.settings();
+        let cfg = &self.cfg;
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get() as u64);
-        let wall_ms = u64::try_from(s.build_timeout.as_millis()).unwrap_or(u64::MAX);
+        let wall_ms = u64::try_from(wall.as_millis()).unwrap_or(u64::MAX);
         JobSpec {
             interpreter: cfg.interpreter.clone(),
             venv: to.env_dir.to_path_buf(),
@@ -178,12 +258,12 @@ impl Core {
                 tmp_size_bytes: INSTALL_TMP,
                 cpu_millis: cores.saturating_mul(1000),
             },
-            network: NetworkMode::Proxy,
-            ro_binds,
+            network: NetworkMode::None,
+            ro_binds: s.ro_binds.clone(),
             seccomp_extra_deny: s.seccomp_extra_deny.clone(),
-            socket_families: SOCKET_FAMILIES.to_vec(),
+            socket_families: vec![libc::AF_UNIX],
             landlock_required: s.landlock_required,
-            cgroup: cfg.jails.cgroup(&cfg.jails.names.build(to.name, "pip")),
+            cgroup: cfg.jails.cgroup(&cfg.jails.names.build(to.name, step)),
             host_uid: to.uid,
             host_gid: to.uid,
             argv: vec![
@@ -194,10 +274,10 @@ impl Core {
                 PROGRAM.into(),
                 args.to_string(),
             ],
-            env,
-            binds,
+            env: Vec::new(),
+            binds: Vec::new(),
             venv_writable: false,
-            proxy_port: crate::egress::JAIL_PORT,
+            proxy_port: 0,
             cpu: Default::default(),
             fork: Default::default(),
         }

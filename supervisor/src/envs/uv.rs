@@ -3,13 +3,18 @@
 
 use super::error::EnvError;
 use super::key::Settings;
+use crate::egress::CA_BUNDLE;
+use crate::job::Cancel;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// How long installing uv with pip may take.
 const INSTALL_TIMEOUT: Duration = Duration::from_secs(180);
-use crate::egress::CA_BUNDLE;
+/// How often a wait for uv looks whether its caller has given up: a
+/// [`Cancel`] tells no one when it is cancelled, and a stop this late
+/// costs a cut install nothing that matters.
+const CANCEL_POLL: Duration = Duration::from_millis(100);
 
 /// The located uv binary, resolved once; later calls are a lock and a clone.
 #[derive(Debug, Default)]
@@ -42,15 +47,22 @@ pub(super) fn tools_uv(state_dir: &Path) -> PathBuf {
 }
 
 impl UvTool {
-    /// The uv binary to bind into install jails.
+    /// The uv binary to bind into install jails. Once `cancel` is
+    /// cancelled it gives up, waiting for another caller's install of uv
+    /// or running its own, which is killed: a session's install that its
+    /// call's time cut must not go on as pip on the host.
     pub(super) async fn get(
         &self,
         state_dir: &Path,
         interpreter: &Path,
         settings: &Settings,
         progress: &(dyn Fn(String) + Send + Sync),
+        cancel: &Cancel,
     ) -> Result<PathBuf, EnvError> {
-        let mut found = self.found.lock().await;
+        let mut found = tokio::select! {
+            found = self.found.lock() => found,
+            () = cancelled(cancel) => return Err(EnvError::Cancelled),
+        };
         if let Some(p) = found.as_ref().filter(|p| is_elf(p)) {
             return Ok(p.clone());
         }
@@ -61,7 +73,7 @@ impl UvTool {
             tools
         } else {
             progress("installing uv (once per server) with pip".to_string());
-            install(state_dir, interpreter, settings).await?;
+            install(state_dir, interpreter, settings, cancel).await?;
             if !is_elf(&tools) {
                 return Err(EnvError::Uv {
                     message: format!("pip installed uv but {} is missing", tools.display()),
@@ -75,10 +87,27 @@ impl UvTool {
     }
 }
 
+/// Ends once `cancel` is cancelled.
+async fn cancelled(cancel: &Cancel) {
+    let mut tick = tokio::time::interval(CANCEL_POLL);
+    loop {
+        tick.tick().await;
+        if cancel.is_cancelled() {
+            return;
+        }
+    }
+}
+
 /// `python -m pip install --target state_dir/tools uv`, with a clean
 /// environment, wheels only (pip runs as root on the host), and the index
-/// settings of the policy. Installs into a fresh directory and renames it in.
-async fn install(state_dir: &Path, interpreter: &Path, s: &Settings) -> Result<(), EnvError> {
+/// settings of the policy. Installs into a fresh directory and renames it
+/// in. A cancel kills pip (`kill_on_drop`) and removes what it wrote.
+async fn install(
+    state_dir: &Path,
+    interpreter: &Path,
+    s: &Settings,
+    cancel: &Cancel,
+) -> Result<(), EnvError> {
     let final_dir = state_dir.join("tools");
     let staging = state_dir.join(format!(".tools-{}", super::cache::rand_hex()));
     let mut candidates = vec![interpreter.to_path_buf()];
@@ -113,7 +142,17 @@ async fn install(state_dir: &Path, interpreter: &Path, s: &Settings) -> Result<(
             cmd.env("PIP_CERT", CA_BUNDLE)
                 .env("SSL_CERT_FILE", CA_BUNDLE);
         }
-        let out = tokio::time::timeout(INSTALL_TIMEOUT, cmd.output()).await;
+        let out = tokio::select! {
+            out = tokio::time::timeout(INSTALL_TIMEOUT, cmd.output()) => out,
+            () = cancelled(cancel) => {
+                // `select!` dropped the output future before this runs,
+                // which sent pip SIGKILL (`kill_on_drop`). What a pip
+                // still dying writes after this goes with the start-up
+                // sweep of `.tools-*` directories.
+                super::cache::remove_any(&staging);
+                return Err(EnvError::Cancelled);
+            }
+        };
         let out = match out {
             Err(_) => {
                 last = format!("pip did not finish within {}s", INSTALL_TIMEOUT.as_secs());

@@ -103,17 +103,7 @@ impl AgentDir {
             let tmp = tempfile::Builder::new()
                 .prefix(".agent-")
                 .tempdir_in(parent)?;
-            for (path, text) in AGENT_FILES {
-                let file = tmp.path().join(path);
-                if let Some(up) = file.parent() {
-                    std::fs::DirBuilder::new()
-                        .recursive(true)
-                        .mode(0o755)
-                        .create(up)?;
-                }
-                std::fs::write(&file, text)?;
-                std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644))?;
-            }
+            write_files(tmp.path())?;
             std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o755))?;
             std::fs::rename(tmp.keep(), &dir)?;
         }
@@ -125,6 +115,46 @@ impl AgentDir {
             }
         }
         Ok(AgentDir { dir })
+    }
+
+    /// The agent's files on a tmpfs of their own mounted at `dir`, read-only
+    /// once written: what the daemon's jails bind. A jail's mount table
+    /// then names the tmpfs's own root, not a path under the state
+    /// directory. What a crashed supervisor left mounted there goes first.
+    pub(crate) fn mount(dir: &Path) -> std::io::Result<AgentDir> {
+        use nix::mount::{mount, umount2, MntFlags, MsFlags};
+        use std::os::unix::fs::DirBuilderExt;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o755)
+            .create(dir)?;
+        // Each unmount takes one of the mounts stacked there: EINVAL once
+        // none is left.
+        while umount2(dir, MntFlags::MNT_DETACH).is_ok() {}
+        let flags = MsFlags::MS_NOSUID | MsFlags::MS_NODEV;
+        mount(
+            Some("prims-agent"),
+            dir,
+            Some("tmpfs"),
+            flags,
+            Some("size=2m,nr_inodes=256,mode=0755"),
+        )?;
+        write_files(dir)?;
+        mount(
+            None::<&str>,
+            dir,
+            None::<&str>,
+            flags | MsFlags::MS_REMOUNT | MsFlags::MS_RDONLY,
+            None::<&str>,
+        )?;
+        Ok(AgentDir {
+            dir: dir.to_path_buf(),
+        })
+    }
+
+    /// Unmounts what [`AgentDir::mount`] mounted, as the daemon ends.
+    pub(crate) fn unmount(&self) {
+        let _ = nix::mount::umount2(&self.dir, nix::mount::MntFlags::MNT_DETACH);
     }
 
     /// Binds the agent into `spec`'s jail and makes it the program:
@@ -142,6 +172,23 @@ impl AgentDir {
             .map(str::to_string)
             .collect();
     }
+}
+
+/// Writes the agent's files under `root`: directories 0755, files 0644.
+fn write_files(root: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    for (path, text) in AGENT_FILES {
+        let file = root.join(path);
+        if let Some(up) = file.parent() {
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o755)
+                .create(up)?;
+        }
+        std::fs::write(&file, text)?;
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644))?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -7,14 +7,17 @@
 //! The cell that asked is still running under its call's limits, which
 //! keep being enforced while the install runs (`cell::follow` polls a
 //! [`Serving`] beside its wall timer and CPU samples): an install's time is
-//! the call's. At a limit the cell stops waiting for it ([`abandon`]). The
-//! install itself runs on to its end (the installer offers no way to stop
-//! it halfway), and until then it is counted: the same interpreter's next
-//! install waits for it rather than write the session's packages beside
-//! it, and past [`cut_cap`] of them on the server a new one is refused.
+//! the call's. At a limit the cell stops waiting for it ([`abandon`]), and
+//! the install is stopped: its [`Cancel`] kills the install jail (or the
+//! host's one-off install of uv). Its end is still awaited in the
+//! background, a moment's work, and until then it is counted: the same
+//! interpreter's next install waits for it rather than write the session's
+//! packages beside it, and past [`cut_cap`] of them on the server a new one
+//! is refused.
 
 use super::channel::{ChannelError, ToAgent};
 use super::live::Live;
+use crate::job::Cancel;
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
@@ -36,23 +39,27 @@ pub(crate) struct InstallAnswer {
 
 pub(crate) type InstallFuture = Pin<Box<dyn Future<Output = InstallAnswer> + Send>>;
 
-/// Installs requirements into the session, sending progress lines.
+/// Installs requirements into the session, sending progress lines. Once
+/// its [`Cancel`] is cancelled the install stops as soon as it can, and
+/// its future then ends (with a failure) soon after; it must still be
+/// awaited to its end, which comes once nothing of the install runs.
 pub(crate) type Installer =
-    dyn Fn(Vec<String>, mpsc::UnboundedSender<String>) -> InstallFuture + Send + Sync;
+    dyn Fn(Vec<String>, mpsc::UnboundedSender<String>, Cancel) -> InstallFuture + Send + Sync;
 
-/// Installs that a time limit cut short and that still run, by the job of
-/// the interpreter whose cell asked; each entry ends (its sender drops)
-/// with its install. Process-wide: the job names are.
+/// Installs that a time limit cut short and that are being stopped, by the
+/// job of the interpreter whose cell asked; each entry ends (its sender
+/// drops) with its install. Process-wide: the job names are.
 static CUT: Mutex<BTreeMap<String, watch::Receiver<()>>> = Mutex::new(BTreeMap::new());
 
 fn cut_installs() -> MutexGuard<'static, BTreeMap<String, watch::Receiver<()>>> {
     CUT.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// Installs cut short that may still run at once on the server before a
-/// new one is refused: one per core, as many as the run slots that held
-/// them would have by default (`limits.max_concurrent_runs`). Each is
-/// bounded by `python.build_timeout`.
+/// Installs cut short that may still be ending at once on the server
+/// before a new one is refused: one per core, as many as the run slots
+/// that held them would have by default (`limits.max_concurrent_runs`).
+/// Each is stopped when cut, so this bounds a burst of cuts, not a backlog
+/// of installs running on.
 fn cut_cap() -> usize {
     std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
 }
@@ -65,14 +72,15 @@ pub(crate) struct Serving<'a> {
 
 enum Stage<'a> {
     /// Not started: an install of the same interpreter that a time limit
-    /// cut short runs yet.
+    /// cut short is still being stopped.
     After {
         earlier: watch::Receiver<()>,
         installer: &'a Installer,
         requirements: Vec<String>,
         progress: mpsc::UnboundedSender<String>,
     },
-    Running(InstallFuture),
+    /// Under way; the [`Cancel`] stops it.
+    Running(InstallFuture, Cancel),
     /// It has answered.
     Ended,
 }
@@ -121,7 +129,7 @@ pub(crate) fn start<'a>(
                 progress: tx,
             }
         }
-        None => Stage::Running(installer(requirements, tx)),
+        None => run(installer, requirements, tx),
     };
     Ok(Serving { stage, progress })
 }
@@ -143,12 +151,12 @@ impl Serving<'_> {
                     requirements,
                     progress,
                     ..
-                } => Stage::Running(installer(requirements, progress)),
+                } => run(installer, requirements, progress),
                 other => other,
             };
         }
         let answer = match &mut self.stage {
-            Stage::Running(answer) => answer,
+            Stage::Running(answer, _) => answer,
             Stage::After { .. } | Stage::Ended => return std::future::pending().await,
         };
         tokio::select! {
@@ -173,20 +181,38 @@ async fn ended(earlier: &mut watch::Receiver<()>) {
     while earlier.changed().await.is_ok() {}
 }
 
+/// Starts the install: the stage of an install under way.
+fn run<'a>(
+    installer: &Installer,
+    requirements: Vec<String>,
+    progress: mpsc::UnboundedSender<String>,
+) -> Stage<'a> {
+    let cancel = Cancel::default();
+    Stage::Running(installer(requirements, progress, cancel.clone()), cancel)
+}
+
 /// The cell of interpreter `job` stops waiting for `serving` (a limit ran
 /// out, or the call ended otherwise). An install not started yet is
-/// dropped; one under way runs on to its end in a task of its own, its
-/// lines and answer going nowhere, and counts as cut short until then.
+/// dropped; one under way is stopped, and its end is awaited in a task of
+/// its own, its lines and answer going nowhere: until then it counts as
+/// cut short, so that the interpreter's next install cannot start while
+/// this one's jail may still write into the session's site directory.
 pub(crate) fn abandon(job: &str, serving: Serving<'_>) {
-    let Stage::Running(answer) = serving.stage else {
+    let Stage::Running(answer, cancel) = serving.stage else {
         return;
     };
+    cancel.cancel();
     let (ended, end) = watch::channel(());
     cut_installs().insert(job.to_string(), end);
     let job = job.to_string();
     tokio::spawn(async move {
         let a = answer.await;
-        tracing::info!(job = %job, ok = a.ok, "an install that a time limit cut short has ended");
+        tracing::info!(
+            job = %job,
+            ok = a.ok,
+            message = %a.message,
+            "an install that was cut short has ended"
+        );
         cut_installs().remove(&job);
         drop(ended);
     });

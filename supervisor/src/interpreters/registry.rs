@@ -3,14 +3,14 @@
 //! stop, and the warm pool that new sessions take from.
 
 use super::agent::AgentDir;
-use super::fork::templates::{Home, TemplateStats, Templates};
+use super::fork::templates::{Home, Parts, TemplateStats, Templates};
 use super::ipython::IpythonLayer;
 use super::live::{Carried, Live};
 use super::pool::{Pool, Warm};
 use super::slot::{Carry, SessionRequirements, Slot};
 use super::start::{self, StartSpec};
 use crate::egress::EgressProxy;
-use crate::envs::Envs;
+use crate::envs::{EnvLease, Envs};
 use crate::job::Jails;
 use crate::sessions::{Session, SessionStore};
 use prims_policy::Policy;
@@ -359,6 +359,27 @@ impl Interpreters {
     /// Fork templates up, and starts by path.
     pub(crate) fn template_stats(&self) -> TemplateStats {
         self.templates.stats()
+    }
+
+    /// Starts the template of the default environment (`lease`, with the
+    /// IPython layer `ipython`) and waits until it is up, as the server
+    /// starts: a session's first call then forks, never waits.
+    pub(crate) async fn start_default_template(
+        &self,
+        policy: &Policy,
+        lease: EnvLease,
+        ipython: Option<IpythonLayer>,
+    ) -> Result<(), String> {
+        let parts = Parts::new(
+            lease,
+            ipython,
+            self.interpreter.clone(),
+            self.agent.clone(),
+            policy,
+        );
+        self.templates
+            .prepare_default(&self.jails, policy, parts)
+            .await
     }
 }
 

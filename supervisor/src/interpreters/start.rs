@@ -223,6 +223,11 @@ pub(super) fn agent_spec(jails: &Jails, policy: &Policy, s: &StartSpec) -> JobSp
         // exit unmaps, in batches. The environment is the spec's alone, and
         // the agent drops the variable before anything else.
         spec.env.push(format!("{ALLOCATOR_ENV}=malloc"));
+        // A template needs no way out: each child makes a network
+        // namespace of its own, with its own listener in allowlist mode.
+        // What a child's python has of allowlist mode, the proxy's
+        // variables and its CA, it has from the template, which keeps them.
+        spec.network = NetworkMode::None;
         spec.fork = s.fork;
     }
     if !s.prewarm.is_empty() {

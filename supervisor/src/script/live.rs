@@ -35,6 +35,10 @@ pub enum LiveError {
     Start(#[source] Box<dyn std::error::Error + Send + Sync>),
     #[error("starting a fork template: {0}")]
     Template(String),
+    /// The jailer could not build the template's jail: reported as a run
+    /// whose jail could not be built, as a cold start reports it.
+    #[error("the template's jail could not be built: {}", .0.message)]
+    NotBuilt(SetupError),
     #[error("the interpreter was not forked from the template (see the log)")]
     NotForked,
     #[error("no fresh python in place of the first: {0}")]
@@ -75,7 +79,11 @@ async fn template_for(
     templates
         .warm_up(jails, policy, spec)
         .await
-        .map_err(LiveError::Template)?;
+        .map_err(|e| match e {
+            // What a cold start would report as the outcome.
+            StartError::Setup(e) => LiveError::NotBuilt(e),
+            e => LiveError::Template(e.to_string()),
+        })?;
     Ok((templates, home))
 }
 
@@ -132,7 +140,11 @@ pub(super) fn run(
     let policy = &policy;
     // Kept until the run ends: dropped, it kills the template's jail.
     let (templates, _home) = if forked {
-        let (t, home) = rt.block_on(template_for(policy, jails, &spec))?;
+        let (t, home) = match rt.block_on(template_for(policy, jails, &spec)) {
+            Ok(up) => up,
+            Err(LiveError::NotBuilt(e)) => return Ok(not_built(e)),
+            Err(e) => return Err(e),
+        };
         (Some(t), Some(home))
     } else {
         (None, None)

@@ -38,10 +38,14 @@ pub async fn serve<H: Handler>(
         );
     }
     let (listener, identity) = bind(&cfg).await?;
-    // Under systemd (Type=notify) clients may connect from here on; without
+    // Under systemd (Type=notify) clients may connect from here on; the
+    // daemon says READY=1 once what a first call needs is up. Without
     // NOTIFY_SOCKET this does nothing.
-    if let Err(e) = sd_notify::notify(false, &[sd_notify::NotifyState::Ready]) {
-        tracing::warn!(error = %e, "could not tell systemd the supervisor is ready");
+    if let Err(e) = sd_notify::notify(
+        false,
+        &[sd_notify::NotifyState::Status("accepting connections")],
+    ) {
+        tracing::warn!(error = %e, "could not tell systemd the supervisor listens");
     }
     let limits = cfg.limits.clone();
     let slots = Slots::new(limits.max_connections, limits.max_connections_per_uid);

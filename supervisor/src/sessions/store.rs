@@ -50,7 +50,7 @@ impl SessionStore {
         if let Some(t) = &tenant {
             super::session::check_tenant(t)?;
         }
-        let (id, session) = self.make(tenant, false)?;
+        let (id, session) = self.make(tenant, Place::Session)?;
         let info = session.info(&id);
         lock(&self.shared.inner)
             .live
@@ -63,9 +63,26 @@ impl SessionStore {
     /// nobody knows its id, and a restart removes it. Hand it out with
     /// [`SessionStore::adopt`], or give it up with [`SessionStore::discard`].
     pub fn create_spare(&self) -> Result<Spare, SessionError> {
-        let (id, session) = self.make(None, true)?;
+        let (id, session) = self.make(None, Place::Spare)?;
         lock(&self.shared.inner).spares += 1;
-        Ok(Spare { id, session })
+        Ok(Spare {
+            id,
+            session,
+            counted: true,
+        })
+    }
+
+    /// A place for a fork template: a spare's workspace and uid, which no
+    /// session is ever made of. Not counted against
+    /// `sessions.max_sessions` (`interpreters.max_templates` bounds the
+    /// templates), but its disk room is reserved as a session's.
+    pub fn create_template_home(&self) -> Result<Spare, SessionError> {
+        let (id, session) = self.make(None, Place::Template)?;
+        Ok(Spare {
+            id,
+            session,
+            counted: false,
+        })
     }
 
     /// Makes `spare` a live session of `tenant`.
@@ -74,14 +91,23 @@ impl SessionStore {
             super::session::check_tenant(t)?;
         }
         let sh = &self.shared;
-        let Spare { id, session } = spare;
+        if !spare.counted {
+            let e = SessionError::Workspace("a fork template's place is never a session".into());
+            self.discard(spare);
+            return Err(e);
+        }
+        let Spare { id, session, .. } = spare;
         let adopted = session.update(&sh.dir, meta::Durability::Atomic, |m| {
             m.spare = false;
             m.tenant = tenant;
             m.last_used = unix_secs(SystemTime::now());
         });
         if let Err(e) = adopted {
-            self.discard(Spare { id, session });
+            self.discard(Spare {
+                id,
+                session,
+                counted: true,
+            });
             return Err(e);
         }
         let m = lock(&session.state).meta.clone();
@@ -99,7 +125,9 @@ impl SessionStore {
         let s = spare.session;
         let removed = layout::teardown(&sh.dir, &s.name);
         let mut inner = lock(&sh.inner);
-        inner.spares -= 1;
+        if spare.counted {
+            inner.spares -= 1;
+        }
         match removed {
             Ok(()) => inner.uids.release(s.host_uid),
             Err(e) => tracing::error!(session = %s.name, error = %e,
@@ -108,15 +136,21 @@ impl SessionStore {
     }
 
     /// The files of a new session, counted while they are made.
-    fn make(&self, tenant: Option<String>, spare: bool) -> Result<(String, Session), SessionError> {
+    fn make(
+        &self,
+        tenant: Option<String>,
+        place: Place,
+    ) -> Result<(String, Session), SessionError> {
         let sh = &self.shared;
+        let spare = place != Place::Session;
         let (policy, uid) = {
             let mut inner = lock(&sh.inner);
             let max = inner.policy.max_sessions;
             // A spare never takes the last place or the last room: a real
-            // session must still fit beside it.
+            // session must still fit beside it. A template takes no place.
             let headroom = usize::from(spare);
-            if inner.live.len() + inner.creating + inner.spares + headroom >= max {
+            let taken = inner.live.len() + inner.creating + inner.spares;
+            if place != Place::Template && taken + headroom >= max {
                 return Err(SessionError::TooMany(max));
             }
             let (base, count) = (inner.policy.uid_base, inner.policy.uid_count);
@@ -379,11 +413,22 @@ fn room_for(dir: &Path, policy: &SessionPolicy, others: usize) -> Result<(), Ses
     Ok(())
 }
 
-/// A session made for the warm pool; see [`SessionStore::create_spare`].
+/// A session made for the warm pool; see [`SessionStore::create_spare`]
+/// (or a fork template's place, [`SessionStore::create_template_home`]).
 #[derive(Debug)]
 pub struct Spare {
     id: String,
     session: Session,
+    /// It takes a place under `sessions.max_sessions` (a pool's spare).
+    counted: bool,
+}
+
+/// What a new session's files are made for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Place {
+    Session,
+    Spare,
+    Template,
 }
 
 impl Spare {

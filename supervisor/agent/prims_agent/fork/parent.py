@@ -24,8 +24,9 @@ TO_CHILD_FDS_MAX = 8
 # Set in a template's environment (agent.rs BLAS_THREADS): one thread per
 # BLAS pool, since a thread does not survive a fork.
 BLAS_THREADS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "NUMEXPR_NUM_THREADS")
-# What the agent makes where IPython and matplotlib keep their files.
-_AGENT_DIRS = ("IPYTHONDIR", "MPLCONFIGDIR")
+# What the agent makes as it starts: IPython's profile directory (shell.py).
+# matplotlib makes its own when it first needs it.
+_AGENT_DIRS = ("IPYTHONDIR",)
 _CLONE_NEWNS = 0x00020000
 _CLONE_NEWCGROUP = 0x02000000
 _CLONE_NEWUTS = 0x04000000
@@ -199,9 +200,9 @@ def _settle():
 
 
 def _agent_dirs():
-    """What the template made in its own workspace and /tmp (IPython's
-    profile, matplotlib's cache), this jail lacks (or a python removed):
-    the parent makes it before each fork of python."""
+    """What the template made as it started (IPython's profile, in /tmp),
+    this jail lacks (or a python removed): the parent makes it before each
+    fork of python, as a cold python makes it for itself."""
     for var in _AGENT_DIRS:
         path = os.environ.get(var, "")
         if path.startswith(("/workspace/", "/tmp/")) and not os.path.isdir(path):

@@ -126,6 +126,67 @@ pub(crate) fn lift_rlimits(jails: u64, pids: u64) -> Result<(), CeilingError> {
     Ok(())
 }
 
+/// What the host lacks for `policy`'s forked sessions to keep a cold
+/// jail's share each, read under `proc_sys` without changing anything:
+/// each entry names a ceiling, what it is and what it needs, and whether
+/// the supervisor can raise it itself. Empty when nothing is short (or
+/// templates are off).
+pub fn shortfalls(policy: &prims_policy::Policy, proc_sys: &Path) -> Vec<(String, bool)> {
+    if !policy.interpreters.fork_templates {
+        return Vec::new();
+    }
+    let jails = children(policy);
+    let mut out = Vec::new();
+    for (file, share) in SHARED {
+        let need = share.saturating_mul(jails);
+        let now = std::fs::read_to_string(proc_sys.join(file))
+            .ok()
+            .and_then(|t| t.trim().parse::<u64>().ok())
+            .unwrap_or(0);
+        if now < need {
+            let name = file.replace('/', ".");
+            out.push((
+                format!("{name} is {now}, under the {need} that {jails} forked sessions need"),
+                true,
+            ));
+        }
+    }
+    let may_lift = has_sys_resource();
+    for (res, name, share) in [
+        (Resource::RLIMIT_NPROC, "RLIMIT_NPROC", policy.limits.pids),
+        (
+            Resource::RLIMIT_SIGPENDING,
+            "RLIMIT_SIGPENDING",
+            JAIL_PENDING_SIGNALS,
+        ),
+    ] {
+        let need = share.saturating_mul(jails);
+        let hard = getrlimit(res).map_or(0, |(_, hard)| hard);
+        if hard < need {
+            out.push((
+                format!(
+                    "the hard {name} is {hard}, under the {need} that {jails} forked sessions need"
+                ),
+                may_lift,
+            ));
+        }
+    }
+    out
+}
+
+/// Whether this process holds `CAP_SYS_RESOURCE`, which lifts rlimits.
+fn has_sys_resource() -> bool {
+    const CAP_SYS_RESOURCE: u32 = 24;
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("CapEff:"))
+                .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+        })
+        .is_some_and(|caps| caps & (1 << CAP_SYS_RESOURCE) != 0)
+}
+
 /// The children of one template the policy allows at once: one per
 /// session and per spare of the pool, and one more for a start that
 /// replaces an interpreter whose jail is still ending.

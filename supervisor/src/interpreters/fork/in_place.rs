@@ -21,9 +21,11 @@ use std::time::{Duration, Instant};
 const READY_DEADLINE: Duration = Duration::from_secs(30);
 
 impl Live {
-    /// Whether a fresh python can replace this one in place.
+    /// Whether a fresh python can replace this one in place. In allowlist
+    /// mode the jail's listener stays with the egress proxy, which begins
+    /// and ends a run of its own for each call, the fresh python's too.
     pub(crate) fn can_be_fresh_in_place(&self) -> bool {
-        self.parent.is_some() && self.egress.is_none()
+        self.parent.is_some()
     }
 
     /// Replaces python with a fresh one in the same jail, which then holds

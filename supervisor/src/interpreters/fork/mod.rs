@@ -30,10 +30,9 @@ use crate::job::Jails;
 use parent::Parent;
 use prims_policy::Policy;
 use prims_protocol::jail::ForkRole;
-use std::os::fd::OwnedFd;
 use std::sync::Arc;
 use std::time::Instant;
-use templates::Templates;
+use templates::{Forked, Templates};
 
 /// Starts the interpreter of `s`: forked from its environment's template
 /// when `templates` is given, the policy's switch is on and a template is
@@ -73,15 +72,6 @@ pub(crate) async fn start(
         templates.count_start(false);
     }
     live
-}
-
-/// A template's child, forked for one start: the socket the jailer adopts
-/// it on, and its parent, the template's python.
-pub(crate) struct Forked {
-    pub adopt: OwnedFd,
-    /// Our end of the socket on which the child forks a fresh python.
-    pub fresh: OwnedFd,
-    pub template_python: u32,
 }
 
 /// Starts the interpreter of `s` by adopting `forked`, a template's child;

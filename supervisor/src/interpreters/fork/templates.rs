@@ -7,13 +7,12 @@
 //! they are capped in number (least recently used replaced first) and age,
 //! and replaced when they die.
 
-use super::Forked;
 use crate::envs::EnvLease;
 use crate::interpreters::agent::AgentDir;
 use crate::interpreters::channel::{FromAgent, ToAgent};
 use crate::interpreters::ipython::IpythonLayer;
 use crate::interpreters::live::Live;
-use crate::interpreters::start::{self, StartSpec};
+use crate::interpreters::start::{self, StartError, StartSpec};
 use crate::job::{JailKiller, Jails};
 use crate::sessions::{SessionStore, Spare};
 use prims_policy::Policy;
@@ -69,7 +68,8 @@ struct Template {
 enum Entry {
     Starting,
     Up(Arc<Template>),
-    Failed(Instant),
+    /// When, and why.
+    Failed(Instant, String),
 }
 
 /// Starts by path, for `/metrics`.
@@ -80,6 +80,15 @@ pub(crate) struct TemplateStats {
     pub cold_starts: u64,
     /// Fresh pythons forked in place of a forked one, in its jail.
     pub in_place_starts: u64,
+}
+
+/// A template's child, forked for one start: the socket the jailer adopts
+/// it on, and its parent, the template's python.
+pub(crate) struct Forked {
+    pub adopt: OwnedFd,
+    /// Our end of the socket on which the child forks a fresh python.
+    pub fresh: OwnedFd,
+    pub template_python: u32,
 }
 
 /// Where a template's workspace and host uid come from.
@@ -93,6 +102,8 @@ pub(crate) enum Home {
 pub(crate) struct Templates {
     home: Home,
     set: Mutex<HashMap<String, Entry>>,
+    /// The key of the default environment's template, once it is known.
+    default: Mutex<Option<String>>,
     next_id: AtomicU64,
     forked: AtomicU64,
     cold: AtomicU64,
@@ -116,6 +127,7 @@ impl Templates {
         Templates {
             home,
             set: Mutex::default(),
+            default: Mutex::default(),
             next_id: AtomicU64::new(1),
             forked: AtomicU64::new(0),
             cold: AtomicU64::new(0),
@@ -157,7 +169,7 @@ impl Templates {
         let key = key(s);
         let template = self.usable(&key, policy);
         let Some(t) = template else {
-            self.ensure(key, jails, policy, s);
+            self.ensure(key, jails, policy, Parts::of(s, policy));
             return None;
         };
         match fork_one(&t, self.next_id.fetch_add(1, Ordering::Relaxed)).await {
@@ -199,22 +211,25 @@ impl Templates {
     }
 
     /// Starts the template for `key` in the background unless one is up,
-    /// starting, or failed a moment ago; makes room under the cap first.
-    fn ensure(self: &Arc<Self>, key: String, jails: &Jails, policy: &Policy, s: &StartSpec) {
+    /// starting, or failed a moment ago; makes room under the cap first
+    /// (never taking the default environment's).
+    fn ensure(self: &Arc<Self>, key: String, jails: &Jails, policy: &Policy, parts: Parts) {
         {
+            let default = lock(&self.default).clone();
             let mut set = lock(&self.set);
             match set.get(&key) {
                 Some(Entry::Starting | Entry::Up(_)) => return,
-                Some(Entry::Failed(at)) if at.elapsed() < RETRY_AFTER => return,
+                Some(Entry::Failed(at, _)) if at.elapsed() < RETRY_AFTER => return,
                 _ => {}
             }
             let max = policy.interpreters.max_templates as usize;
             while set.len() >= max {
                 let oldest = set
                     .iter()
+                    .filter(|(k, _)| max < 2 || default.as_ref() != Some(*k))
                     .filter_map(|(k, e)| match e {
                         Entry::Up(t) => Some((k.clone(), *lock(&t.last_used))),
-                        Entry::Failed(at) => Some((k.clone(), *at)),
+                        Entry::Failed(at, _) => Some((k.clone(), *at)),
                         Entry::Starting => None,
                     })
                     .min_by_key(|(_, at)| *at);
@@ -225,17 +240,17 @@ impl Templates {
             }
             set.insert(key.clone(), Entry::Starting);
         }
-        let parts = Parts::of(s, policy);
         let (this, jails, policy) = (self.clone(), jails.clone(), policy.clone());
         tokio::spawn(async move {
             let entry = match this.start_one(&jails, &policy, parts).await {
                 Ok(t) => Entry::Up(Arc::new(t)),
-                Err(why) => {
+                Err(e) => {
+                    let why = e.to_string();
                     tracing::warn!(
                         why,
                         "a fork template did not start; interpreters start cold"
                     );
-                    Entry::Failed(Instant::now())
+                    Entry::Failed(Instant::now(), why)
                 }
             };
             let mut set = lock(&this.set);
@@ -250,19 +265,51 @@ impl Templates {
     /// anyway (the pool's refills), which then never starts cold for want
     /// of a template. Gives up on one that fails.
     pub(crate) async fn prepare(self: &Arc<Self>, jails: &Jails, policy: &Policy, s: &StartSpec) {
-        let key = key(s);
+        let _ = self
+            .prepare_parts(key(s), jails, policy, Parts::of(s, policy))
+            .await;
+    }
+
+    /// Starts the template of the default environment (`lease`, with the
+    /// IPython layer `ipython`) and waits until it is up: what the server
+    /// does as it starts. A cap on templates never replaces it.
+    pub(crate) async fn prepare_default(
+        self: &Arc<Self>,
+        jails: &Jails,
+        policy: &Policy,
+        parts: Parts,
+    ) -> Result<(), String> {
+        let key = parts.key();
+        *lock(&self.default) = Some(key.clone());
+        self.prepare_parts(key, jails, policy, parts).await
+    }
+
+    async fn prepare_parts(
+        self: &Arc<Self>,
+        key: String,
+        jails: &Jails,
+        policy: &Policy,
+        parts: Parts,
+    ) -> Result<(), String> {
         let deadline = Instant::now() + PREPARE_WAIT;
+        let mut parts = Some(parts);
         loop {
             let starting = match lock(&self.set).get(&key) {
-                Some(Entry::Up(_)) | Some(Entry::Failed(_)) => return,
+                Some(Entry::Up(_)) => return Ok(()),
+                Some(Entry::Failed(_, why)) => return Err(why.clone()),
                 Some(Entry::Starting) => true,
                 None => false,
             };
             if !starting {
-                self.ensure(key.clone(), jails, policy, s);
+                match parts.take() {
+                    Some(p) => self.ensure(key.clone(), jails, policy, p),
+                    // Ours was started and then removed (replaced, or room
+                    // made under the cap): not ours to start again.
+                    None => return Err("the template was replaced while it started".into()),
+                }
             }
             if Instant::now() > deadline {
-                return;
+                return Err(format!("not up within {} s", PREPARE_WAIT.as_secs()));
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
@@ -275,7 +322,7 @@ impl Templates {
         jails: &Jails,
         policy: &Policy,
         s: &StartSpec,
-    ) -> Result<(), String> {
+    ) -> Result<(), StartError> {
         let t = self.start_one(jails, policy, Parts::of(s, policy)).await?;
         lock(&self.set).insert(key(s), Entry::Up(Arc::new(t)));
         Ok(())
@@ -296,7 +343,7 @@ impl Templates {
             )),
             Home::Store(store) => {
                 let store = store.clone();
-                let spare = tokio::task::spawn_blocking(move || store.create_spare())
+                let spare = tokio::task::spawn_blocking(move || store.create_template_home())
                     .await
                     .map_err(|e| e.to_string())?
                     .map_err(|e| format!("a place for the template: {e}"))?;
@@ -315,18 +362,19 @@ impl Templates {
         jails: &Jails,
         policy: &Policy,
         p: Parts,
-    ) -> Result<Template, String> {
+    ) -> Result<Template, StartError> {
+        let failed = |why: String| StartError::NotReady(format!("a fork template: {why}"));
         // No child may share a kernel budget with its siblings.
         let jails_at_once = super::budgets::children(policy);
         let ceilings = super::budgets::ensure(std::path::Path::new("/proc/sys"), jails_at_once)
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| failed(e.to_string()))?;
         super::budgets::lift_rlimits(jails_at_once, policy.limits.pids)
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| failed(e.to_string()))?;
         for c in ceilings.iter().filter(|c| c.now != c.was) {
             tracing::warn!(sysctl = %c.name, was = c.was, now = c.now,
                 "raised a host-wide per-user ceiling so that each of {jails_at_once} forked sessions keeps a cold jail's share");
         }
-        let (workspace, host_uid, name, spare) = self.home(jails).await?;
+        let (workspace, host_uid, name, spare) = self.home(jails).await.map_err(failed)?;
         let spec = StartSpec {
             name,
             interpreter: p.interpreter,
@@ -357,20 +405,21 @@ impl Templates {
                 if let Some((spare, store)) = spare {
                     let _ = tokio::task::spawn_blocking(move || store.discard(spare)).await;
                 }
-                return Err(e.to_string());
+                return Err(e);
             }
         };
         let jail = TemplateJail {
             kill: live.kill.clone(),
             spare: Mutex::new(spare),
         };
-        let python = pid_of(live.python.as_fd()).ok_or("the template's python has no pid")?;
+        let python =
+            pid_of(live.python.as_fd()).ok_or_else(|| failed("its python has no pid".into()))?;
         // A thread left by an import would not survive a fork whole.
         let threads = threads_of(python);
         if threads != Some(1) {
-            return Err(format!(
-                "the template's imports left {threads:?} threads; set OPENBLAS_NUM_THREADS and the like to 1"
-            ));
+            return Err(failed(format!(
+                "its imports left {threads:?} threads; set OPENBLAS_NUM_THREADS and the like to 1"
+            )));
         }
         // Its imports ran idle, as a pool refill's do; its forks are starts.
         start::promote(&mut live);
@@ -385,8 +434,9 @@ impl Templates {
     }
 }
 
-/// What a template's start needs of the first start that wanted it.
-struct Parts {
+/// What a template is made of: an environment, the IPython layer and the
+/// agent, as the first start that wanted it had them.
+pub(crate) struct Parts {
     agent: AgentDir,
     lease: Option<EnvLease>,
     venv: PathBuf,
@@ -397,6 +447,31 @@ struct Parts {
 }
 
 impl Parts {
+    /// The template key of these parts, as [`key`] of a start with them.
+    fn key(&self) -> String {
+        key_of(&self.env_key, self.ipython.as_ref())
+    }
+
+    /// The parts of the template for environment `lease` with the IPython
+    /// layer `ipython`, importing what `policy` says.
+    pub(crate) fn new(
+        lease: EnvLease,
+        ipython: Option<IpythonLayer>,
+        interpreter: PathBuf,
+        agent: AgentDir,
+        policy: &Policy,
+    ) -> Parts {
+        Parts {
+            agent,
+            env_key: lease.key.clone(),
+            venv: lease.dir.clone(),
+            lease: Some(lease),
+            ipython,
+            interpreter,
+            prewarm: policy.python.prewarm_imports.clone(),
+        }
+    }
+
     fn of(s: &StartSpec, policy: &Policy) -> Parts {
         Parts {
             agent: s.agent.clone(),
@@ -412,8 +487,12 @@ impl Parts {
 
 /// Templates are per environment and IPython layer.
 fn key(s: &StartSpec) -> String {
-    let ipython = s.ipython.as_ref().map(|k| k.site.display().to_string());
-    format!("{}\n{}", s.env_key, ipython.unwrap_or_default())
+    key_of(&s.env_key, s.ipython.as_ref())
+}
+
+fn key_of(env_key: &str, ipython: Option<&IpythonLayer>) -> String {
+    let ipython = ipython.map(|k| k.site.display().to_string());
+    format!("{env_key}\n{}", ipython.unwrap_or_default())
 }
 
 /// One `fork` frame, with the child's ends of two new socket pairs; our
