@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Lints the Python that runs in the jail (supervisor/agent, the agent's
 # package, and the session install's program) with ruff, as the agent's
-# ruff.toml says: every module imports what it
-# uses, no name is undefined or unused. ruff is pinned and installed once
-# into a venv under target/ (scripts/install-deps.sh brings python3-venv).
+# ruff.toml says: every module imports what it uses, no name is undefined
+# or unused. ruff is pinned and installed once into a venv under target/
+# (scripts/install-deps.sh brings python3-venv).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ruff_version=0.17.6

@@ -100,7 +100,7 @@ pub(crate) async fn wait_for_templates(client: &Client, templates: bool) -> Resu
 }
 
 /// Programs per second, each a bare `python -I -c`, `PARALLEL` at a time.
-fn bare_batch(python: &Path, programs: &[&'static str]) -> Result<f64> {
+pub(crate) fn bare_batch(python: &Path, programs: &[&'static str]) -> Result<f64> {
     let next = AtomicUsize::new(0);
     let t = Instant::now();
     std::thread::scope(|scope| {
@@ -134,17 +134,37 @@ async fn prims_batch(
     sessions: &[String],
     programs: &[&'static str],
 ) -> Result<f64> {
+    let workers = sessions.iter().map(|id| (client.clone(), id.clone()));
+    spread(
+        workers.collect(),
+        programs,
+        |(client, id), code| async move { run_fresh(&client, &id, code).await },
+    )
+    .await
+}
+
+/// Programs per second, `programs` spread over `workers`, one in flight
+/// per worker: `run(worker, program)` runs each.
+pub(crate) async fn spread<W, F, Fut>(
+    workers: Vec<W>,
+    programs: &[&'static str],
+    run: F,
+) -> Result<f64>
+where
+    W: Clone + Send + 'static,
+    F: Fn(W, &'static str) -> Fut + Clone + Send + 'static,
+    Fut: std::future::Future<Output = Result<()>> + Send,
+{
     let next = Arc::new(AtomicUsize::new(0));
     let programs: Arc<Vec<&'static str>> = Arc::new(programs.to_vec());
     let t = Instant::now();
-    let tasks: Vec<_> = sessions
-        .iter()
-        .map(|id| {
-            let (client, id, next, programs) =
-                (client.clone(), id.clone(), next.clone(), programs.clone());
+    let tasks: Vec<_> = workers
+        .into_iter()
+        .map(|worker| {
+            let (next, programs, run) = (next.clone(), programs.clone(), run.clone());
             tokio::spawn(async move {
                 while let Some(code) = programs.get(next.fetch_add(1, Ordering::Relaxed)) {
-                    run_fresh(&client, &id, code).await?;
+                    run(worker.clone(), code).await?;
                 }
                 Ok::<(), anyhow::Error>(())
             })

@@ -91,7 +91,7 @@ pub fn main(sessions: usize, prims: PathBuf, policy: Option<PathBuf>) -> Result<
 
 /// PSS summed over `prims serve --state-dir state` and all its
 /// descendants, in bytes, and how many processes that was.
-fn tree_pss(state: &std::path::Path) -> Result<(u64, usize)> {
+pub(crate) fn tree_pss(state: &std::path::Path) -> Result<(u64, usize)> {
     let mut parent = std::collections::HashMap::new();
     let mut root = None;
     for entry in std::fs::read_dir("/proc")?.flatten() {
@@ -150,7 +150,7 @@ fn tree_pss(state: &std::path::Path) -> Result<(u64, usize)> {
 
 /// The host's `MemAvailable`, in bytes: the median of five readings a
 /// second apart, once what the last calls left behind has settled.
-async fn mem_available() -> Result<u64> {
+pub(crate) async fn mem_available() -> Result<u64> {
     let mut readings = Vec::new();
     for _ in 0..5 {
         tokio::time::sleep(Duration::from_secs(1)).await;

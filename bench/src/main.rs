@@ -11,6 +11,7 @@ mod idle;
 mod jail;
 mod live;
 mod mcp;
+mod newuser;
 mod original;
 mod socket;
 mod stats;
@@ -124,6 +125,13 @@ enum Bench {
         #[arg(long, default_value_t = 1 << 20)]
         bytes: usize,
     },
+    /// What a new user gets from a `prims serve` started seconds before on a
+    /// fresh state directory, all through MCP over HTTP: the first call
+    /// after /health, HumanEval-style programs against bare python, idle
+    /// pandas sessions, bursts of new sessions, calls in one session, and
+    /// a new session's first call traced, beside a second server in
+    /// allowlist mode (needs root).
+    Newuser(newuser::Options),
     /// PRIMS's `run_code` against the original's fresh venv + pip install per call.
     Original {
         /// Calls made the original's way (each takes seconds).
@@ -163,6 +171,7 @@ fn main() -> Result<()> {
             python,
         } => fresh::main(rounds, repeat, prims, policy, python),
         Bench::Idle { sessions, policy } => idle::main(sessions, prims, policy),
+        Bench::Newuser(o) => newuser::main(prims, o),
         Bench::Original {
             runs,
             prims_per,

@@ -8,10 +8,10 @@ use prims_protocol::client::Client;
 use prims_protocol::jail::LimitRequest;
 use prims_protocol::wire::RunRequest;
 use rmcp::model::CallToolRequestParams;
-use rmcp::service::RunningService;
+use rmcp::service::{Peer, RunningService};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::StreamableHttpClientTransport;
-use rmcp::{RoleClient, ServiceExt};
+use rmcp::{ClientHandler, RoleClient, ServiceExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -88,14 +88,30 @@ impl Conn {
 }
 
 pub(crate) async fn connect(url: &str, conn: Conn) -> Result<Mcp> {
-    let transport = match conn {
-        Conn::PerCall => StreamableHttpClientTransport::from_uri(url.to_owned()),
-        Conn::KeepAlive => StreamableHttpClientTransport::with_client(
-            reqwest::Client::new(),
-            StreamableHttpClientTransportConfig::with_uri(url.to_owned()),
-        ),
-    };
-    ().serve(transport)
+    match conn {
+        Conn::PerCall => {
+            ().serve(StreamableHttpClientTransport::from_uri(url.to_owned()))
+                .await
+                .map_err(|e| anyhow!("MCP client: {e}"))
+        }
+        Conn::KeepAlive => connect_pooled(url, reqwest::Client::new(), ()).await,
+    }
+}
+
+/// A new MCP session (initialize) of `url` whose requests go through
+/// `http`'s pool of kept-alive connections, which clones of one
+/// `reqwest::Client` share; `handler` gets the server's notifications.
+pub(crate) async fn connect_pooled<H: ClientHandler>(
+    url: &str,
+    http: reqwest::Client,
+    handler: H,
+) -> Result<RunningService<RoleClient, H>> {
+    let transport = StreamableHttpClientTransport::with_client(
+        http,
+        StreamableHttpClientTransportConfig::with_uri(url.to_owned()),
+    );
+    handler
+        .serve(transport)
         .await
         .map_err(|e| anyhow!("MCP client: {e}"))
 }
@@ -103,7 +119,7 @@ pub(crate) async fn connect(url: &str, conn: Conn) -> Result<Mcp> {
 /// One `run_code` call with `args`: its latency in ms and its structured
 /// result. A tool error (`isError`) fails.
 pub(crate) async fn call_run_code(
-    c: &Mcp,
+    c: &Peer<RoleClient>,
     args: serde_json::Map<String, serde_json::Value>,
 ) -> Result<(f64, serde_json::Value)> {
     let t = Instant::now();
@@ -198,6 +214,34 @@ pub(crate) fn bench_dir(name: &str) -> Result<PathBuf> {
     Ok(dir)
 }
 
+/// A `prims serve` on a bench directory: dropping it stops the server,
+/// unmounts what is left below the directory and removes it.
+pub(crate) struct Served {
+    serve: Option<Serve>,
+    dir: PathBuf,
+    pub port: u16,
+}
+
+impl Served {
+    pub(crate) fn start(prims: &Path, dir: &Path, policy: Option<&Path>) -> Result<Served> {
+        let port = free_port()?;
+        let serve = start(prims, dir, port, policy)?;
+        Ok(Served {
+            serve: Some(serve),
+            dir: dir.to_owned(),
+            port,
+        })
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        drop(self.serve.take());
+        prims_tests::teardown::unmount_below(&self.dir);
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
 /// Starts `prims serve` on `dir`, runs `measure` with its port, then stops
 /// it and removes `dir`.
 pub(crate) fn with_serve<F, Fut>(
@@ -210,14 +254,11 @@ where
     F: FnOnce(u16) -> Fut,
     Fut: std::future::Future<Output = Result<()>>,
 {
-    let port = free_port()?;
-    let serve = start(prims, dir, port, policy)?;
+    let served = Served::start(prims, dir, policy)?;
     let result = tokio::runtime::Runtime::new()
         .map_err(anyhow::Error::from)
-        .and_then(|rt| rt.block_on(measure(port)));
-    drop(serve);
-    prims_tests::teardown::unmount_below(dir);
-    let _ = std::fs::remove_dir_all(dir);
+        .and_then(|rt| rt.block_on(measure(served.port)));
+    drop(served);
     result
 }
 

@@ -8,11 +8,11 @@ use prims_protocol::jail::{LimitRequest, Status};
 use prims_protocol::wire::RunRequest;
 
 /// Programs in flight at once, as the harness runs them.
-pub(super) const PARALLEL: usize = 4;
+pub(crate) const PARALLEL: usize = 4;
 
 /// Our own set: small functions with the asserts that test them, the
 /// shape of HumanEval's problems. Each prints `ok`.
-pub(super) const PROGRAMS: [&str; 16] = [
+pub(crate) const PROGRAMS: [&str; 16] = [
     "def has_close(xs, t):\n    return any(abs(a - b) < t for i, a in enumerate(xs) for b in xs[i + 1:])\nassert has_close([1.0, 2.8, 3.0], 0.3)\nassert not has_close([1.0, 2.0], 0.5)\nprint('ok')",
     "def separate(s):\n    out, depth, cur = [], 0, ''\n    for c in s.replace(' ', ''):\n        cur += c\n        depth += 1 if c == '(' else -1\n        if depth == 0:\n            out.append(cur)\n            cur = ''\n    return out\nassert separate('( ) (( ))') == ['()', '(())']\nprint('ok')",
     "def below_zero(ops):\n    b = 0\n    for o in ops:\n        b += o\n        if b < 0:\n            return True\n    return False\nassert below_zero([1, -2]) and not below_zero([1, 2])\nprint('ok')",

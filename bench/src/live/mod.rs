@@ -8,7 +8,7 @@
 //! `--compare-ipython` the cases run against two servers at once, without
 //! and with the IPython layer, alternating between them (ipython.rs).
 
-mod cases;
+pub(crate) mod cases;
 pub(crate) mod cell;
 pub(crate) mod idle;
 mod ipython;

@@ -32,16 +32,21 @@ impl Handler for Arc<Daemon> {
             RequestBody::CloseSession { session_id, tenant } => {
                 let live = self.interpreters.clone();
                 self.blocking(move || {
-                    // Only its tenant may close it; then its interpreter goes first.
-                    sessions
-                        .info(&session_id, tenant.as_deref())
+                    // Only its tenant may close it. It is gone for every
+                    // request at once; its interpreter, then its files, go
+                    // after the answer, so that a client never waits for
+                    // a jail to end (a restart's sweep finishes a close
+                    // cut short).
+                    let s = sessions
+                        .begin_closing(&session_id, tenant.as_deref())
                         .map_err(|e| e.to_reply())?;
-                    if let Ok(name) = sessions.name_of(&session_id) {
-                        live.forget(&name);
-                    }
-                    sessions
-                        .close(&session_id, tenant.as_deref())
-                        .map_err(|e| e.to_reply())
+                    let ended = live.forget(&s.name);
+                    sessions.finish_closing(s, move || {
+                        if let Some(end) = ended {
+                            let _ = end.blocking_recv();
+                        }
+                    });
+                    Ok(())
                 })
                 .await?;
                 Ok(Reply::Closed)

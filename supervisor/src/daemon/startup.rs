@@ -242,7 +242,12 @@ async fn sweeper(d: Arc<Daemon>, shutdown: CancellationToken) {
         d.interpreters.stop_idle(ttl, p.interpreters.save_timeout.0);
         let (sessions, envs, live) = (d.sessions.clone(), d.envs.clone(), d.interpreters.clone());
         let swept = tokio::task::spawn_blocking(move || {
-            let gone = sessions.sweep(SystemTime::now(), &|name| live.forget(name));
+            // The sweep removes each workspace once its jail has ended.
+            let gone = sessions.sweep(SystemTime::now(), &|name| {
+                if let Some(end) = live.forget(name) {
+                    let _ = end.blocking_recv();
+                }
+            });
             let _ = envs.gc();
             gone
         })

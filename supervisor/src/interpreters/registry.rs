@@ -14,11 +14,13 @@ use crate::envs::{EnvLease, Envs};
 use crate::job::Jails;
 use crate::sessions::{Session, SessionStore};
 use prims_policy::Policy;
+use prims_protocol::jail::Outcome;
 use prims_protocol::wire::{ResetReason, SessionInfo};
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
+use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
 /// How long a refill waits after a spare is taken: a new session's first
@@ -121,22 +123,21 @@ impl Interpreters {
         }
     }
 
-    /// The session ends: its interpreter goes at once, and unless a call
-    /// still runs in it, this waits until its jail has ended, so the
-    /// workspace can be removed. Blocking: call it off the async threads.
-    pub(crate) fn forget(&self, session: &str) {
-        let Some(slot) = self.slots().remove(session) else {
-            return;
-        };
+    /// The session ends: its interpreter is killed at once and no longer
+    /// counted. Returns, when it was idle, its jail's end to wait for
+    /// before the workspace can be removed (a call running in it ends
+    /// with it). Blocking: call it off the async threads.
+    pub(crate) fn forget(&self, session: &str) -> Option<oneshot::Receiver<Outcome>> {
+        let slot = self.slots().remove(session)?;
         if let Some(k) = slot.meta().kill.take() {
             k.kill();
         }
-        let idle = slot.live.try_lock().ok().and_then(|mut g| g.take());
-        if let Some(mut live) = idle {
-            live.kill();
-            let exit = std::mem::replace(&mut live.exit, tokio::sync::oneshot::channel().1);
-            let _ = exit.blocking_recv();
-        }
+        let mut live = slot.live.try_lock().ok().and_then(|mut g| g.take())?;
+        live.kill();
+        Some(std::mem::replace(
+            &mut live.exit,
+            tokio::sync::oneshot::channel().1,
+        ))
     }
 
     /// Stops interpreters unused for `ttl`; their saves (each within

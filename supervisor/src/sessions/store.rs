@@ -232,6 +232,29 @@ impl SessionStore {
     /// helper thread as soon as the run releases it (the uid is freed only
     /// then). A failed removal is retried by `sweep` and on the next start.
     pub fn close(&self, id: &str, tenant: Option<&str>) -> Result<(), SessionError> {
+        let s = self.begin_closing(id, tenant)?;
+        let attempt = match s.run_lock.try_lock() {
+            Ok(guard) => Some(self.shared.finish_close(&s, guard)),
+            Err(_) => None,
+        };
+        match attempt {
+            Some(result) => result,
+            None => {
+                tracing::info!(session = %s.name, "closing after the current run ends");
+                self.finish_closing(s, || {});
+                Ok(())
+            }
+        }
+    }
+
+    /// The first half of [`SessionStore::close`]: from now on the session
+    /// is gone for every request (`NotFound`); its files stay until
+    /// [`SessionStore::finish_closing`].
+    pub fn begin_closing(
+        &self,
+        id: &str,
+        tenant: Option<&str>,
+    ) -> Result<Arc<Session>, SessionError> {
         let name = self.name_of(id)?;
         let s = {
             let mut inner = lock(&self.shared.inner);
@@ -244,22 +267,20 @@ impl SessionStore {
             s
         };
         self.shared.begin_close(&s);
-        let attempt = match s.run_lock.try_lock() {
-            Ok(guard) => Some(self.shared.finish_close(&s, guard)),
-            Err(_) => None,
-        };
-        match attempt {
-            Some(result) => result,
-            None => {
-                tracing::info!(session = %s.name, "closing after the current run ends");
-                let (shared, s) = (self.shared.clone(), s.clone());
-                std::thread::spawn(move || {
-                    let guard = s.run_lock.blocking_lock();
-                    let _ = shared.finish_close(&s, guard);
-                });
-                Ok(())
-            }
-        }
+        Ok(s)
+    }
+
+    /// The second half, on a thread of its own: `before` (ending the
+    /// session's interpreter), then, once no run holds the session, its
+    /// files go and its uid is free again. A failure is logged, and the
+    /// start-up sweep finishes it.
+    pub fn finish_closing(&self, s: Arc<Session>, before: impl FnOnce() + Send + 'static) {
+        let shared = self.shared.clone();
+        std::thread::spawn(move || {
+            before();
+            let guard = s.run_lock.blocking_lock();
+            let _ = shared.finish_close(&s, guard);
+        });
     }
 
     /// Marks the session used now. The metadata is written atomically, at
