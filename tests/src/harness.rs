@@ -69,11 +69,25 @@ pub fn target_dir() -> PathBuf {
         .to_path_buf()
 }
 
+/// Names the directory that holds `prims` and `prims-jailer` when it is not
+/// [`target_dir`]: the VM stage (`scripts/vm-check.sh`) ships the test
+/// executables without their target directory.
+pub const BIN_DIR_ENV: &str = "PRIMS_TEST_BIN_DIR";
+
+/// Where [`prims_bin`] and [`jailer_bin`] are: `$PRIMS_TEST_BIN_DIR`, else
+/// [`target_dir`].
+pub fn bin_dir() -> PathBuf {
+    match std::env::var_os(BIN_DIR_ENV) {
+        Some(d) if !d.is_empty() => PathBuf::from(d),
+        _ => target_dir(),
+    }
+}
+
 fn built_binary(name: &str) -> PathBuf {
-    let p = target_dir().join(name);
+    let p = bin_dir().join(name);
     if !p.is_file() {
         panic!(
-            "{} is missing: run `cargo build --workspace` first",
+            "{} is missing: run `cargo build --workspace` first (or set {BIN_DIR_ENV})",
             p.display()
         );
     }
@@ -199,7 +213,7 @@ impl Job {
         self
     }
 
-    /// Run with `--live`, whatever [`LIVE_ENV`] says.
+    /// Run with `--live`, whatever [`MODE_ENV`] says.
     pub fn live(mut self) -> Job {
         self.live = true;
         self

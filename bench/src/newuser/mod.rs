@@ -58,6 +58,15 @@ pub fn main(prims: PathBuf, o: Options) -> Result<()> {
         Some(t) => Policy::from_toml_str(t)?,
         None => Policy::default(),
     };
+    // One tenant holds them all: past its share of live interpreters the
+    // first would be stopped, and the memory read would never settle.
+    let share = given.interpreters.max_live_per_tenant as usize;
+    if o.sessions > share {
+        bail!(
+            "--sessions {}: at most interpreters.max_live_per_tenant ({share}) stay live for the bench's one tenant; raise it in --policy",
+            o.sessions
+        );
+    }
     let allow_text = format!("{}{ALLOWLIST}", text.as_deref().unwrap_or_default());
     let allow = Policy::from_toml_str(&allow_text)
         .context("the policy with `[network] mode = \"allowlist\"` added")?;

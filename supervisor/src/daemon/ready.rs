@@ -1,7 +1,8 @@
 //! Readiness. A server is ready once what a new session's first call needs
-//! is up: the base environment, the IPython layer and, with templates on,
-//! the default environment's fork template. [`bring_up`] brings them up in
-//! that order as the supervisor starts and says which it waits for; the
+//! is up: the base environment, the IPython layer, with templates on the
+//! default environment's fork template, and with a warm pool its first
+//! spare. [`bring_up`] brings them up in that order as the supervisor
+//! starts and says which it waits for; the
 //! socket's `stats` (so the front-end's `/health`), systemd (`READY=1`,
 //! `STATUS=`) and `prims doctor` read it. A part that fails does not keep
 //! the server from being ready: it is named as degraded (a failed
@@ -25,6 +26,7 @@ enum Step {
     BaseEnvironment,
     IpythonLayer,
     Template,
+    Pool,
 }
 
 impl Step {
@@ -33,6 +35,7 @@ impl Step {
             Step::BaseEnvironment => "the base environment (python.default_packages), being built",
             Step::IpythonLayer => "the IPython layer (python.ipython_packages), being built",
             Step::Template => "the default environment's fork template, starting",
+            Step::Pool => "the warm pool's first spare session, starting",
         }
     }
 }
@@ -162,19 +165,31 @@ async fn steps(readiness: &Readiness, envs: &Envs, interpreters: &Interpreters, 
             "the IPython layer is not there; cells run as plain Python (the log says why)".into(),
         );
     }
-    if !policy.interpreters.fork_templates {
-        return;
+    if policy.interpreters.fork_templates {
+        readiness.doing(Some(Step::Template));
+        if let Err(why) = interpreters
+            .start_default_template(policy, lease, ipython)
+            .await
+        {
+            readiness.degrade(format!(
+                "the default environment's fork template did not start ({why}); interpreters start cold"
+            ));
+        }
     }
-    readiness.doing(Some(Step::Template));
-    if let Err(why) = interpreters
-        .start_default_template(policy, lease, ipython)
-        .await
-    {
-        readiness.degrade(format!(
-            "the default environment's fork template did not start ({why}); interpreters start cold"
-        ));
+    if policy.interpreters.pool_size > 0 {
+        readiness.doing(Some(Step::Pool));
+        if !interpreters.wait_for_spare(POOL_WITHIN).await {
+            readiness.degrade(format!(
+                "the warm pool has no spare session after {} s; new sessions start their interpreter on their first call",
+                POOL_WITHIN.as_secs()
+            ));
+        }
     }
 }
+
+/// How long readiness waits for the pool's first spare, which the pool
+/// makes as soon as the template is up.
+const POOL_WITHIN: Duration = Duration::from_secs(30);
 
 /// One state for systemd (`Type=notify`); nothing without NOTIFY_SOCKET.
 fn tell_systemd(state: &str) {

@@ -103,6 +103,9 @@ pub async fn start(cfg: DaemonConfig, shutdown: CancellationToken) -> Result<(),
         parents: prepare_cgroups(&policy, &instance)?,
         names: JobNames::of_instance(&instance),
     };
+    // Before anything of ours forks (environment builds do).
+    let agent = AgentDir::mount(&cfg.state_dir.join("agent"))
+        .map_err(|e| StartError::Agent(e.to_string()))?;
     let sessions = SessionStore::open(&cfg.state_dir, &SessionPolicy::from(&policy))
         .map_err(|e| StartError::Sessions(e.to_string()))?
         .with_node(cfg.node);
@@ -127,8 +130,6 @@ pub async fn start(cfg: DaemonConfig, shutdown: CancellationToken) -> Result<(),
         policy.max_concurrent_runs(),
         policy.max_concurrent_fresh_runs(),
     );
-    let agent = AgentDir::mount(&cfg.state_dir.join("agent"))
-        .map_err(|e| StartError::Agent(e.to_string()))?;
     let interpreters = Arc::new(Interpreters::new(
         jails,
         cfg.egress.clone(),

@@ -140,13 +140,26 @@ impl AgentDir {
             Some("size=2m,nr_inodes=256,mode=0755"),
         )?;
         write_files(dir)?;
-        mount(
-            None::<&str>,
-            dir,
-            None::<&str>,
-            flags | MsFlags::MS_REMOUNT | MsFlags::MS_RDONLY,
-            None::<&str>,
-        )?;
+        // A fork of another thread of ours may hold a file it wrote open
+        // for a moment (until its exec closes it), and the kernel refuses
+        // to make a file system read-only under a writer (EBUSY).
+        let read_only = || {
+            mount(
+                None::<&str>,
+                dir,
+                None::<&str>,
+                flags | MsFlags::MS_REMOUNT | MsFlags::MS_RDONLY,
+                None::<&str>,
+            )
+        };
+        let mut tries = 0;
+        while let Err(e) = read_only() {
+            tries += 1;
+            if e != nix::errno::Errno::EBUSY || tries == 50 {
+                return Err(e.into());
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
         Ok(AgentDir {
             dir: dir.to_path_buf(),
         })

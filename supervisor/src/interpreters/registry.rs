@@ -357,6 +357,19 @@ impl Interpreters {
 }
 
 impl Interpreters {
+    /// Waits, at most `within`, until the pool holds a spare; whether it
+    /// does.
+    pub(crate) async fn wait_for_spare(&self, within: Duration) -> bool {
+        let deadline = Instant::now() + within;
+        while self.pool.len() == 0 {
+            if Instant::now() >= deadline {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        true
+    }
+
     /// Fork templates up, and starts by path.
     pub(crate) fn template_stats(&self) -> TemplateStats {
         self.templates.stats()
