@@ -4,7 +4,7 @@
 //! no other session anything.
 
 use prims_protocol::client::Client;
-use prims_tests::daemon::Daemon;
+use prims_tests::daemon::{run_req, Daemon};
 use prims_tests::forked::{
     clean, forked_session, forked_session_with, numpy_templates_daemon, templates_policy as policy,
     with_numpy, FORKED,
@@ -345,6 +345,42 @@ async fn templates_the_server_is_ready_once_its_default_template_is_up() {
         (1, 0),
         "{after:?}"
     );
+}
+
+/// A call that arrives before the server is ready (here the IPython layer
+/// is still being built from PyPI) says that it waits for that build, as
+/// progress, and then runs; the server said what it was waiting for.
+#[tokio::test(flavor = "multi_thread")]
+async fn templates_a_call_before_ready_says_it_waits_for_the_build() {
+    let d = Daemon::start_with_python(
+        &live_policy(NO_POOL, ""),
+        "ipython_packages = [\"ipython\"]\n",
+    );
+    let c = d.client().await;
+    let before = c.stats().await.unwrap();
+    assert!(
+        !before.ready && !before.waiting_for.is_empty(),
+        "the IPython layer built from PyPI before the socket answered: {before:?}"
+    );
+    let s = c.open_session(None).await.unwrap().session_id;
+    let mut building = Vec::new();
+    let reply = c
+        .run(run_req(&s, "print(1)"), |ev| {
+            if let prims_protocol::wire::Event::Building { message } = ev {
+                building.push(message.clone());
+            }
+        })
+        .await
+        .unwrap_or_else(|e| panic!("the call before ready failed: {e}\n{}", d.log()));
+    assert_eq!(stdout(&reply), "1\n", "{reply:?}");
+    assert!(
+        building
+            .iter()
+            .any(|m| m.contains("waiting for the same environment, already being built")),
+        "no progress said the call waits for the build: {building:?}"
+    );
+    let after = wait_for_stats(&c, "the server ready", |s| s.ready).await;
+    assert!(after.degraded.is_empty(), "{after:?}");
 }
 
 /// A session whose interpreter started cold, because its environment's

@@ -3,8 +3,8 @@
 # kernel 6.1, Landlock ABI 2): end-to-end test executables of tests/tests,
 # built on the host and shipped here, against the v2 backend.
 #   catalogue-v2.sh [catalogue] [kernel_budgets]    (default: both)
-#   catalogue       catalogue/*: the escape catalogue, limits, bad_input and
-#                   happy, in the default forked mode (`prims run --live
+#   catalogue       catalogue/*: the escape catalogue and limits, in the
+#                   default forked mode (`prims run --live
 #                   --forked`; the other modes run on the build host)
 #   kernel_budgets  real supervisors, each budget in both modes
 # Expects next to it: prims, prims-jailer, ipython-site.tar (the layer of
