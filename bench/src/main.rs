@@ -68,8 +68,9 @@ enum Bench {
     /// An evaluation harness's load: independent programs, each in a new
     /// interpreter (`fresh: true`) through the supervisor socket, 4 at a
     /// time, against the same programs as bare `python3 -I -c` processes 4
-    /// at a time, rounds alternating. Give a policy with
-    /// `interpreters.fork_templates = true` to measure forked interpreters.
+    /// at a time, rounds alternating. Interpreters fork from a template,
+    /// as by default; give a policy with `interpreters.fork_templates =
+    /// false` to measure cold ones.
     Fresh {
         /// Rounds of each kind.
         #[arg(long, default_value_t = 5)]
@@ -85,8 +86,8 @@ enum Bench {
     },
     /// What idle sessions that used pandas hold, over many sessions: the
     /// host's MemAvailable drop and their cgroups, with any template and
-    /// the warm pool up before and after. Run it with and without
-    /// `interpreters.fork_templates`.
+    /// the warm pool up before and after. Run it as it is (forked, the
+    /// default) and with `interpreters.fork_templates = false` (cold).
     Idle {
         /// Sessions opened (at least 8).
         #[arg(long, default_value_t = 8)]
