@@ -72,3 +72,32 @@ pub async fn forked_session_with(
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
+
+/// Host pids of `d`'s template pythons: a python in our pid namespace
+/// (every interpreter has its own) whose jail's jailer is the supervisor's
+/// child (each child's parent outside its namespace is a fork of the
+/// template, one level further down).
+pub fn template_pythons(d: &Daemon) -> Vec<i32> {
+    let parent = |pid: i32| -> Option<i32> {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("PPid:"))
+            .and_then(|v| v.trim().parse().ok())
+    };
+    let mut found = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else {
+            continue;
+        };
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+        let nspid = status.lines().find_map(|l| l.strip_prefix("NSpid:"));
+        let ours = nspid.is_some_and(|v| v.split_whitespace().count() == 1);
+        let grandparent = parent(pid).and_then(parent).and_then(parent);
+        if ours && cmdline.starts_with(b"/venv/bin/python") && grandparent == Some(d.pid() as i32) {
+            found.push(pid);
+        }
+    }
+    found
+}

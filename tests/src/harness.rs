@@ -69,6 +69,43 @@ pub fn target_dir() -> PathBuf {
         .to_path_buf()
 }
 
+/// One uv for every test process, installed with the host's pip into
+/// `target/<profile>/prims-test-uv` the first time: for supervisors whose
+/// package index has none (a test's own), and for the supervisor's own
+/// environment tests.
+pub fn shared_uv() -> &'static Path {
+    static UV: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    UV.get_or_init(|| {
+        let target = target_dir();
+        let dir = target.join("prims-test-uv");
+        let uv = dir.join("bin/uv");
+        if uv.is_file() {
+            return uv;
+        }
+        let tmp = tempfile::Builder::new()
+            .prefix(".prims-test-uv-")
+            .tempdir_in(&target)
+            .expect("tempdir");
+        let out = Command::new("/usr/bin/python3")
+            .args(["-m", "pip", "install", "--only-binary", ":all:", "--quiet"])
+            .arg("--target")
+            .arg(tmp.path())
+            .arg("uv")
+            .env_remove("PIP_FIND_LINKS")
+            .output()
+            .expect("running pip");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        // Another test process may have won the race; either copy works.
+        let _ = std::fs::rename(tmp.path(), &dir);
+        assert!(uv.is_file(), "{} is missing", uv.display());
+        uv
+    })
+}
+
 /// Names the directory that holds `prims` and `prims-jailer` when it is not
 /// [`target_dir`]: the VM stage (`scripts/vm-check.sh`) ships the test
 /// executables without their target directory.

@@ -29,7 +29,7 @@
 use prims_protocol::client::Client;
 use prims_protocol::wire::{InterpreterState, RunReply};
 use prims_tests::daemon::Daemon;
-use prims_tests::forked::forked_session;
+use prims_tests::forked::{forked_session, template_pythons};
 use prims_tests::live::*;
 use serde_json::Value;
 use std::fmt::Write as _;
@@ -602,34 +602,6 @@ async fn cold_share(budget: &Budget) -> Grab {
     let c = d.client().await;
     let s = new_session(&d, &c, Mode::Cold, true).await;
     grab(&c, &s, budget).await
-}
-
-/// Host pids of `d`'s template pythons (as templates.rs finds them): a
-/// python in our pid namespace whose jail's jailer is the supervisor's
-/// child.
-fn template_pythons(d: &Daemon) -> Vec<i32> {
-    let parent = |pid: i32| -> Option<i32> {
-        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix("PPid:"))
-            .and_then(|v| v.trim().parse().ok())
-    };
-    let mut found = Vec::new();
-    for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else {
-            continue;
-        };
-        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-        let nspid = status.lines().find_map(|l| l.strip_prefix("NSpid:"));
-        let ours = nspid.is_some_and(|v| v.split_whitespace().count() == 1);
-        let grandparent = parent(pid).and_then(parent).and_then(parent);
-        if ours && cmdline.starts_with(b"/venv/bin/python") && grandparent == Some(d.pid() as i32) {
-            found.push(pid);
-        }
-    }
-    found
 }
 
 /// What the host sees of `d`'s template: its python's `SigQ` (the pending

@@ -11,8 +11,7 @@ use prims_tests::{assert_no_survivors, processes_with_marker, py_str, unique};
 use std::collections::BTreeSet;
 use std::os::fd::{AsRawFd, FromRawFd};
 use std::os::unix::ffi::OsStrExt;
-use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 /// No pool (every interpreter starts cold) and a short interrupt grace, so
@@ -772,11 +771,11 @@ fn silent_index() -> String {
     format!("http://127.0.0.1:{port}/simple")
 }
 
-/// A session whose installs never end, with a grace long enough that an
-/// interrupt is answered on a loaded host, and a wall limit far past the
-/// CPU limits asked for.
-async fn stalled_pip_session() -> (Daemon, prims_protocol::client::Client, String) {
-    let d = Daemon::start_with_python(
+/// A supervisor whose package index never answers, with a grace long
+/// enough that an interrupt is answered on a loaded host, and a wall limit
+/// far past the CPU limits asked for.
+fn silent_index_daemon() -> Daemon {
+    Daemon::start_with_python(
         &live_policy(
             &format!("{NO_POOL}interrupt_grace = \"5s\""),
             "[limits]\nwall_time = \"120s\"\n",
@@ -785,7 +784,12 @@ async fn stalled_pip_session() -> (Daemon, prims_protocol::client::Client, Strin
             "index_url = {:?}\nbuild_timeout = \"90s\"\n",
             silent_index()
         ),
-    );
+    )
+}
+
+/// A session of a [`silent_index_daemon`]: its installs never end.
+async fn stalled_pip_session() -> (Daemon, prims_protocol::client::Client, String) {
+    let d = silent_index_daemon();
     let c = d.client().await;
     let s = c.open_session(None).await.unwrap().session_id;
     let set = run(&c, &s, "x = 'kept'").await;
@@ -902,36 +906,7 @@ async fn live_state_the_cpu_limit_is_watched_while_pip_installs() {
 /// environment tests keep theirs), and copied into a supervisor's state
 /// directory, where it looks for the uv it installed itself.
 fn seed_uv(d: &Daemon) {
-    static UV: OnceLock<PathBuf> = OnceLock::new();
-    let uv = UV.get_or_init(|| {
-        let target = prims_tests::harness::target_dir();
-        let dir = target.join("prims-test-uv");
-        let uv = dir.join("bin/uv");
-        if uv.is_file() {
-            return uv;
-        }
-        let tmp = tempfile::Builder::new()
-            .prefix(".prims-test-uv-")
-            .tempdir_in(&target)
-            .expect("tempdir");
-        let out = std::process::Command::new("/usr/bin/python3")
-            .args(["-m", "pip", "install", "--only-binary", ":all:", "--quiet"])
-            .arg("--target")
-            .arg(tmp.path())
-            .arg("uv")
-            .env_remove("PIP_FIND_LINKS")
-            .output()
-            .expect("running pip");
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        // Another test process may have won the race; either copy works.
-        let _ = std::fs::rename(tmp.path(), &dir);
-        assert!(uv.is_file(), "{} is missing", uv.display());
-        uv
-    });
+    let uv = prims_tests::harness::shared_uv();
     let bin = d.state.join("tools/bin");
     std::fs::create_dir_all(&bin).expect("the supervisor's tools dir");
     std::fs::copy(uv, bin.join("uv")).expect("copying uv");
@@ -952,16 +927,7 @@ fn install_jobs(d: &Daemon) -> BTreeSet<String> {
 /// interpreter keeps its state.
 #[tokio::test(flavor = "multi_thread")]
 async fn live_state_a_pip_install_cut_by_timeout_s_is_stopped() {
-    let d = Daemon::start_with_python(
-        &live_policy(
-            &format!("{NO_POOL}interrupt_grace = \"5s\""),
-            "[limits]\nwall_time = \"120s\"\n",
-        ),
-        &format!(
-            "index_url = {:?}\nbuild_timeout = \"90s\"\n",
-            silent_index()
-        ),
-    );
+    let d = silent_index_daemon();
     // uv is there: the install gets as far as its jail.
     seed_uv(&d);
     let c = d.client().await;

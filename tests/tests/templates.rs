@@ -6,8 +6,8 @@
 use prims_protocol::client::Client;
 use prims_tests::daemon::{run_req, Daemon};
 use prims_tests::forked::{
-    clean, forked_session, forked_session_with, numpy_templates_daemon, templates_policy as policy,
-    with_numpy, FORKED,
+    clean, forked_session, forked_session_with, numpy_templates_daemon, template_pythons,
+    templates_policy as policy, with_numpy, FORKED,
 };
 use prims_tests::live::*;
 use std::os::unix::fs::MetadataExt;
@@ -128,35 +128,6 @@ async fn templates_a_forked_session_starts_at_cell_one_with_its_own_history() {
                 print(repr(_i1))";
     let got = out(&c, &s, code).await;
     assert_eq!(got, format!("3 3 True False False\n{FORKED:?}\n"));
-}
-
-/// Host pids of `d`'s template pythons: a python in our pid namespace
-/// (every interpreter has its own) whose jail's jailer is the supervisor's
-/// child (each child's parent outside its namespace is a fork of the
-/// template, one level further down).
-fn template_pythons(d: &Daemon) -> Vec<i32> {
-    let parent = |pid: i32| -> Option<i32> {
-        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix("PPid:"))
-            .and_then(|v| v.trim().parse().ok())
-    };
-    let mut found = Vec::new();
-    for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else {
-            continue;
-        };
-        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-        let nspid = status.lines().find_map(|l| l.strip_prefix("NSpid:"));
-        let ours = nspid.is_some_and(|v| v.split_whitespace().count() == 1);
-        let grandparent = parent(pid).and_then(parent).and_then(parent);
-        if ours && cmdline.starts_with(b"/venv/bin/python") && grandparent == Some(d.pid() as i32) {
-            found.push(pid);
-        }
-    }
-    found
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -7,7 +7,7 @@ use prims_supervisor::egress::EgressProxy;
 use prims_supervisor::envs::{EnvConfig, Envs};
 use prims_supervisor::job::{Jails, JobNames, Parents, RunResult};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 pub const BUILD_UID: u32 = 201_000;
 pub const RUN_UID: u32 = 201_001;
@@ -35,40 +35,10 @@ pub fn jailer() -> PathBuf {
     p
 }
 
-/// One uv for all test runs, installed with pip into `target/<profile>/
-/// prims-test-uv` the first time, so most tests do not each install their
-/// own (one test does, through `Envs`).
+/// One uv for all test runs (the end-to-end tests' own), so most tests do
+/// not each install their own (one test does, through `Envs`).
 pub fn shared_uv() -> &'static Path {
-    static UV: OnceLock<PathBuf> = OnceLock::new();
-    UV.get_or_init(|| {
-        let target = jailer().parent().expect("target dir").to_path_buf();
-        let dir = target.join("prims-test-uv");
-        let uv = dir.join("bin/uv");
-        if uv.is_file() {
-            return uv;
-        }
-        let tmp = tempfile::Builder::new()
-            .prefix(".prims-test-uv-")
-            .tempdir_in(&target)
-            .expect("tempdir");
-        let out = std::process::Command::new(INTERPRETER)
-            .args(["-m", "pip", "install", "--only-binary", ":all:", "--quiet"])
-            .arg("--target")
-            .arg(tmp.path())
-            .arg("uv")
-            .env_remove("PIP_FIND_LINKS")
-            .output()
-            .expect("running pip");
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        // Another test process may have won the race; either copy works.
-        let _ = std::fs::rename(tmp.path(), &dir);
-        assert!(uv.is_file(), "{} is missing", uv.display());
-        uv
-    })
+    prims_tests::harness::shared_uv()
 }
 
 pub struct Fixture {
