@@ -137,3 +137,48 @@ fn prims_supervisor_free(dir: &Path) -> u64 {
     let s = nix::sys::statvfs::statvfs(dir).unwrap();
     s.blocks_available() * s.fragment_size()
 }
+
+/// A fork template's place reserves a small workspace, not a session's
+/// quota: a template runs no one's code, and on a small disk its place must
+/// not keep the sessions out (here a session's quota beside a second would
+/// not fit).
+#[test]
+fn a_template_home_reserves_a_small_workspace() {
+    let t = TestDir::new("prims-sess-tmpl-");
+    let state = small_disk(&t, 512);
+    let mut p = policy(QuotaMode::Loop);
+    p.disk_quota = 256 * MIB;
+    p.min_free_disk = 64 * MIB;
+    let store = SessionStore::open(&state, &p).unwrap();
+    let home = store.create_template_home().unwrap();
+    let image = find_image(&state, home.name()).expect("the template's image");
+    let meta = std::fs::metadata(&image).unwrap();
+    let limit = prims_supervisor::sessions::TEMPLATE_HOME_BYTES;
+    assert_eq!(meta.len(), limit, "{}", image.display());
+    assert!(
+        meta.blocks() * 512 >= limit,
+        "the template's image is reserved in full"
+    );
+    let session = store.create(None);
+    assert!(
+        session.is_ok(),
+        "a session no longer fits beside a template's place: {session:?}"
+    );
+    store.discard(home);
+}
+
+/// The image file `<name>.img` below `dir`.
+fn find_image(dir: &Path, name: &str) -> Option<std::path::PathBuf> {
+    for e in std::fs::read_dir(dir).ok()?.flatten() {
+        let p = e.path();
+        if p.file_name().and_then(|n| n.to_str()) == Some(&format!("{name}.img")) {
+            return Some(p);
+        }
+        if e.file_type().ok()?.is_dir() {
+            if let Some(found) = find_image(&p, name) {
+                return Some(found);
+            }
+        }
+    }
+    None
+}

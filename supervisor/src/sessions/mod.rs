@@ -38,4 +38,4 @@ pub use key::{SessionKey, KEY_FILE};
 pub use meta::is_valid_id;
 pub use policy::{QuotaMode, SessionPolicy};
 pub use session::Session;
-pub use store::{SessionStore, Spare};
+pub use store::{SessionStore, Spare, TEMPLATE_HOME_BYTES};

@@ -17,6 +17,11 @@ use std::time::{Duration, Instant, SystemTime};
 /// `touch` writes last_used to disk at most this often per session.
 const PERSIST_EVERY: Duration = Duration::from_secs(5);
 
+/// The largest workspace a fork template's place reserves (less when
+/// `sessions.disk_quota` is less): an ext4 image's own bookkeeping fits
+/// with room to spare, and a template writes nothing else.
+pub const TEMPLATE_HOME_BYTES: u64 = 64 << 20;
+
 /// Sessions and their workspaces. Send + Sync; share it in an `Arc`.
 #[derive(Debug)]
 pub struct SessionStore {
@@ -72,10 +77,12 @@ impl SessionStore {
         })
     }
 
-    /// A place for a fork template: a spare's workspace and uid, which no
+    /// A place for a fork template: a spare's uid and a workspace, which no
     /// session is ever made of. Not counted against
     /// `sessions.max_sessions` (`interpreters.max_templates` bounds the
-    /// templates), but its disk room is reserved as a session's.
+    /// templates); its workspace is [`TEMPLATE_HOME_BYTES`] at most, since
+    /// a template runs no one's code and writes nothing there (its `/tmp`
+    /// is a tmpfs, and each child binds its own session's workspace).
     pub fn create_template_home(&self) -> Result<Spare, SessionError> {
         let (id, session) = self.make(None, Place::Template)?;
         Ok(Spare {
@@ -158,12 +165,18 @@ impl SessionStore {
                 .uids
                 .allocate(base, count)
                 .ok_or(SessionError::NoUid(UidPool::capacity(count)))?;
-            if let Err(e) = room_for(&sh.dir, &inner.policy, inner.creating + headroom) {
+            let own = match place {
+                Place::Template => TEMPLATE_HOME_BYTES.min(inner.policy.disk_quota),
+                Place::Session | Place::Spare => inner.policy.disk_quota,
+            };
+            if let Err(e) = room_for(&sh.dir, &inner.policy, inner.creating + headroom, own) {
                 inner.uids.release(uid);
                 return Err(e);
             }
             inner.creating += 1;
-            (inner.policy.clone(), uid)
+            let mut policy = inner.policy.clone();
+            policy.disk_quota = own;
+            (policy, uid)
         };
         let started = Instant::now();
         let result =
@@ -415,18 +428,26 @@ impl SessionStore {
     }
 }
 
-/// A new workspace reserves its whole quota; refuse it while the disk,
-/// less what must stay free and what `others` workspaces being created (or
-/// kept room for) will take, cannot hold that.
-fn room_for(dir: &Path, policy: &SessionPolicy, others: usize) -> Result<(), SessionError> {
+/// A new workspace reserves its whole quota (`own`); refuse it while the
+/// disk, less what must stay free and what `others` session workspaces
+/// being created (or kept room for) will take, cannot hold that.
+fn room_for(
+    dir: &Path,
+    policy: &SessionPolicy,
+    others: usize,
+    own: u64,
+) -> Result<(), SessionError> {
     if policy.quota != super::policy::QuotaMode::Loop {
         return Ok(());
     }
     let free = layout::free_bytes(dir);
-    let pending = policy.disk_quota.saturating_mul(others as u64 + 1);
+    let pending = policy
+        .disk_quota
+        .saturating_mul(others as u64)
+        .saturating_add(own);
     if free < pending.saturating_add(policy.min_free_disk) {
         return Err(SessionError::NoDisk {
-            quota: policy.disk_quota,
+            quota: own,
             keep: policy.min_free_disk,
             free,
         });
