@@ -14,8 +14,8 @@
 # PRIMS_VM_E2E chooses what catalogue-v2.sh runs: "catalogue" (the
 # default), "kernel_budgets", both, or "none"; the rest says SKIPPED. The VM
 # emulates its CPU (TCG) where KVM is unusable, as on the build machine:
-# there the catalogue takes about 5 minutes and kernel_budgets about 15,
-# which CI's time does not hold; the budgets are rlimits and sysctls, the
+# there the catalogue takes about 5 minutes and kernel_budgets about 4
+# more, which CI's time does not hold; the budgets are rlimits and sysctls, the
 # same on either cgroup version, and run on the build host in every mode.
 # Prints a SKIPPED line with the reason when the VM cannot run here, and the
 # VM's times last.

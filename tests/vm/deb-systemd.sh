@@ -36,9 +36,12 @@ expect deb_policy_is_a_conffile grep -qx /etc/prims/policy.toml /var/lib/dpkg/in
 expect deb_ships_the_docs test -f /usr/share/doc/prims/README.md -a -f /usr/share/doc/prims/docs/operations.md
 expect units_verify systemd-analyze verify prims-supervisor.service prims-mcp.service prims.slice
 
-echo "== the admin edits /etc/prims/policy.toml (no PyPI here: no default packages, no IPython layer)"
+echo "== the admin edits /etc/prims/policy.toml (no PyPI here: no default packages, no IPython layer; 256 MiB workspaces on this 4 GB disk)"
 sed -i 's/^default_packages = .*/default_packages = []/' /etc/prims/policy.toml
 sed -i 's/^ipython_packages = .*/ipython_packages = []/' /etc/prims/policy.toml
+# Each workspace reserves its quota and 1 GiB stays free: at 1 GiB each,
+# the pool's two spares and a session would leave no room here.
+sed -i 's/^disk_quota = .*/disk_quota = "256MiB"/' /etc/prims/policy.toml
 expect policy_check prims policy check /etc/prims/policy.toml
 
 echo "== systemctl enable --now prims-supervisor prims-mcp"
