@@ -224,6 +224,43 @@ async fn egress_allowlist_keeps_a_forked_warm_spare_for_a_new_session() {
     assert_eq!(stats.starts_cold, 0, "{stats:?}");
 }
 
+/// A reload from no network to allowlist mode: the spare the pool started
+/// under the old policy (no network) is never handed out; the next new
+/// session reaches the list, and the pool refills under the new policy.
+#[tokio::test(flavor = "multi_thread")]
+async fn egress_allowlist_after_a_reload_no_session_gets_a_spare_of_the_old_policy() {
+    let up = upstream().await;
+    let (ip, port) = (up.addr.ip(), up.port());
+    let d = Daemon::start("[interpreters]\npool_size = 1\n");
+    let c = d.client().await;
+    wait_for_stats(&c, "a warm spare", |s| s.pool_ready == 1).await;
+    d.reload(&format!(
+        "[network]\nmode = \"allowlist\"\nallow = [\"{ip}:{port}\"]\n[interpreters]\npool_size = 1\n"
+    ));
+    let deadline = std::time::Instant::now() + prims_tests::live::HANG_GUARD;
+    while !d.log().contains("policy reloaded") {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no reload:\n{}",
+            d.log()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let code = format!("{FETCH}\nfetch('http://{ip}:{port}/ok')\n");
+    for round in ["right after the reload", "from the refilled pool"] {
+        let s = c.open_session(None).await.unwrap().session_id;
+        let r = send(&c, run_req(&s, &code)).await;
+        let got = lines(&r);
+        assert_eq!(
+            got[0][..3],
+            ["OK", &format!("http://{ip}:{port}/ok"), "hello"],
+            "{round}: {got:?}\n{}",
+            d.log()
+        );
+        wait_for_stats(&c, "the pool refilled", |s| s.pool_ready == 1).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn an_allowed_host_is_reached_and_the_rest_refused_fast() {
     let up = upstream().await;

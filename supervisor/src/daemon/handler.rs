@@ -21,11 +21,14 @@ impl Handler for Arc<Daemon> {
                     });
                 }
                 let live = self.interpreters.clone();
+                let policy = self.policy();
                 let info = self
-                    .blocking(move || match live.claim(&sessions, tenant.clone()) {
-                        Some(info) => Ok(info),
-                        None => sessions.create(tenant).map_err(|e| e.to_reply()),
-                    })
+                    .blocking(
+                        move || match live.claim(&sessions, tenant.clone(), &policy) {
+                            Some(info) => Ok(info),
+                            None => sessions.create(tenant).map_err(|e| e.to_reply()),
+                        },
+                    )
                     .await?;
                 Ok(Reply::Session(info))
             }

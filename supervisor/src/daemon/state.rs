@@ -77,6 +77,10 @@ impl Daemon {
         self.tasks
             .set_limits(crate::tasks::TaskLimits::from(&policy.tasks));
         *self.policy.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(policy);
+        // The pool's spares were started under the old policy (its network
+        // mode, limits, prewarm set): none is handed out, and the pool
+        // refills under the new one now.
+        self.interpreters.policy_changed();
         tracing::info!("policy reloaded");
     }
 

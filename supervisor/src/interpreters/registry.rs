@@ -101,13 +101,21 @@ impl Interpreters {
         &self,
         sessions: &SessionStore,
         tenant: Option<String>,
+        policy: &Arc<Policy>,
     ) -> Option<SessionInfo> {
-        let (warm, dead) = self.pool.take();
-        for d in dead {
-            tracing::warn!(job = %d.live.job, "a pooled interpreter had died; discarding it");
+        let (warm, gone) = self.pool.take(policy);
+        for mut d in gone {
+            if d.live.is_alive() {
+                tracing::info!(job = %d.live.job, "a pooled interpreter predates the policy in force; discarding it");
+                d.live.kill();
+            } else {
+                tracing::warn!(job = %d.live.job, "a pooled interpreter had died; discarding it");
+            }
             sessions.discard(d.spare);
         }
-        let Warm { spare, mut live } = warm?;
+        let Warm {
+            spare, mut live, ..
+        } = warm?;
         start::promote(&mut live);
         let name = spare.name().to_string();
         match sessions.adopt(spare, tenant.clone()) {
@@ -208,7 +216,7 @@ impl Interpreters {
                 k.kill();
             }
         }
-        for w in self.pool.trim(0) {
+        for w in self.pool.drain() {
             drop(w.live);
             sessions.discard(w.spare);
         }
@@ -252,7 +260,7 @@ impl Interpreters {
         loop {
             let p = policy();
             let size = p.interpreters.pool_size as usize;
-            for w in self.pool.trim(size) {
+            for w in self.pool.trim(&p) {
                 discard(&sessions, w).await;
             }
             if self.pool.len() < size {
@@ -291,7 +299,7 @@ impl Interpreters {
 
     async fn warm_one(
         &self,
-        policy: &Policy,
+        policy: &Arc<Policy>,
         envs: &Envs,
         sessions: &Arc<SessionStore>,
     ) -> Result<Warm, String> {
@@ -346,7 +354,11 @@ impl Interpreters {
             Err(e) => Err(e.to_string()),
         };
         match warmed {
-            Ok(live) => Ok(Warm { spare, live }),
+            Ok(live) => Ok(Warm {
+                spare,
+                live,
+                policy: policy.clone(),
+            }),
             Err(e) => {
                 let store = sessions.clone();
                 let _ = tokio::task::spawn_blocking(move || store.discard(spare)).await;
@@ -357,6 +369,12 @@ impl Interpreters {
 }
 
 impl Interpreters {
+    /// The policy in force changed: the pool replaces its spares, which
+    /// [`Interpreters::claim`] no longer hands out.
+    pub(crate) fn policy_changed(&self) {
+        self.pool.wake.notify_one();
+    }
+
     /// Waits, at most `within`, until the pool holds a spare; whether it
     /// does.
     pub(crate) async fn wait_for_spare(&self, within: Duration) -> bool {

@@ -15,7 +15,7 @@ use crate::interpreters::live::Live;
 use crate::interpreters::start::{self, StartError, StartSpec};
 use crate::job::{JailKiller, Jails};
 use crate::sessions::{SessionStore, Spare};
-use prims_policy::Policy;
+use prims_policy::{NetworkPolicy, Policy};
 use prims_protocol::jail::ForkRole;
 use std::collections::HashMap;
 use std::os::fd::{AsFd, OwnedFd};
@@ -166,7 +166,7 @@ impl Templates {
         policy: &Policy,
         s: &StartSpec,
     ) -> Option<Forked> {
-        let key = key(s);
+        let key = key(s, policy);
         let template = self.usable(&key, policy);
         let Some(t) = template else {
             self.ensure(key, jails, policy, Parts::of(s, policy));
@@ -266,7 +266,7 @@ impl Templates {
     /// of a template. Gives up on one that fails.
     pub(crate) async fn prepare(self: &Arc<Self>, jails: &Jails, policy: &Policy, s: &StartSpec) {
         let _ = self
-            .prepare_parts(key(s), jails, policy, Parts::of(s, policy))
+            .prepare_parts(key(s, policy), jails, policy, Parts::of(s, policy))
             .await;
     }
 
@@ -324,7 +324,7 @@ impl Templates {
         s: &StartSpec,
     ) -> Result<(), StartError> {
         let t = self.start_one(jails, policy, Parts::of(s, policy)).await?;
-        lock(&self.set).insert(key(s), Entry::Up(Arc::new(t)));
+        lock(&self.set).insert(key(s, policy), Entry::Up(Arc::new(t)));
         Ok(())
     }
 
@@ -444,12 +444,15 @@ pub(crate) struct Parts {
     ipython: Option<IpythonLayer>,
     interpreter: PathBuf,
     prewarm: Vec<String>,
+    /// The network mode the template's jail was made for (its children
+    /// inherit its environment and binds: the proxy's, in allowlist mode).
+    network: NetworkPolicy,
 }
 
 impl Parts {
     /// The template key of these parts, as [`key`] of a start with them.
     fn key(&self) -> String {
-        key_of(&self.env_key, self.ipython.as_ref())
+        key_of(&self.env_key, self.ipython.as_ref(), self.network)
     }
 
     /// The parts of the template for environment `lease` with the IPython
@@ -469,6 +472,7 @@ impl Parts {
             ipython,
             interpreter,
             prewarm: policy.python.prewarm_imports.clone(),
+            network: policy.network.mode,
         }
     }
 
@@ -481,18 +485,20 @@ impl Parts {
             ipython: s.ipython.as_ref().map(IpythonLayer::share),
             interpreter: s.interpreter.clone(),
             prewarm: policy.python.prewarm_imports.clone(),
+            network: policy.network.mode,
         }
     }
 }
 
-/// Templates are per environment and IPython layer.
-fn key(s: &StartSpec) -> String {
-    key_of(&s.env_key, s.ipython.as_ref())
+/// Templates are per environment, IPython layer and network mode: a
+/// reload into or out of allowlist mode starts new ones.
+fn key(s: &StartSpec, policy: &Policy) -> String {
+    key_of(&s.env_key, s.ipython.as_ref(), policy.network.mode)
 }
 
-fn key_of(env_key: &str, ipython: Option<&IpythonLayer>) -> String {
+fn key_of(env_key: &str, ipython: Option<&IpythonLayer>, network: NetworkPolicy) -> String {
     let ipython = ipython.map(|k| k.site.display().to_string());
-    format!("{env_key}\n{}", ipython.unwrap_or_default())
+    format!("{env_key}\n{}\n{network:?}", ipython.unwrap_or_default())
 }
 
 /// One `fork` frame, with the child's ends of two new socket pairs; our
