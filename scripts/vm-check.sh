@@ -8,21 +8,19 @@
 #   tests/vm/cgroup-v2.sh    the cgroup crate's live-job tests on v2 controllers
 #   tests/vm/catalogue-v2.sh test executables built here, run there: the
 #                            escape catalogue and limits in forked mode, and
-#                            (opt-in) kernel_budgets in both modes
+#                            kernel_budgets in both modes
 #   tests/vm/deb-systemd.sh  the .deb, both services, an MCP smoke test with
 #                            the Python SDK, a supervisor restart, policy reload
-# PRIMS_VM_E2E chooses what catalogue-v2.sh runs: "catalogue" (the
-# default), "kernel_budgets", both, or "none"; the rest says SKIPPED. The VM
+# PRIMS_VM_E2E chooses what catalogue-v2.sh runs: "catalogue kernel_budgets"
+# (the default), either one, or "none"; the rest says SKIPPED. The VM
 # emulates its CPU (TCG) where KVM is unusable, as on the build machine:
-# there the catalogue takes about 5 minutes and kernel_budgets about 4
-# more, which CI's time does not hold; the budgets are rlimits and sysctls, the
-# same on either cgroup version, and run on the build host in every mode.
+# there the catalogue takes about 5 minutes and kernel_budgets about 4.
 # Prints a SKIPPED line with the reason when the VM cannot run here, and the
 # VM's times last.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 vm=${PRIMS_VM_DIR:-../shared/vm}
-read -r -a e2e <<<"${PRIMS_VM_E2E:-catalogue}"
+read -r -a e2e <<<"${PRIMS_VM_E2E:-catalogue kernel_budgets}"
 case " ${e2e[*]} " in
   " none ") e2e=() ;;
   *) for p in "${e2e[@]}"; do
