@@ -24,7 +24,8 @@ async fn stats(app: &AppState) -> Option<prims_protocol::wire::Stats> {
 
 /// 200 once the server is ready: the supervisor answers, and what a new
 /// session's first call needs is up (the base environment, the IPython
-/// layer, the default environment's fork template), or the start-up's
+/// layer, the default environment's fork template, the warm pool's first
+/// spare), or the start-up's
 /// bound passed; `degraded` names what failed on the way. 503 before
 /// (`starting`, with what it still waits for in `waiting_for`), when the
 /// supervisor does not answer, or when it drains (`draining`: not ready

@@ -13,6 +13,7 @@ use crate::envs::Envs;
 use crate::interpreters::ipython::IpythonLayer;
 use crate::interpreters::Interpreters;
 use prims_policy::Policy;
+use sd_notify::NotifyState;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -95,10 +96,10 @@ impl Readiness {
     fn doing(&self, step: Option<Step>) {
         self.state().doing = step;
         let status = match step {
-            Some(s) => format!("STATUS=waiting for {}", s.waiting_for()),
-            None => "STATUS=ready".to_string(),
+            Some(s) => format!("waiting for {}", s.waiting_for()),
+            None => "ready".to_string(),
         };
-        tell_systemd(&status);
+        tell_systemd(NotifyState::Status(&status));
     }
 
     fn degrade(&self, why: String) {
@@ -127,11 +128,9 @@ pub(crate) async fn bring_up(
                     "ready after {} s, still waiting",
                     READY_WITHIN.as_secs()
                 );
-                tell_systemd(&format!(
-                    "STATUS=ready, still waiting for {}",
-                    late.join(", ")
-                ));
-                tell_systemd("READY=1");
+                let status = format!("ready, still waiting for {}", late.join(", "));
+                tell_systemd(NotifyState::Status(&status));
+                tell_systemd(NotifyState::Ready);
             }
         })
     };
@@ -143,7 +142,7 @@ pub(crate) async fn bring_up(
         degraded = ?readiness.report().degraded,
         "supervisor ready"
     );
-    tell_systemd("READY=1");
+    tell_systemd(NotifyState::Ready);
 }
 
 async fn steps(readiness: &Readiness, envs: &Envs, interpreters: &Interpreters, policy: &Policy) {
@@ -192,12 +191,7 @@ async fn steps(readiness: &Readiness, envs: &Envs, interpreters: &Interpreters, 
 const POOL_WITHIN: Duration = Duration::from_secs(30);
 
 /// One state for systemd (`Type=notify`); nothing without NOTIFY_SOCKET.
-fn tell_systemd(state: &str) {
-    let state = match state.split_once('=') {
-        Some(("READY", _)) => sd_notify::NotifyState::Ready,
-        Some(("STATUS", s)) => sd_notify::NotifyState::Status(s),
-        _ => return,
-    };
+fn tell_systemd(state: NotifyState<'_>) {
     if let Err(e) = sd_notify::notify(false, &[state]) {
         tracing::warn!(error = %e, "could not tell systemd how the supervisor starts");
     }
