@@ -303,12 +303,13 @@ async fn live_lifecycle_a_spare_runs_the_warm_up_code_apart_from_the_session() {
     );
     let c = d.client().await;
     wait_for_stats(&c, "a warm session in the pool", |s| s.pool_ready == 1).await;
-    // The next spare's code raises.
+    let a = c.open_session(None).await.unwrap().session_id;
+    // The next spare's code raises (a reload replaces the pool's spares,
+    // so the session above took its spare first).
     d.reload_raw(&std::fs::read_to_string(&d.policy).unwrap().replace(
         &format!("warm_up_code = \"{warm}\""),
         "warm_up_code = \"1 / 0\"",
     ));
-    let a = c.open_session(None).await.unwrap().session_id;
     let first = run(
         &c,
         &a,
