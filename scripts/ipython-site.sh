@@ -9,7 +9,7 @@
 # tests check that no jail names the checkout's.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-packages=(ipython matplotlib matplotlib-inline)
+packages=(ipython matplotlib matplotlib-inline cloudpickle)
 site="${PRIMS_IPYTHON_SITE:-/var/lib/prims-tests/ipython-site}"
 stamp="$site/.prims-ipython-site"
 want="$(/usr/bin/python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])') ${packages[*]}"

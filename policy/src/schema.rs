@@ -302,7 +302,7 @@ impl Default for Python {
             build_disk: ByteSize::gib(4),
             prewarm_imports: ["pandas", "numpy"].into_iter().map(String::from).collect(),
             warm_up_code: DEFAULT_WARM_UP_CODE.to_string(),
-            ipython_packages: ["ipython", "matplotlib", "matplotlib-inline"]
+            ipython_packages: ["ipython", "matplotlib", "matplotlib-inline", "cloudpickle"]
                 .into_iter()
                 .map(String::from)
                 .collect(),

@@ -129,6 +129,7 @@ class Agent:
         self.site = None
         self.site_seen = None
         self.pickle = None
+        self.cloudpickle = None
         # IPython's shell, when the IPython layer is there (shell.py).
         self.shell = None
         # Names in the globals that are IPython's, not the user's state.
@@ -156,6 +157,13 @@ class Agent:
         import pickle
 
         self.pickle = pickle
+        try:
+            # From the IPython layer (or the session's environment): it
+            # carries code defined in cells across interpreters.
+            import cloudpickle
+        except Exception:
+            cloudpickle = None
+        self.cloudpickle = cloudpickle
 
     def _forget_in_child(self):
         # A forked child must not hold the channel (it would keep it open
@@ -425,7 +433,11 @@ class Agent:
         path = msg.get("path")
         if not (isinstance(path, str) and os.path.isabs(path)):
             return error("save needs an absolute path")
-        return state.save(self.main.__dict__, self.hidden, self.pickle, path)
+        durable = msg.get("durable", True)
+        if not isinstance(durable, bool):
+            return error("save's durable is true or false")
+        picklers = (self.pickle, self.cloudpickle)
+        return state.save(self.main.__dict__, self.hidden, picklers, path, durable)
 
     def restore(self, msg):
         path = msg.get("path")

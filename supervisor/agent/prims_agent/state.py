@@ -1,11 +1,20 @@
-"""A session's globals across interpreters: saved at a stop (modules by
-name, the rest pickled, one record each) into a file in the workspace, and
-restored into the next interpreter. The file is read only in the session's
-own jail, by the session's own next interpreter."""
+"""A session's globals across interpreters: saved at a stop, for a fork
+or a checkpoint (modules by name, the rest pickled, one record each) into a
+file in the workspace, and restored into the next interpreter. The file is
+read only in a jail of the session's own, or of its branch's.
+
+Code defined in cells is carried by value with cloudpickle (from the
+IPython layer, or the session's environment), as Ray, Dask and PySpark
+carry it: functions, lambdas and classes. A function whose globals are the
+session's `__main__` is rebuilt with the next interpreter's `__main__` as
+its globals, so it sees the restored globals, and later ones, by name, and
+its record never holds copies of them. Without cloudpickle, such code is
+named as not saved, with why."""
 
 import importlib
 import os
 import struct
+import sys
 import types
 
 from prims_agent.text import LIST_MAX, named, short, why
@@ -47,7 +56,23 @@ class CappedWriter:
         return self.f.write(data)
 
 
-def session_pickler(pickle):
+def session_pickler(pickle, cloudpickle, main_globals):
+    """The pickler of a session's globals: cloudpickle's, which carries
+    code defined in cells by value, when there is one; else pickle's,
+    which refuses that code by name."""
+    if cloudpickle is None:
+        return _plain_pickler(pickle)
+
+    class SessionPickler(cloudpickle.Pickler):
+        def reducer_override(self, obj):
+            if type(obj) is types.FunctionType and obj.__globals__ is main_globals:
+                return _main_function_reduce(obj)
+            return super().reducer_override(obj)
+
+    return SessionPickler
+
+
+def _plain_pickler(pickle):
     class SessionPickler(pickle.Pickler):
         # Code defined in a cell pickles as a reference to __main__, which a
         # new interpreter cannot resolve: refuse it when saving, not later.
@@ -63,6 +88,63 @@ def session_pickler(pickle):
     return SessionPickler
 
 
+class _Empty:
+    """Stands for a closure cell with no value yet."""
+
+    def __reduce__(self):
+        return (_empty, ())
+
+
+def _empty():
+    return EMPTY
+
+
+EMPTY = _Empty()
+
+
+def _main_function_reduce(f):
+    # A skeleton first (its cells empty) and its state after: a closure
+    # that holds the function itself then pickles as a reference.
+    cells = []
+    for cell in f.__closure__ or ():
+        try:
+            cells.append(cell.cell_contents)
+        except ValueError:
+            cells.append(EMPTY)
+    state = {
+        "cells": cells,
+        "defaults": f.__defaults__,
+        "kwdefaults": f.__kwdefaults__,
+        "qualname": f.__qualname__,
+        "module": f.__module__,
+        "doc": f.__doc__,
+        "annotations": getattr(f, "__annotations__", None),
+        "dict": dict(f.__dict__),
+    }
+    return (main_function, (f.__code__, f.__name__, len(cells)), state, None, None, set_main_function)
+
+
+def main_function(code, name, ncells):
+    """A function of `code` whose globals are this interpreter's
+    `__main__`; its closure's cells are filled by `set_main_function`."""
+    closure = tuple(types.CellType() for _ in range(ncells)) if ncells else None
+    return types.FunctionType(code, sys.modules["__main__"].__dict__, name, None, closure)
+
+
+def set_main_function(f, state):
+    for cell, value in zip(f.__closure__ or (), state["cells"]):
+        if value is not EMPTY:
+            cell.cell_contents = value
+    f.__defaults__ = state["defaults"]
+    f.__kwdefaults__ = state["kwdefaults"]
+    f.__qualname__ = state["qualname"]
+    f.__module__ = state["module"]
+    f.__doc__ = state["doc"]
+    if state["annotations"] is not None:
+        f.__annotations__ = state["annotations"]
+    f.__dict__.update(state["dict"])
+
+
 def write_record(f, pickle, pickler, name, value):
     raw_name = name.encode("utf-8", "surrogatepass")
     if isinstance(value, types.ModuleType):
@@ -75,17 +157,20 @@ def write_record(f, pickle, pickler, name, value):
     head = f.tell()
     f.write(RECORD.pack(b"P", len(raw_name), 0) + raw_name)
     start = f.tell()
-    pickler(CappedWriter(f), protocol=4).dump(value)
+    pickler(CappedWriter(f), protocol=5).dump(value)
     end = f.tell()
     f.seek(head)
     f.write(RECORD.pack(b"P", len(raw_name), end - start))
     f.seek(end)
 
 
-def save(globals_, hidden, pickle, path):
+def save(globals_, hidden, picklers, path, durable=True):
     """Saves what of `globals_` can be saved, but `hidden` names, to
-    `path`; the `saved` answer."""
-    pickler = session_pickler(pickle)
+    `path` (synced to disk when `durable`: a stop's save must outlive the
+    host's crash, a fork's is read at once); the `saved` answer.
+    `picklers` is (pickle, cloudpickle or None)."""
+    pickle, cloudpickle = picklers
+    pickler = session_pickler(pickle, cloudpickle, globals_)
     saved, skipped = [], []
     os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
     # One name: a save cut short leaves one file, which the next save
@@ -110,7 +195,8 @@ def save(globals_, hidden, pickle, path):
                     f.truncate()
                     skipped.append(named(name, str(e) if isinstance(e, TooLarge) else why(e)))
             f.flush()
-            os.fsync(f.fileno())
+            if durable:
+                os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
         try:

@@ -8,6 +8,7 @@
 //! Writes and the output walk follow no symlink at all. All functions are
 //! blocking: call them from `spawn_blocking`.
 
+mod copy;
 mod dir;
 mod error;
 mod mount;
@@ -18,6 +19,7 @@ mod snapshot;
 mod sys;
 mod usage;
 
+pub use copy::{clear_tree, copy_tree, Copied, CopyLimits};
 pub use dir::{list_dir, MAX_DIR_ENTRIES};
 pub use error::FsError;
 pub use mount::{write_mount, write_mount_up_to};

@@ -109,6 +109,9 @@ pub(crate) enum ToAgent {
     },
     Save {
         path: String,
+        /// Synced to disk before the answer (a stop's save); a fork's,
+        /// read at once, is not.
+        durable: bool,
     },
     Restore {
         path: String,

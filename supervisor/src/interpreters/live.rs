@@ -123,8 +123,22 @@ impl Live {
     /// Asks the agent to pickle its globals into the workspace, within
     /// `deadline`; the caller kills the jail afterwards either way.
     pub(super) async fn save(&mut self, deadline: Duration) -> Result<Carried, AskError> {
-        let path = STATE_FILE.to_string();
-        match self.ask(ToAgent::Save { path }, deadline).await? {
+        self.save_to(STATE_FILE, true, deadline).await
+    }
+
+    /// Asks the agent to pickle its globals into `path` (inside the jail),
+    /// synced to disk when `durable`, within `deadline`.
+    pub(super) async fn save_to(
+        &mut self,
+        path: &str,
+        durable: bool,
+        deadline: Duration,
+    ) -> Result<Carried, AskError> {
+        let msg = ToAgent::Save {
+            path: path.into(),
+            durable,
+        };
+        match self.ask(msg, deadline).await? {
             FromAgent::Saved { saved, skipped } => Ok(Carried {
                 names: saved,
                 missed: skipped,

@@ -1,6 +1,6 @@
 //! Save in one interpreter, restore in the next; both inside the agent.
 
-use super::harness::Live;
+use super::harness::{Live, Start};
 use crate::interpreters::channel::{FromAgent, Named, ToAgent};
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
@@ -8,6 +8,7 @@ use std::path::Path;
 fn save(path: &Path) -> ToAgent {
     ToAgent::Save {
         path: path.to_str().unwrap().into(),
+        durable: true,
     }
 }
 
@@ -163,4 +164,57 @@ async fn a_value_that_fails_to_unpickle_is_reported_by_name() {
         other => panic!("{other:?}"),
     }
     assert_eq!(second.ok("keep").await.as_deref(), Some("5"));
+}
+
+#[tokio::test]
+async fn with_cloudpickle_code_defined_in_cells_is_carried_by_value() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(".prims/state.pickle");
+    let mut first = Live::start_with(Start::ipython(dir.path())).await;
+    first
+        .ok(concat!(
+            "import threading\n",
+            "scale = 2\n",
+            "def g(x):\n    return x * scale\n",
+            "def fact(n):\n    return 1 if n < 2 else n * fact(n - 1)\n",
+            "def adder(k):\n    def add(x):\n        return x + k\n    return add\n",
+            "add3 = adder(3)\n",
+            "class Point:\n    def __init__(self, x):\n        self.x = x\n    def twice(self):\n        return g(self.x)\n",
+            "p = Point(5)\n",
+            "sq = lambda v: v * v\n",
+            "table = {'sq': sq}\n",
+            "gen = (i for i in range(3))\n",
+            "lock = threading.Lock()\n",
+        ))
+        .await;
+    let (saved, skipped) = match first.request(&save(&path)).await {
+        FromAgent::Saved { saved, skipped } => (saved, skipped),
+        other => panic!("{other:?}"),
+    };
+    for name in [
+        "g", "fact", "adder", "add3", "Point", "p", "sq", "table", "scale",
+    ] {
+        assert!(saved.iter().any(|s| s == name), "{name} not in {saved:?}");
+    }
+    let mut skipped_names = names(&skipped);
+    skipped_names.sort_unstable();
+    assert_eq!(skipped_names, ["gen", "lock"], "{skipped:?}");
+    assert!(skipped[0].why.contains("generator"), "{skipped:?}");
+    drop(first);
+
+    let mut second = Live::start_with(Start::ipython(dir.path())).await;
+    match second.request(&restore(&path)).await {
+        FromAgent::Restored { failed, .. } => assert_eq!(failed, []),
+        other => panic!("{other:?}"),
+    }
+    // Restored code sees the new interpreter's globals by name, later
+    // ones too; a class keeps its identity across records.
+    let check = concat!(
+        "scale = 10\n",
+        "(g(4), fact(5), add3(1), p.twice(), type(p) is Point, table['sq'](7), sq(3), g.__module__)"
+    );
+    assert_eq!(
+        second.ok(check).await.as_deref(),
+        Some("(40, 120, 4, 50, True, 49, 9, '__main__')")
+    );
 }

@@ -313,6 +313,7 @@ async fn the_writer_sends_the_frames_the_agent_reads() {
     writer
         .send(&ToAgent::Save {
             path: "/workspace/.prims/state.pickle".into(),
+            durable: true,
         })
         .await
         .unwrap();
