@@ -18,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 
 const SUPERVISOR_START: Duration = Duration::from_secs(60);
 const FRONTEND_START: Duration = Duration::from_secs(20);
-const STOP_GRACE: Duration = Duration::from_secs(15);
+const STOP_GRACE: Duration = Duration::from_secs(25);
 
 #[derive(Args)]
 pub struct ServeArgs {

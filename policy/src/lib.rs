@@ -32,8 +32,8 @@ pub use merge::{
     FLOOR_CPU_TIME_MS, FLOOR_MEMORY_BYTES, FLOOR_OUTPUT_BYTES, FLOOR_PIDS, FLOOR_WALL_TIME_MS,
 };
 pub use schema::{
-    Cgroup, Egress, Filesystem, Identity, Landlock, Limits, Network, NetworkPolicy, Policy, Python,
-    Seccomp, SessionQuota, Sessions, SocketFamily, Tasks,
+    Branches, Cgroup, Egress, Filesystem, Identity, Landlock, Limits, Network, NetworkPolicy,
+    Policy, Python, Seccomp, SessionQuota, Sessions, SocketFamily, Tasks,
 };
 pub use spans::Location;
 pub use units::{ByteSize, HumanDuration};

@@ -8,7 +8,9 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
+mod branches;
 mod tasks;
+pub use branches::Branches;
 pub use tasks::Tasks;
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -26,6 +28,7 @@ pub struct Policy {
     pub interpreters: Interpreters,
     pub egress: Egress,
     pub tasks: Tasks,
+    pub branches: Branches,
 }
 
 /// Per-run ceilings; a request can only lower them.

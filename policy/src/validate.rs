@@ -8,6 +8,7 @@ use std::path::Path;
 use std::time::Duration;
 
 mod bounds;
+mod branches;
 mod egress;
 mod findings;
 mod network;
@@ -37,6 +38,7 @@ pub fn check(p: &Policy) -> Vec<Finding> {
     egress::check(p, &mut f);
     network::check(p, &mut f);
     tasks::check(p, &mut f);
+    branches::check(p, &mut f);
     f.0
 }
 

@@ -18,6 +18,7 @@
 #![forbid(unsafe_code)]
 
 pub mod b64;
+pub mod branch;
 pub mod cell;
 #[cfg(feature = "client")]
 pub mod client;

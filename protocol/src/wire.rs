@@ -139,6 +139,36 @@ pub enum RequestBody {
         #[serde(default)]
         from: u64,
     },
+    /// `count` new sessions, each with a copy of the session's files and
+    /// globals (see [`crate::branch`]); the reply is `Forked`.
+    ForkSession {
+        session_id: String,
+        #[serde(default)]
+        tenant: Option<String>,
+        count: u32,
+    },
+    /// Saves the session's globals and files; the reply is `Checkpoint`.
+    Checkpoint {
+        session_id: String,
+        #[serde(default)]
+        tenant: Option<String>,
+        #[serde(default)]
+        label: Option<String>,
+    },
+    /// Rolls the session's globals and files back to a checkpoint; the
+    /// reply is `RolledBack`.
+    RestoreCheckpoint {
+        session_id: String,
+        #[serde(default)]
+        tenant: Option<String>,
+        checkpoint_id: String,
+    },
+    /// The session's checkpoints, oldest first; the reply is `Checkpoints`.
+    ListCheckpoints {
+        session_id: String,
+        #[serde(default)]
+        tenant: Option<String>,
+    },
 }
 
 /// How many bytes a `WriteMount` brings.
@@ -235,12 +265,23 @@ pub enum Reply {
     Closed,
     Run(RunReply),
     Cancelled,
-    Dir { entries: Vec<DirEntry> },
+    Dir {
+        entries: Vec<DirEntry>,
+    },
     File(FileData),
-    Mounted { path: String, bytes: u64 },
+    Mounted {
+        path: String,
+        bytes: u64,
+    },
     Stats(Stats),
     Task(TaskInfo),
     History(crate::history::HistoryPage),
+    Forked(crate::branch::ForkReply),
+    Checkpoint(crate::branch::CheckpointInfo),
+    RolledBack(crate::branch::RestoreReply),
+    Checkpoints {
+        checkpoints: Vec<crate::branch::CheckpointInfo>,
+    },
 }
 
 /// A session id: exactly 32 lowercase hex characters (128 bits, or in a

@@ -31,6 +31,7 @@
 
 pub mod accounts;
 pub mod audit;
+pub mod checkpoints;
 pub mod daemon;
 pub mod egress;
 pub mod envs;

@@ -239,6 +239,26 @@ impl Daemon {
         self.spawn();
     }
 
+    /// Stops the daemon as systemd does (SIGTERM, then waiting for it to
+    /// exit) and starts it again on the same state.
+    pub fn restart_gracefully(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            // SAFETY: kill(2) of our own child, which has not been reaped.
+            unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
+            let deadline = Instant::now() + Duration::from_secs(60);
+            while c.try_wait().ok().flatten().is_none() {
+                assert!(
+                    Instant::now() < deadline,
+                    "the supervisor did not stop within 60 s of SIGTERM:\n{}",
+                    self.log()
+                );
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+        let _ = std::fs::remove_file(&self.socket);
+        self.spawn();
+    }
+
     pub fn kill(&mut self) {
         if let Some(mut c) = self.child.take() {
             let _ = c.kill();

@@ -16,6 +16,7 @@ use rmcp::ErrorData as McpError;
 
 /// The notebook of a session (`crate::notebook`).
 const NOTEBOOK_TEMPLATE: &str = "prims://sessions/{session_id}/notebook.ipynb";
+const CHECKPOINTS_TEMPLATE: &str = "prims://sessions/{session_id}/checkpoints";
 /// The resource template never changes while a server runs.
 const TEMPLATE_TTL_MS: u64 = 3_600_000;
 
@@ -70,8 +71,16 @@ impl PrimsServer {
                  to bottom. session_id is the one tool results return.",
             )
             .with_mime_type(crate::notebook::NOTEBOOK_MIME);
+        let ck = ResourceTemplate::new(CHECKPOINTS_TEMPLATE, "session-checkpoints")
+            .with_title("A PRIMS session's checkpoints")
+            .with_description(
+                "The checkpoints checkpoint_session took of the session, oldest first, as JSON: \
+                 checkpoint_id, label, created (Unix seconds), bytes and not_saved of each. \
+                 session_id is the one tool results return.",
+            )
+            .with_mime_type("application/json");
         ListResourceTemplatesResult {
-            resource_templates: vec![nb, t],
+            resource_templates: vec![nb, ck, t],
             cache_scope: Some(CacheScope::Public),
             ttl_ms: Some(TEMPLATE_TTL_MS),
             ..Default::default()

@@ -1,6 +1,7 @@
 //! `resources/read`: a workspace file whole, as text when it is UTF-8 text
 //! and as a base64 blob otherwise, up to [`MAX_READ_BYTES`]; or, for
-//! `notebook.ipynb`, the session's runs as a notebook ([`crate::notebook`]).
+//! `notebook.ipynb`, the session's runs as a notebook ([`crate::notebook`]);
+//! for `checkpoints`, the session's checkpoints as JSON.
 
 use crate::error::ToolError;
 use crate::notebook::{NOTEBOOK_MIME, NOTEBOOK_PATH};
@@ -16,6 +17,8 @@ use rmcp::model::ResourceContents;
 /// The most a read returns: a larger file is refused with its size and
 /// where to get it instead (`/artifacts`, or `preview_file` for its head).
 const MAX_READ_BYTES: u64 = 4 * 1024 * 1024;
+/// The session's checkpoints, as a resource of its own.
+const CHECKPOINTS_PATH: &str = "checkpoints";
 
 pub(crate) enum ReadError {
     /// No such file, session or tenant: the spec's "resource not found".
@@ -53,6 +56,26 @@ pub(crate) async fn read(
             })?;
         let text = String::from_utf8_lossy(&nb).into_owned();
         return Ok(ResourceContents::text(text, uri).with_mime_type(NOTEBOOK_MIME));
+    }
+    if path == CHECKPOINTS_PATH {
+        // The session's checkpoints, not a workspace file (a file of that
+        // name at the workspace root is read with preview_file instead).
+        let c = app
+            .sup
+            .client()
+            .await
+            .map_err(|e| ReadError::Other(e.into()))?;
+        let list = c
+            .list_checkpoints(&s.id, s.tenant.as_deref())
+            .await
+            .map_err(|e| match e.code() {
+                Some(ErrorCode::NotFound) => {
+                    ReadError::NotFound(format!("no session {session_id}"))
+                }
+                _ => ReadError::Other(e.into()),
+            })?;
+        let text = serde_json::json!({ "checkpoints": list }).to_string();
+        return Ok(ResourceContents::text(text, uri).with_mime_type("application/json"));
     }
     let data = read_bytes(app, &s, &path)
         .await

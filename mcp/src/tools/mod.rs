@@ -1,8 +1,10 @@
-//! The five tools. Each goes through one shim (`shim.rs`): it resolves the
+//! The tools: the original five, and the three that branch a session. Each goes through one shim (`shim.rs`): it resolves the
 //! caller's workspace, does its work through the supervisor (and egress),
 //! and returns `structuredContent` with a JSON text mirror, or an `isError`
 //! result a model can act on.
 
+mod branch;
+pub(crate) mod branch_types;
 mod files;
 mod images;
 mod mount;
@@ -14,6 +16,7 @@ pub(crate) mod types;
 
 use crate::server::PrimsServer;
 use crate::streaming::Streamer;
+use branch_types::*;
 use rmcp::handler::server::common::schema_for_output;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::CallToolResult;
@@ -42,6 +45,14 @@ output/ come back as artifacts (PNG/JPEG plots also as images) and can be downlo
 /artifacts/<relative_path>. Optional: requirements (pip specifiers), files \
 [{url, mountPath}] downloaded to mounts/<mountPath> (read-only) before the run, timeout_s to \
 lower the time limit.";
+
+const FORK_SESSION: &str = "Branch a session into count new sessions (1 by default), each \
+with its own copy of the source's workspace files and variables (functions, classes and \
+lambdas defined in cells included), to try several approaches from the same state: run_code \
+with a branch's session_id works in that branch, and no branch sees another's changes or the \
+source's. Waits for a call running in the source, which is paused only while its variables \
+are saved and its files copied (source_paused_ms). Returns sessions: [{session_id, restored, \
+not_restored (name: why)}] and duration_ms. A branch left unused expires like any session.";
 
 #[tool_router(router = tool_router, vis = "pub(crate)")]
 impl PrimsServer {
@@ -135,6 +146,69 @@ impl PrimsServer {
                 persist::persist_artifact(&self.app, &s, &p.relative_path, &p.presigned_url);
             plain(until_cancelled(&ctx.ct, upload).await)
         })
+        .await
+    }
+
+    #[tool(
+        description = FORK_SESSION,
+        output_schema = schema_for_output::<ForkSessionOutput>(),
+        annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = false, open_world_hint = false)
+    )]
+    async fn fork_session(
+        &self,
+        Parameters(p): Parameters<ForkSessionParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, McpError> {
+        let explicit = Some(p.session_id.clone());
+        self.in_session("fork_session", explicit, caller(&ctx), |s| async move {
+            plain(until_cancelled(&ctx.ct, branch::fork_session(&self.app, &s, p.count)).await)
+        })
+        .await
+    }
+
+    #[tool(
+        description = "Save a checkpoint of a session: its variables (functions, classes and lambdas defined in cells included) and its workspace files, to roll back to later with restore_checkpoint. Waits for a call running in the session. Returns checkpoint_id, its size in bytes, and the variables that could not be saved (not_saved, name: why). The server keeps a bounded number per session; they survive a server restart and go with their session.",
+        output_schema = schema_for_output::<CheckpointSessionOutput>(),
+        annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = false, open_world_hint = false)
+    )]
+    async fn checkpoint_session(
+        &self,
+        Parameters(p): Parameters<CheckpointSessionParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, McpError> {
+        let explicit = Some(p.session_id.clone());
+        self.in_session(
+            "checkpoint_session",
+            explicit,
+            caller(&ctx),
+            |s| async move {
+                let work = branch::checkpoint_session(&self.app, &s, p.label.as_deref());
+                plain(until_cancelled(&ctx.ct, work).await)
+            },
+        )
+        .await
+    }
+
+    #[tool(
+        description = "Roll a session back to a checkpoint from checkpoint_session: its variables become the checkpoint's (every later one is gone) and its workspace files the checkpoint's (later files are removed). Returns restored and not_restored (name: why). The session's packages stay as they are.",
+        output_schema = schema_for_output::<RestoreCheckpointOutput>(),
+        annotations(read_only_hint = false, destructive_hint = true, idempotent_hint = true, open_world_hint = false)
+    )]
+    async fn restore_checkpoint(
+        &self,
+        Parameters(p): Parameters<RestoreCheckpointParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, McpError> {
+        let explicit = Some(p.session_id.clone());
+        self.in_session(
+            "restore_checkpoint",
+            explicit,
+            caller(&ctx),
+            |s| async move {
+                let work = branch::restore_checkpoint(&self.app, &s, &p.checkpoint_id);
+                plain(until_cancelled(&ctx.ct, work).await)
+            },
+        )
         .await
     }
 }

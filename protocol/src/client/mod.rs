@@ -5,6 +5,7 @@
 //! typed method (`open_session`, `read_file`, `run`, ...); [`Client::call`]
 //! and [`Client::request`] take any request body.
 
+mod branch;
 mod call;
 mod connection;
 mod error;

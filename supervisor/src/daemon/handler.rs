@@ -2,7 +2,7 @@
 
 use super::replies::bad_request;
 use super::state::Daemon;
-use super::{mount, run, task};
+use super::{branch, mount, run, task};
 use crate::server::{Ctx, Handler};
 use prims_protocol::wire::{ErrorCode, ErrorReply, Reply, RequestBody};
 use std::sync::Arc;
@@ -34,6 +34,7 @@ impl Handler for Arc<Daemon> {
             }
             RequestBody::CloseSession { session_id, tenant } => {
                 let live = self.interpreters.clone();
+                let checkpoints = self.checkpoints.clone();
                 self.blocking(move || {
                     // Only its tenant may close it. It is gone for every
                     // request at once; its interpreter, then its files, go
@@ -43,6 +44,7 @@ impl Handler for Arc<Daemon> {
                     let s = sessions
                         .begin_closing(&session_id, tenant.as_deref())
                         .map_err(|e| e.to_reply())?;
+                    checkpoints.remove_session(&s.name);
                     let ended = live.forget(&s.name);
                     sessions.finish_closing(s, move || {
                         if let Some(end) = ended {
@@ -118,6 +120,24 @@ impl Handler for Arc<Daemon> {
                 path,
                 size,
             } => mount::write_mount(self, session_id, tenant, path, size, ctx).await,
+            RequestBody::ForkSession {
+                session_id,
+                tenant,
+                count,
+            } => branch::fork(self, (session_id, tenant), count, ctx).await,
+            RequestBody::Checkpoint {
+                session_id,
+                tenant,
+                label,
+            } => branch::checkpoint(self, (session_id, tenant), label, ctx).await,
+            RequestBody::RestoreCheckpoint {
+                session_id,
+                tenant,
+                checkpoint_id,
+            } => branch::restore(self, (session_id, tenant), checkpoint_id, ctx).await,
+            RequestBody::ListCheckpoints { session_id, tenant } => {
+                branch::list(self, (session_id, tenant)).await
+            }
             RequestBody::Stats => Ok(Reply::Stats(self.stats())),
             // Only root (the operator, `prims serve`): the front-end must not
             // be able to take its node out of service.

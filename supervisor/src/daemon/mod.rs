@@ -1,6 +1,7 @@
 //! The supervisor daemon: the request handler behind the socket, wiring
 //! sessions, environments, the scheduler and the jailer together.
 
+mod branch;
 mod handler;
 mod mount;
 mod pip;

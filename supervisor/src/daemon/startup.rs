@@ -110,6 +110,11 @@ pub async fn start(cfg: DaemonConfig, shutdown: CancellationToken) -> Result<(),
         .map_err(|e| StartError::Sessions(e.to_string()))?
         .with_node(cfg.node);
     let sessions = Arc::new(sessions);
+    let checkpoints = crate::checkpoints::Checkpoints::open(&cfg.state_dir)
+        .map_err(|e| StartError::Sessions(format!("the checkpoints: {e}")))?;
+    // Those of sessions that ended while the supervisor was down go.
+    checkpoints.sweep(&|name| sessions.has(name));
+    let checkpoints = Arc::new(checkpoints);
     let audit = Arc::new(Audit::new(&cfg.state_dir));
     let envs = Envs::new(
         EnvConfig {
@@ -148,6 +153,7 @@ pub async fn start(cfg: DaemonConfig, shutdown: CancellationToken) -> Result<(),
         interpreters: interpreters.clone(),
         audit,
         tasks: crate::tasks::Tasks::new(task_limits, shutdown.child_token()),
+        checkpoints,
         egress_allowed: Default::default(),
         egress_denied: Default::default(),
         draining: Default::default(),
@@ -186,6 +192,10 @@ pub async fn start(cfg: DaemonConfig, shutdown: CancellationToken) -> Result<(),
     )
     .await
     .map_err(|e| StartError::Server(e.to_string()));
+    // Live sessions keep their globals across the restart (a kill -9
+    // does not give them this chance).
+    let save = daemon.policy().interpreters.save_timeout.0;
+    interpreters.save_all(save).await;
     // No jail outlives the supervisor that started it.
     let sessions = daemon.sessions.clone();
     let _ = tokio::task::spawn_blocking(move || interpreters.shutdown(&sessions)).await;
@@ -242,12 +252,14 @@ async fn sweeper(d: Arc<Daemon>, shutdown: CancellationToken) {
         let ttl = p.interpreters.idle_ttl.0.min(p.sessions.idle_ttl.0);
         d.interpreters.stop_idle(ttl, p.interpreters.save_timeout.0);
         let (sessions, envs, live) = (d.sessions.clone(), d.envs.clone(), d.interpreters.clone());
+        let checkpoints = d.checkpoints.clone();
         let swept = tokio::task::spawn_blocking(move || {
             // The sweep removes each workspace once its jail has ended.
             let gone = sessions.sweep(SystemTime::now(), &|name| {
                 if let Some(end) = live.forget(name) {
                     let _ = end.blocking_recv();
                 }
+                checkpoints.remove_session(name);
             });
             let _ = envs.gc();
             gone

@@ -22,6 +22,8 @@ pub struct Daemon {
     pub(super) interpreters: Arc<Interpreters>,
     pub(super) audit: Arc<Audit>,
     pub(super) tasks: crate::tasks::Tasks,
+    /// Sessions' checkpoints, on disk.
+    pub(super) checkpoints: Arc<crate::checkpoints::Checkpoints>,
     /// Egress decisions since start: connections allowed, and refused.
     pub(super) egress_allowed: std::sync::atomic::AtomicU64,
     pub(super) egress_denied: std::sync::atomic::AtomicU64,

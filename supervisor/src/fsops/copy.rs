@@ -67,6 +67,95 @@ pub fn copy_tree(
     Ok(walk.done)
 }
 
+/// Copies the regular file `from_rel` under `from_root` (never through a
+/// symlink) to `to_rel` under `to_root`, replacing it, owned by `owner`;
+/// its bytes. `Ok(None)` when there is no such file. Blocking.
+pub fn copy_file(
+    (from_root, from_rel): (&Path, &str),
+    (to_root, to_rel): (&Path, &str),
+    owner: u32,
+    limits: CopyLimits,
+) -> Result<Option<u64>, FsError> {
+    let src_root = open_root(from_root)?;
+    let name = sys::cstr(from_rel).map_err(io("opening", from_rel))?;
+    let flags = libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK;
+    let from = match sys::openat2(src_root.as_fd(), &name, flags, 0, NO_LINKS) {
+        Ok(f) => f,
+        Err(Errno::ENOENT) => return Ok(None),
+        Err(e) => return Err(io("opening", from_rel)(e)),
+    };
+    let st = nix::sys::stat::fstat(&from).map_err(io("reading", from_rel))?;
+    if SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT != SFlag::S_IFREG {
+        return Err(FsError::NotAFile(from_rel.to_string()));
+    }
+    let dst_root = open_root(to_root)?;
+    let (parent, base) = match to_rel.rsplit_once('/') {
+        Some((p, b)) => (Some(p), b),
+        None => (None, to_rel),
+    };
+    let dir = match parent {
+        Some(p) => {
+            let c = sys::cstr(p).map_err(io("opening", p))?;
+            match nix::sys::stat::mkdirat(dst_root.as_fd(), c.as_c_str(), Mode::S_IRWXU) {
+                Ok(()) => {
+                    let d = open_dir(dst_root.as_fd(), &c)?;
+                    nix::unistd::fchown(&d, Some(uid(owner)), Some(gid(owner)))
+                        .map_err(io("chown of", p))?;
+                    d
+                }
+                Err(Errno::EEXIST) => open_dir(dst_root.as_fd(), &c)?,
+                Err(e) => return Err(io("creating", p)(e)),
+            }
+        }
+        None => open_dir(dst_root.as_fd(), c".")?,
+    };
+    let base_c = sys::cstr(base).map_err(io("creating", to_rel))?;
+    match nix::unistd::unlinkat(
+        &dir,
+        base_c.as_c_str(),
+        nix::unistd::UnlinkatFlags::NoRemoveDir,
+    ) {
+        Ok(()) | Err(Errno::ENOENT) => {}
+        Err(e) => return Err(io("replacing", to_rel)(e)),
+    }
+    let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW;
+    let to = sys::openat2(dir.as_fd(), &base_c, flags, 0o600, NO_LINKS)
+        .map_err(io("creating", to_rel))?;
+    let copied = copy_data(
+        from.as_fd(),
+        to.as_fd(),
+        st.st_size.max(0) as u64,
+        limits.max_bytes,
+    )
+    .map_err(|e| copy_error(e, to_rel, limits))?;
+    nix::unistd::fchown(&to, Some(uid(owner)), Some(gid(owner))).map_err(io("chown of", to_rel))?;
+    Ok(Some(copied))
+}
+
+/// Removes the file `rel` under `root` (never through a symlink), if it
+/// is there. Blocking.
+pub fn remove_file(root: &Path, rel: &str) -> Result<(), FsError> {
+    let root_fd = open_root(root)?;
+    let (parent, base) = match rel.rsplit_once('/') {
+        Some((p, b)) => (p, b),
+        None => (".", rel),
+    };
+    let p = sys::cstr(parent).map_err(io("opening", parent))?;
+    let dir = match open_dir(root_fd.as_fd(), &p) {
+        Ok(d) => d,
+        Err(FsError::Io {
+            errno: Errno::ENOENT,
+            ..
+        }) => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    let b = sys::cstr(base).map_err(io("removing", rel))?;
+    match nix::unistd::unlinkat(&dir, b.as_c_str(), nix::unistd::UnlinkatFlags::NoRemoveDir) {
+        Ok(()) | Err(Errno::ENOENT) => Ok(()),
+        Err(e) => Err(io("removing", rel)(e)),
+    }
+}
+
 /// Removes everything under `root` but the top-level names in `keep`.
 /// Blocking; the caller makes sure nothing writes there meanwhile.
 pub fn clear_tree(root: &Path, keep: &[&str]) -> Result<(), FsError> {
@@ -125,8 +214,11 @@ impl Walk<'_> {
             match SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT {
                 SFlag::S_IFDIR => {
                     let mode = Mode::from_bits_truncate(st.st_mode & 0o777);
-                    nix::sys::stat::mkdirat(dst, name.as_c_str(), Mode::S_IRWXU)
-                        .map_err(io("creating", &rel))?;
+                    // A new workspace has its `output/` and `mounts/`.
+                    match nix::sys::stat::mkdirat(dst, name.as_c_str(), Mode::S_IRWXU) {
+                        Ok(()) | Err(Errno::EEXIST) => {}
+                        Err(e) => return Err(io("creating", &rel)(e)),
+                    }
                     let s = open_dir(src, &name)?;
                     let d = open_dir(dst, &name)?;
                     self.dir(s.as_fd(), d.as_fd(), &rel, depth + 1)?;
@@ -179,7 +271,16 @@ impl Walk<'_> {
             return Ok(());
         }
         let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW;
-        let to = sys::openat2(dst, name, flags, 0o600, NO_LINKS).map_err(io("creating", rel))?;
+        let to = match sys::openat2(dst, name, flags, 0o600, NO_LINKS) {
+            // A file a pool spare's start left: the source's replaces it.
+            Err(Errno::EEXIST) => {
+                nix::unistd::unlinkat(dst, name, nix::unistd::UnlinkatFlags::NoRemoveDir)
+                    .map_err(io("replacing", rel))?;
+                sys::openat2(dst, name, flags, 0o600, NO_LINKS)
+            }
+            other => other,
+        }
+        .map_err(io("creating", rel))?;
         let left = self.limits.max_bytes.saturating_sub(self.done.bytes);
         let copied =
             copy_data(from.as_fd(), to.as_fd(), now.st_size.max(0) as u64, left).map_err(|e| {
@@ -216,11 +317,30 @@ impl Walk<'_> {
     }
 
     fn uid(&self) -> nix::unistd::Uid {
-        nix::unistd::Uid::from_raw(self.owner)
+        uid(self.owner)
     }
 
     fn gid(&self) -> nix::unistd::Gid {
-        nix::unistd::Gid::from_raw(self.owner)
+        gid(self.owner)
+    }
+}
+
+fn uid(owner: u32) -> nix::unistd::Uid {
+    nix::unistd::Uid::from_raw(owner)
+}
+
+fn gid(owner: u32) -> nix::unistd::Gid {
+    nix::unistd::Gid::from_raw(owner)
+}
+
+fn copy_error(e: CopyError, rel: &str, limits: CopyLimits) -> FsError {
+    match e {
+        CopyError::Io(Errno::ENOSPC | Errno::EDQUOT) => FsError::NoSpace(rel.to_string()),
+        CopyError::Io(e) => io("copying", rel)(e),
+        CopyError::TooLarge => FsError::TooLarge {
+            path: rel.to_string(),
+            max: limits.max_bytes,
+        },
     }
 }
 

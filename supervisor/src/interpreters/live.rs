@@ -31,6 +31,9 @@ pub(crate) struct Live {
     pub _ipython: Option<super::ipython::IpythonLayer>,
     /// Memory and process limits of its cgroup, for its whole life.
     pub held: HeldLimits,
+    /// What the call that started it asked for (a branch starts with the
+    /// same, so that its calls keep it).
+    pub asked: prims_protocol::jail::LimitRequest,
     pub kill: JailKiller,
     /// The jailer's outcome, once it exited.
     pub exit: oneshot::Receiver<Outcome>,
@@ -78,7 +81,7 @@ impl From<&prims_protocol::jail::JobLimits> for HeldLimits {
 
 /// Globals carried over a stop: what was saved, or restored, and what not.
 #[derive(Debug, Default, Clone)]
-pub(super) struct Carried {
+pub(crate) struct Carried {
     pub names: Vec<String>,
     pub missed: Vec<Named>,
 }

@@ -29,6 +29,7 @@
 //! - `enforced`: what enforces each limit, as the outcome reports it.
 
 pub(crate) mod agent;
+pub(crate) mod branch;
 mod call;
 pub(crate) mod cell;
 pub(crate) mod channel;

@@ -3,6 +3,7 @@
 //! stop, and the warm pool that new sessions take from.
 
 use super::agent::AgentDir;
+use super::channel::Named;
 use super::fork::templates::{Home, Parts, TemplateStats, Templates};
 use super::ipython::IpythonLayer;
 use super::live::{Carried, Live};
@@ -43,6 +44,8 @@ pub struct Interpreters {
     pub(super) templates: Arc<Templates>,
     /// The agent's files, which every interpreter runs.
     pub(super) agent: AgentDir,
+    /// Where a graceful stop records which sessions' globals it saved.
+    sessions: Arc<SessionStore>,
 }
 
 /// What `Interpreters::stats` reports.
@@ -68,8 +71,9 @@ impl Interpreters {
             interpreter,
             slots: Mutex::default(),
             pool: Pool::default(),
-            templates: Arc::new(Templates::new(Home::Store(sessions))),
+            templates: Arc::new(Templates::new(Home::Store(sessions.clone()))),
             agent,
+            sessions,
         }
     }
 
@@ -77,11 +81,27 @@ impl Interpreters {
         self.slots.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// The session's slot, made on its first call.
+    /// The session's slot, made on its first call. A session whose
+    /// globals a graceful stop saved gets them back in its next
+    /// interpreter, which reports the restart.
     pub(super) fn slot(&self, session: &Session) -> Arc<Slot> {
+        if let Some(s) = self.slots().get(&session.name) {
+            return s.clone();
+        }
+        let slot = Slot::new(session.tenant.clone(), None);
+        if let Some(unsaved) = self.sessions.take_saved_globals(session) {
+            let mut m = slot.meta();
+            m.carry = Carry::Saved {
+                unsaved: unsaved
+                    .into_iter()
+                    .map(|(name, why)| Named { name, why })
+                    .collect(),
+            };
+            m.next_reason = Some(ResetReason::ServerRestarted);
+        }
         self.slots()
             .entry(session.name.clone())
-            .or_insert_with(|| Arc::new(Slot::new(session.tenant.clone(), None)))
+            .or_insert_with(|| Arc::new(slot))
             .clone()
     }
 
@@ -204,6 +224,67 @@ impl Interpreters {
                     "every live interpreter is busy; starting one past interpreters.max_live"
                 );
                 return;
+            }
+        }
+    }
+
+    /// The server stops gracefully: every idle interpreter saves its
+    /// globals into its workspace as at an idle stop (side by side, each
+    /// within `save`, each in its own jail), and its session records, for
+    /// the next start, that its next interpreter restores them. So do
+    /// sessions whose stop saved globals that no call restored yet. An
+    /// interpreter busy with a call is not waited for: that call is lost.
+    pub(crate) async fn save_all(&self, save: Duration) {
+        let slots: Vec<(String, Arc<Slot>)> = self
+            .slots()
+            .iter()
+            .map(|(n, s)| (n.clone(), s.clone()))
+            .collect();
+        let mut saves = Vec::new();
+        let mut kept: Vec<(String, Vec<Named>)> = Vec::new();
+        for (name, slot) in slots {
+            let Ok(mut guard) = slot.live.clone().try_lock_owned() else {
+                continue;
+            };
+            let alive = guard.as_mut().is_some_and(|l| l.cells > 0 && l.is_alive());
+            match guard.as_ref() {
+                Some(_) if alive => {
+                    saves.push(async move {
+                        let Some(live) = guard.as_mut() else {
+                            return (name, None);
+                        };
+                        let saved = live.save(save).await;
+                        if let Err(e) = &saved {
+                            tracing::warn!(job = %live.job, error = %e, "saving an interpreter's globals at shutdown failed");
+                        }
+                        (name, saved.ok().map(|c| c.missed))
+                    });
+                }
+                None => {
+                    if let Carry::Saved { unsaved } = &slot.meta().carry {
+                        kept.push((name, unsaved.clone()));
+                    }
+                }
+                Some(_) => {}
+            }
+        }
+        let started = Instant::now();
+        let saved = futures::future::join_all(saves).await;
+        let n = saved.iter().filter(|(_, s)| s.is_some()).count();
+        tracing::info!(
+            saved = n,
+            of = saved.len(),
+            ms = started.elapsed().as_millis() as u64,
+            "globals of live interpreters saved for the restart"
+        );
+        let records = saved
+            .into_iter()
+            .filter_map(|(name, s)| s.map(|s| (name, s)))
+            .chain(kept);
+        for (name, unsaved) in records {
+            let unsaved = unsaved.into_iter().map(|n| (n.name, n.why)).collect();
+            if let Err(e) = self.sessions.record_saved_globals(&name, Some(unsaved)) {
+                tracing::warn!(session = %name, error = %e, "could not record the saved globals");
             }
         }
     }

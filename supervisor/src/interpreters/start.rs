@@ -112,6 +112,7 @@ impl Launched {
         let up = self.up;
         Live {
             held: (&spec.limits).into(),
+            asked: s.limits,
             env_key: s.env_key,
             _lease: s.lease,
             _ipython: s.ipython,

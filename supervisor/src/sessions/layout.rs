@@ -82,7 +82,7 @@ pub(super) fn build(
 }
 
 /// Bytes an unprivileged writer could still put on `dir`'s filesystem.
-pub(super) fn free_bytes(dir: &Path) -> u64 {
+pub(crate) fn free_bytes(dir: &Path) -> u64 {
     nix::sys::statvfs::statvfs(dir)
         .map(|s| s.blocks_available().saturating_mul(s.fragment_size()))
         .unwrap_or(0)

@@ -45,6 +45,11 @@ pub(super) struct Meta {
     /// interpreter was lost to the restart.
     #[serde(default)]
     pub ran: bool,
+    /// A graceful stop saved the globals of its interpreter into the
+    /// workspace: the session's next interpreter restores them. The
+    /// globals that could not be saved, as (name, why).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub saved_globals: Option<Vec<(String, String)>>,
 }
 
 /// The metadata format this version writes.

@@ -167,6 +167,7 @@ pub(super) fn build(
         closing: false,
         spare,
         ran: false,
+        saved_globals: None,
     };
     meta::write(dir, &m, meta::Durability::Durable).map_err(fail)?;
     let s = Session::from_meta(dir, m);

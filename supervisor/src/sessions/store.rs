@@ -389,6 +389,42 @@ impl SessionStore {
         recover::sweep(&self.shared, now, before_removal)
     }
 
+    /// Records, for the next start, that a graceful stop saved the globals
+    /// of live session `name` (`unsaved`: those it could not), or with
+    /// `None` that nothing waits for its next interpreter any more.
+    pub fn record_saved_globals(
+        &self,
+        name: &str,
+        unsaved: Option<Vec<(String, String)>>,
+    ) -> Result<(), SessionError> {
+        let s = lock(&self.shared.inner).live.get(name).cloned();
+        let Some(s) = s else {
+            return Ok(());
+        };
+        s.update(&self.shared.dir, meta::Durability::Atomic, |m| {
+            m.saved_globals = unsaved;
+        })
+    }
+
+    /// What a graceful stop saved of session `s`'s globals, if it did: the
+    /// globals it could not save, as (name, why). Taken: the record is
+    /// cleared.
+    pub fn take_saved_globals(&self, s: &Session) -> Option<Vec<(String, String)>> {
+        let saved = lock(&s.state).meta.saved_globals.clone()?;
+        if let Err(e) = s.update(&self.shared.dir, meta::Durability::Atomic, |m| {
+            m.saved_globals = None;
+        }) {
+            tracing::warn!(session = %s.name, error = %e, "could not clear the record of saved globals");
+        }
+        Some(saved)
+    }
+
+    /// Whether a session of this name (see `key`) is live or closing.
+    pub fn has(&self, name: &str) -> bool {
+        let inner = lock(&self.shared.inner);
+        inner.live.contains_key(name) || inner.closing.contains_key(name)
+    }
+
     /// Live sessions.
     pub fn len(&self) -> usize {
         lock(&self.shared.inner).live.len()

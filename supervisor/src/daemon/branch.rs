@@ -1,0 +1,464 @@
+//! Branching requests, in phases. A fork: check the count, take the
+//! source's turn (after the calls sent before it), hold it while its agent
+//! saves its globals and its files are copied into each new session, let
+//! it go, then give each branch an interpreter that restores the globals
+//! in its own jail. A checkpoint: the same save and copy, into the
+//! supervisor's checkpoint store. A rollback: the session's interpreter
+//! ends, its files are replaced by the checkpoint's, and a new interpreter
+//! restores the checkpoint's globals.
+
+use super::replies::{bad_request, internal};
+use super::scheduler::cancelled;
+use super::state::Daemon;
+use crate::checkpoints::{self, is_checkpoint_id};
+use crate::fsops::{self, CopyLimits, FsError};
+use crate::interpreters::branch::{Held, Profile, BRANCH_REL, SAVED_GLOBALS, STATE_REL};
+use crate::interpreters::channel::Named;
+use crate::interpreters::ipython::IpythonLayer;
+use crate::server::Ctx;
+use crate::sessions::Session;
+use prims_policy::Policy;
+use prims_protocol::branch::{Branch, CheckpointInfo, ForkReply, RestoreReply};
+use prims_protocol::wire::{ErrorCode, ErrorReply, NotRestored, Reply, SessionInfo};
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Instant;
+
+const ANY_SIZE: CopyLimits = CopyLimits {
+    max_bytes: u64::MAX,
+};
+
+pub(super) async fn fork(
+    d: &Arc<Daemon>,
+    (session_id, tenant): (String, Option<String>),
+    count: u32,
+    ctx: Ctx,
+) -> Result<Reply, ErrorReply> {
+    let policy = d.policy();
+    let max = policy.branches.max_forks;
+    if count == 0 || count > max {
+        return Err(bad_request(format!(
+            "count is {count}; a fork makes 1 to {max} sessions (branches.max_forks)"
+        )));
+    }
+    if d.draining.load(std::sync::atomic::Ordering::Relaxed) {
+        return Err(ErrorReply {
+            code: ErrorCode::Draining,
+            message: "this node is draining for a restart and opens no new session".into(),
+        });
+    }
+    let source = d.session(session_id, tenant.clone()).await?;
+    let started = Instant::now();
+    let turn = unless_cancelled(&ctx, source.run_lock.lock()).await?;
+    let paused = Instant::now();
+    let held = d
+        .interpreters
+        .hold(&policy, &source)
+        .await
+        .map_err(internal)?;
+    let made = branches(d, &policy, (&source, &held), tenant.as_deref(), count).await;
+    let source_paused_ms = paused.elapsed().as_millis() as u64;
+    let profile = held.profile.clone();
+    let (with_globals, unsaved) = (held.globals.is_some(), held.unsaved.clone());
+    release(d, &source, held).await;
+    drop(turn);
+    let made = made?;
+    let mut sessions = Vec::with_capacity(made.len());
+    let gives = made.iter().map(|(info, s)| async {
+        if !with_globals && unsaved.is_empty() {
+            return Ok(Branch {
+                session_id: info.session_id.clone(),
+                restored: Vec::new(),
+                not_restored: Vec::new(),
+            });
+        }
+        let c = give(d, &policy, s, &profile, unsaved.clone()).await?;
+        Ok::<_, ErrorReply>(Branch {
+            session_id: info.session_id.clone(),
+            restored: c.0,
+            not_restored: c.1,
+        })
+    });
+    let given = futures::future::join_all(gives).await;
+    let mut failed = None;
+    for g in given {
+        match g {
+            Ok(b) => sessions.push(b),
+            Err(e) => failed = Some(e),
+        }
+    }
+    if let Some(e) = failed {
+        close_all(d, &made).await;
+        return Err(e);
+    }
+    Ok(Reply::Forked(ForkReply {
+        sessions,
+        duration_ms: started.elapsed().as_millis() as u64,
+        source_paused_ms,
+    }))
+}
+
+/// `count` new sessions of `tenant` holding copies of the held source's
+/// files and globals: pool spares when they fit, else made now. Either
+/// all, or none (those made are closed again).
+async fn branches(
+    d: &Arc<Daemon>,
+    policy: &Arc<Policy>,
+    (source, held): (&Arc<Session>, &Held),
+    tenant: Option<&str>,
+    count: u32,
+) -> Result<Vec<(SessionInfo, Arc<Session>)>, ErrorReply> {
+    let spare_fits = d.interpreters.spare_fits(&held.profile);
+    let mut made: Vec<(SessionInfo, Arc<Session>)> = Vec::new();
+    for _ in 0..count {
+        let (sessions, live, t, p) = (
+            d.sessions.clone(),
+            d.interpreters.clone(),
+            tenant.map(str::to_owned),
+            policy.clone(),
+        );
+        let got = d
+            .blocking(move || {
+                let info = match spare_fits.then(|| live.claim(&sessions, t.clone(), &p)) {
+                    Some(Some(info)) => info,
+                    _ => sessions.create(t.clone()).map_err(|e| e.to_reply())?,
+                };
+                let s = sessions
+                    .get(&info.session_id, t.as_deref())
+                    .map_err(|e| e.to_reply())?;
+                Ok((info, s))
+            })
+            .await;
+        match got {
+            Ok(b) => made.push(b),
+            Err(e) => {
+                close_all(d, &made).await;
+                return Err(e);
+            }
+        }
+    }
+    let copies = made.iter().map(|(_, branch)| {
+        let (from, to, globals) = (source.clone(), branch.clone(), held.globals);
+        d.blocking(move || copy_session(&from, &to, globals).map_err(|e| copy_refused(&e)))
+    });
+    let copied = futures::future::join_all(copies).await;
+    if let Some(e) = copied.into_iter().find_map(Result::err) {
+        close_all(d, &made).await;
+        return Err(e);
+    }
+    Ok(made)
+}
+
+/// The source's files, and its globals file as the branch's state file.
+fn copy_session(from: &Session, to: &Session, globals: Option<&str>) -> Result<(), FsError> {
+    fsops::copy_tree(
+        &from.workspace,
+        &to.workspace,
+        to.host_uid,
+        &SAVED_GLOBALS,
+        ANY_SIZE,
+    )?;
+    if let Some(g) = globals {
+        fsops::copy_file(
+            (&from.workspace, g),
+            (&to.workspace, STATE_REL),
+            to.host_uid,
+            ANY_SIZE,
+        )?;
+    }
+    Ok(())
+}
+
+/// A copy that did not fit is refused as a quota error; others are ours.
+fn copy_refused(e: &FsError) -> ErrorReply {
+    match e {
+        FsError::NoSpace(path) => ErrorReply {
+            code: ErrorCode::Quota,
+            message: format!(
+                "a branch's disk quota cannot hold the session's files (at {path:?}); \
+                 nothing was forked"
+            ),
+        },
+        FsError::TooLarge { .. } | FsError::TooMany { .. } => ErrorReply {
+            code: ErrorCode::Quota,
+            message: format!("the session's files cannot be copied: {e}; nothing was forked"),
+        },
+        e => internal(format!("copying the session's files: {e}")),
+    }
+}
+
+/// Lets the held source go, removing the globals file its agent wrote
+/// for the branches (a stop's own file stays, for its next call).
+async fn release(d: &Arc<Daemon>, source: &Arc<Session>, held: Held) {
+    if held.globals == Some(BRANCH_REL) {
+        let ws = source.workspace.clone();
+        let _ = d
+            .blocking(move || fsops::remove_file(&ws, BRANCH_REL).map_err(internal))
+            .await;
+    }
+    drop(held);
+}
+
+/// Gives session `s` an interpreter of `profile` that restores the
+/// globals in its state file: (restored, not restored).
+async fn give(
+    d: &Arc<Daemon>,
+    policy: &Policy,
+    s: &Arc<Session>,
+    profile: &Profile,
+    unsaved: Vec<Named>,
+) -> Result<(Vec<String>, Vec<NotRestored>), ErrorReply> {
+    let base = profile
+        .requirements
+        .as_ref()
+        .map(|r| r.base.clone())
+        .unwrap_or_default();
+    let lease = d
+        .envs
+        .ensure(&base, &|_| {})
+        .await
+        .map_err(|e| e.to_reply())?;
+    let ipython = IpythonLayer::get(policy, &d.envs, &|_| {}).await;
+    let c = d
+        .interpreters
+        .give(policy, s, profile, (lease, ipython), unsaved)
+        .await
+        .map_err(|e| internal(format!("a branch's interpreter: {e}")))?;
+    let missed = c
+        .missed
+        .into_iter()
+        .map(|n| NotRestored {
+            name: n.name,
+            why: n.why,
+        })
+        .collect();
+    Ok((c.names, missed))
+}
+
+/// Closes sessions a failed fork made.
+async fn close_all(d: &Arc<Daemon>, made: &[(SessionInfo, Arc<Session>)]) {
+    for (info, s) in made {
+        let (sessions, live, id, tenant) = (
+            d.sessions.clone(),
+            d.interpreters.clone(),
+            info.session_id.clone(),
+            s.tenant.clone(),
+        );
+        let _ = d
+            .blocking(move || {
+                let s = sessions
+                    .begin_closing(&id, tenant.as_deref())
+                    .map_err(|e| e.to_reply())?;
+                let ended = live.forget(&s.name);
+                sessions.finish_closing(s, move || {
+                    if let Some(end) = ended {
+                        let _ = end.blocking_recv();
+                    }
+                });
+                Ok(())
+            })
+            .await;
+    }
+}
+
+pub(super) async fn checkpoint(
+    d: &Arc<Daemon>,
+    (session_id, tenant): (String, Option<String>),
+    label: Option<String>,
+    ctx: Ctx,
+) -> Result<Reply, ErrorReply> {
+    if let Some(l) = &label {
+        if l.chars().count() > checkpoints::MAX_LABEL_CHARS || l.chars().any(char::is_control) {
+            return Err(bad_request(format!(
+                "a label is at most {} characters, none of them control characters",
+                checkpoints::MAX_LABEL_CHARS
+            )));
+        }
+    }
+    let policy = d.policy();
+    if policy.branches.max_checkpoints == 0 {
+        return Err(ErrorReply {
+            code: ErrorCode::Forbidden,
+            message: "checkpoints are off on this server (branches.max_checkpoints = 0)".into(),
+        });
+    }
+    let s = d.session(session_id, tenant.clone()).await?;
+    let turn = unless_cancelled(&ctx, s.run_lock.lock()).await?;
+    let (store, name, t, b) = (
+        d.checkpoints.clone(),
+        s.name.clone(),
+        tenant.clone(),
+        policy.branches.clone(),
+    );
+    let pending = d
+        .blocking(move || store.begin(&name, t.as_deref(), &b))
+        .await?;
+    let started = Instant::now();
+    let held = match d.interpreters.hold(&policy, &s).await {
+        Ok(h) => h,
+        Err(e) => {
+            d.checkpoints.abort(pending);
+            return Err(internal(e));
+        }
+    };
+    let (ws, dir, globals, room) = (
+        s.workspace.clone(),
+        pending.dir.clone(),
+        held.globals,
+        pending.room,
+    );
+    let keep_free = policy.sessions.min_free_disk.0;
+    let copied = d
+        .blocking(move || {
+            room_on_host(&ws, &dir, keep_free)?;
+            let limits = CopyLimits { max_bytes: room };
+            let g = match globals {
+                Some(g) => fsops::copy_file((&ws, g), (&dir, checkpoints::GLOBALS), 0, limits)
+                    .map_err(|e| budget_refused(&e))?
+                    .unwrap_or(0),
+                None => 0,
+            };
+            let left = CopyLimits {
+                max_bytes: room.saturating_sub(g),
+            };
+            let files = fsops::copy_tree(&ws, &dir.join(checkpoints::FILES), 0, &[".prims"], left)
+                .map_err(|e| budget_refused(&e))?;
+            Ok(g + files.bytes)
+        })
+        .await;
+    let paused_ms = started.elapsed().as_millis() as u64;
+    let not_saved = named(held.unsaved.clone());
+    release(d, &s, held).await;
+    drop(turn);
+    let bytes = match copied {
+        Ok(b) => b,
+        Err(e) => {
+            d.checkpoints.abort(pending);
+            return Err(e);
+        }
+    };
+    let info = CheckpointInfo {
+        checkpoint_id: pending.id.clone(),
+        label,
+        created: crate::audit::now_secs(),
+        bytes,
+        not_saved,
+        paused_ms,
+    };
+    let store = d.checkpoints.clone();
+    let kept = d.blocking(move || store.commit(pending, info)).await?;
+    Ok(Reply::Checkpoint(kept))
+}
+
+pub(super) async fn restore(
+    d: &Arc<Daemon>,
+    (session_id, tenant): (String, Option<String>),
+    checkpoint_id: String,
+    ctx: Ctx,
+) -> Result<Reply, ErrorReply> {
+    let s = d.session(session_id, tenant).await?;
+    if !is_checkpoint_id(&checkpoint_id) {
+        return Err(ErrorReply {
+            code: ErrorCode::NotFound,
+            message: format!("the session has no checkpoint {checkpoint_id:?}"),
+        });
+    }
+    let (dir, info) = d.checkpoints.get(&s.name, &checkpoint_id)?;
+    let _turn = unless_cancelled(&ctx, s.run_lock.lock()).await?;
+    let started = Instant::now();
+    let profile = d.interpreters.drop_interpreter(&s).await;
+    let (ws, uid) = (s.workspace.clone(), s.host_uid);
+    d.blocking(move || {
+        let put = || -> Result<(), FsError> {
+            fsops::clear_tree(&ws, &[".prims"])?;
+            fsops::remove_file(&ws, STATE_REL)?;
+            fsops::copy_tree(&dir.join(checkpoints::FILES), &ws, uid, &[], ANY_SIZE)?;
+            fsops::copy_file(
+                (&dir, checkpoints::GLOBALS),
+                (&ws, STATE_REL),
+                uid,
+                ANY_SIZE,
+            )?;
+            Ok(())
+        };
+        put().map_err(|e| internal(format!("rolling the files back: {e}")))
+    })
+    .await?;
+    let unsaved = info
+        .not_saved
+        .into_iter()
+        .map(|n| Named {
+            name: n.name,
+            why: n.why,
+        })
+        .collect();
+    let policy = d.policy();
+    let (restored, not_restored) = give(d, &policy, &s, &profile, unsaved).await?;
+    Ok(Reply::RolledBack(RestoreReply {
+        restored,
+        not_restored,
+        duration_ms: started.elapsed().as_millis() as u64,
+    }))
+}
+
+pub(super) async fn list(
+    d: &Arc<Daemon>,
+    (session_id, tenant): (String, Option<String>),
+) -> Result<Reply, ErrorReply> {
+    let s = d.session(session_id, tenant).await?;
+    Ok(Reply::Checkpoints {
+        checkpoints: d.checkpoints.list(&s.name),
+    })
+}
+
+/// Refuses a checkpoint the host's disk cannot hold beside
+/// `sessions.min_free_disk`, judging by what the workspace holds now.
+fn room_on_host(ws: &std::path::Path, dir: &std::path::Path, keep: u64) -> Result<(), ErrorReply> {
+    let need = fsops::disk_used(ws);
+    let free = crate::sessions::free_bytes(dir);
+    if free < need.saturating_add(keep) {
+        return Err(ErrorReply {
+            code: ErrorCode::Quota,
+            message: format!(
+                "not enough disk for a checkpoint: the session holds {need} bytes, the host \
+                 has {free} free and keeps {keep} (sessions.min_free_disk)"
+            ),
+        });
+    }
+    Ok(())
+}
+
+fn budget_refused(e: &FsError) -> ErrorReply {
+    match e {
+        FsError::TooLarge { max, .. } => ErrorReply {
+            code: ErrorCode::Quota,
+            message: format!(
+                "the checkpoint would pass its byte budget ({max} bytes left of \
+                 branches.max_checkpoint_bytes, or the tenant's); nothing was kept"
+            ),
+        },
+        FsError::NoSpace(_) => ErrorReply {
+            code: ErrorCode::Quota,
+            message: "the host's disk filled while the checkpoint was copied; nothing was kept"
+                .into(),
+        },
+        e => internal(format!("copying the session's files: {e}")),
+    }
+}
+
+fn named(v: Vec<Named>) -> Vec<NotRestored> {
+    v.into_iter()
+        .map(|n| NotRestored {
+            name: n.name,
+            why: n.why,
+        })
+        .collect()
+}
+
+/// `f`, or the cancelled error if the caller cancels first.
+async fn unless_cancelled<T>(ctx: &Ctx, f: impl Future<Output = T>) -> Result<T, ErrorReply> {
+    tokio::select! {
+        v = f => Ok(v),
+        _ = ctx.cancel.cancelled() => Err(cancelled()),
+    }
+}
