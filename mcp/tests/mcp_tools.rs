@@ -16,7 +16,7 @@ use support::client::{
 use support::Stack;
 
 #[tokio::test(flavor = "multi_thread")]
-async fn lists_five_tools_with_output_schemas_and_the_prompt() {
+async fn lists_the_tools_with_output_schemas_and_the_prompt() {
     let stack = Stack::start("", None);
     let c = connect(&stack.url(), None).await;
     let tools = c.list_tools(None).await.expect("tools/list").tools;
@@ -25,10 +25,13 @@ async fn lists_five_tools_with_output_schemas_and_the_prompt() {
     assert_eq!(
         names,
         [
+            "checkpoint_session",
+            "fork_session",
             "list_dir",
             "mount_file",
             "persist_artifact",
             "preview_file",
+            "restore_checkpoint",
             "run_code"
         ]
     );
