@@ -4,6 +4,7 @@
 //! It owns the measurements behind `docs/performance.md`. It is never a
 //! test: it asserts no timing and fails no build, and it is not shipped.
 
+mod branch;
 mod cluster;
 mod egress;
 mod fresh;
@@ -133,6 +134,16 @@ enum Bench {
     /// a new session's first call traced, beside a second server in
     /// allowlist mode (needs root).
     Newuser(newuser::Options),
+    /// Branching a live session through MCP: 4 usable branches of a
+    /// session holding a 10 MB and a 200 MB DataFrame, and a rollback to
+    /// a checkpoint with the next call (needs root).
+    Branch {
+        /// Samples of each, per frame size (at least 3).
+        #[arg(long, default_value_t = 10)]
+        rounds: usize,
+        #[arg(long)]
+        policy: Option<PathBuf>,
+    },
     /// PRIMS's `run_code` against the original's fresh venv + pip install per call.
     Original {
         /// Calls made the original's way (each takes seconds).
@@ -173,6 +184,7 @@ fn main() -> Result<()> {
         } => fresh::main(rounds, repeat, prims, policy, python),
         Bench::Idle { sessions, policy } => idle::main(sessions, prims, policy),
         Bench::Newuser(o) => newuser::main(prims, o),
+        Bench::Branch { rounds, policy } => branch::main(prims, rounds, policy),
         Bench::Original {
             runs,
             prims_per,

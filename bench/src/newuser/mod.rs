@@ -25,7 +25,7 @@
 
 mod first;
 mod load;
-mod node;
+pub(crate) mod node;
 mod options;
 mod report;
 mod sessions;

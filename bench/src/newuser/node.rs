@@ -19,14 +19,14 @@ const HEALTH_DEADLINE: Duration = Duration::from_secs(600);
 /// How long a settle waits for a fork template before it goes on without.
 const TEMPLATE_DEADLINE: Duration = Duration::from_secs(60);
 
-pub(super) fn ms(since: Instant) -> f64 {
+pub(crate) fn ms(since: Instant) -> f64 {
     since.elapsed().as_secs_f64() * 1000.0
 }
 
 /// What the first seconds of a server took, from just before its process
 /// was started.
 #[derive(Debug)]
-pub(super) struct Startup {
+pub(crate) struct Startup {
     pub started: Instant,
     /// Until its port accepted TCP connections.
     pub listen_ms: f64,
@@ -35,7 +35,7 @@ pub(super) struct Startup {
     pub health_status: String,
 }
 
-pub(super) struct Node {
+pub(crate) struct Node {
     pub label: &'static str,
     pub url: String,
     pub http: reqwest::Client,
@@ -173,7 +173,7 @@ impl Node {
     }
 }
 
-pub(super) struct LogSummary {
+pub(crate) struct LogSummary {
     pub label: &'static str,
     pub path: PathBuf,
     pub lines: usize,

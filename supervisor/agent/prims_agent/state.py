@@ -13,6 +13,7 @@ named as not saved, with why."""
 
 import importlib
 import os
+import resource
 import struct
 import sys
 import types
@@ -20,6 +21,11 @@ import types
 from prims_agent.text import LIST_MAX, named, short, why
 
 STATE_MAGIC = b"PRIMS-STATE-1\n"
+# The state is one stream kept in files of at most this size (`0`, `1`,
+# ...) in a directory: the jail's RLIMIT_FSIZE bounds each file, and a
+# large frame's pickle is larger than that.
+STRIPE_MAX = 64 * 1024 * 1024
+STRIPES_MAX = 1 << 16
 # A state record: kind (b"M" module, b"P" pickle), name length, payload length.
 RECORD = struct.Struct(">cIQ")
 RECORD_NAME_MAX = 1024 * 1024
@@ -165,20 +171,22 @@ def write_record(f, pickle, pickler, name, value):
 
 
 def save(globals_, hidden, picklers, path, durable=True):
-    """Saves what of `globals_` can be saved, but `hidden` names, to
-    `path` (synced to disk when `durable`: a stop's save must outlive the
-    host's crash, a fork's is read at once); the `saved` answer.
-    `picklers` is (pickle, cloudpickle or None)."""
+    """Saves what of `globals_` can be saved, but `hidden` names, to the
+    directory `path` (synced to disk when `durable`: a stop's save must
+    outlive the host's crash, a fork's is read at once); the `saved`
+    answer. `picklers` is (pickle, cloudpickle or None)."""
     pickle, cloudpickle = picklers
     pickler = session_pickler(pickle, cloudpickle, globals_)
     saved, skipped = [], []
     os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
-    # One name: a save cut short leaves one file, which the next save
-    # or a discard replaces.
+    # One name: a save cut short leaves one directory, which the next
+    # save or a discard replaces.
     tmp = path + ".tmp"
-    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
+    _remove(tmp)
+    os.mkdir(tmp, 0o700)
     try:
-        with os.fdopen(os.open(tmp, flags, 0o600), "wb") as f:
+        f = Stripes(tmp, _stripe_size(), writing=True)
+        try:
             f.write(STATE_MAGIC)
             for name, value in list(globals_.items()):
                 if isinstance(name, str) and (not_state(name) or name in hidden):
@@ -194,15 +202,14 @@ def save(globals_, hidden, picklers, path, durable=True):
                     f.seek(start)
                     f.truncate()
                     skipped.append(named(name, str(e) if isinstance(e, TooLarge) else why(e)))
-            f.flush()
             if durable:
-                os.fsync(f.fileno())
-        os.replace(tmp, path)
+                f.fsync()
+        finally:
+            f.close()
+        _remove(path)
+        os.rename(tmp, path)
     except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
+        _remove(tmp)
         raise
     return {"op": "saved", "saved": saved[:LIST_MAX], "skipped": skipped[:LIST_MAX]}
 
@@ -211,36 +218,181 @@ def restore(globals_, pickle, path):
     """Restores what `path` holds into `globals_`, and removes it; the
     `restored` answer."""
     restored, failed = [], []
+    _remove(path + ".tmp")
     try:
-        os.unlink(path + ".tmp")
-    except OSError:
-        pass
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        f = Stripes(path, STRIPE_MAX, writing=False)
     except FileNotFoundError:
         return {"op": "restored", "restored": [], "failed": []}
+    except (OSError, ValueError) as e:
+        _remove(path)
+        return {"op": "restored", "restored": [], "failed": [named("<state file>", why(e))]}
     try:
-        with os.fdopen(fd, "rb") as f:
-            if f.read(len(STATE_MAGIC)) != STATE_MAGIC:
-                failed.append(named("<state file>", "not a PRIMS state file"))
-            else:
-                _restore_records(f, globals_, pickle, restored, failed)
+        if f.read(len(STATE_MAGIC)) != STATE_MAGIC:
+            failed.append(named("<state file>", "not a PRIMS state file"))
+        else:
+            _restore_records(f, globals_, pickle, restored, failed)
     finally:
-        try:
-            os.unlink(path)
-        except OSError:
-            pass
+        f.close()
+        _remove(path)
     return {"op": "restored", "restored": restored[:LIST_MAX], "failed": failed[:LIST_MAX]}
 
 
 def discard(path):
     """Removes a saved state unread; the `discarded` answer."""
     for stale in (path, path + ".tmp"):
-        try:
-            os.unlink(stale)
-        except FileNotFoundError:
-            pass
+        _remove(stale)
     return {"op": "discarded"}
+
+
+def _remove(path):
+    """Removes a file, or a directory of stripes (never through a link)."""
+    try:
+        os.unlink(path)
+        return
+    except FileNotFoundError:
+        return
+    except IsADirectoryError:
+        pass
+    except OSError:
+        if not os.path.isdir(path) or os.path.islink(path):
+            raise
+    for name in os.listdir(path):
+        os.unlink(os.path.join(path, name))
+    os.rmdir(path)
+
+
+def _stripe_size():
+    soft, _ = resource.getrlimit(resource.RLIMIT_FSIZE)
+    if soft == resource.RLIM_INFINITY or soft <= 0:
+        return STRIPE_MAX
+    return max(1, min(soft, STRIPE_MAX))
+
+
+class Stripes:
+    """One stream kept in files `0`, `1`, ... of `size` bytes each (the
+    last shorter) in a directory; a file of the older layout reads as one
+    stripe. Positioned reads and writes, so a record's header can be
+    patched and a failed record cut off."""
+
+    def __init__(self, path, size, writing):
+        self.path, self.size, self.writing = path, size, writing
+        self.fds = []
+        self.pos = 0
+        self.length = 0
+        if writing:
+            return
+        flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
+        try:
+            fd = os.open(path, flags | os.O_DIRECTORY)
+        except NotADirectoryError:
+            # The layout before stripes: one file.
+            fd = os.open(path, flags)
+            self.fds = [fd]
+            self.length = os.fstat(fd).st_size
+            self.size = max(self.length, 1)
+            return
+        try:
+            names = os.listdir(fd)
+            if len(names) > STRIPES_MAX or sorted(names, key=_order) != [str(i) for i in range(len(names))]:
+                raise ValueError("not a PRIMS state directory")
+            for i in range(len(names)):
+                sfd = os.open(str(i), flags, dir_fd=fd)
+                self.fds.append(sfd)
+                n = os.fstat(sfd).st_size
+                if i == 0:
+                    self.size = max(n, 1)
+                if n > self.size or (i < len(names) - 1 and n != self.size):
+                    raise ValueError("a PRIMS state directory with stripes of odd sizes")
+                self.length += n
+        except BaseException:
+            self.close()
+            raise
+        finally:
+            os.close(fd)
+
+    def _fd(self, i):
+        while len(self.fds) <= i:
+            flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+            self.fds.append(os.open(os.path.join(self.path, str(len(self.fds))), flags, 0o600))
+        return self.fds[i]
+
+    def write(self, data):
+        view = memoryview(data).cast("B")
+        n = len(view)
+        while view:
+            i, off = divmod(self.pos, self.size)
+            k = os.pwrite(self._fd(i), view[: self.size - off], off)
+            self.pos += k
+            view = view[k:]
+        self.length = max(self.length, self.pos)
+        return n
+
+    def readinto(self, buf):
+        view = memoryview(buf).cast("B")
+        done = 0
+        while done < len(view) and self.pos < self.length:
+            i, off = divmod(self.pos, self.size)
+            want = min(len(view) - done, self.size - off, self.length - self.pos)
+            k = os.preadv(self.fds[i], [view[done : done + want]], off)
+            if k <= 0:
+                break
+            done += k
+            self.pos += k
+        return done
+
+    def read(self, n=-1):
+        if n is None or n < 0:
+            n = self.length - self.pos
+        buf = bytearray(max(0, min(n, self.length - self.pos)))
+        return bytes(buf[: self.readinto(buf)])
+
+    def readline(self, n=-1):
+        line = bytearray()
+        while n is None or n < 0 or len(line) < n:
+            c = self.read(1)
+            if not c:
+                break
+            line += c
+            if c == b"\n":
+                break
+        return bytes(line)
+
+    def tell(self):
+        return self.pos
+
+    def seek(self, pos):
+        self.pos = pos
+
+    def truncate(self):
+        """Cuts the stream at the current position."""
+        i, off = divmod(self.pos, self.size)
+        while len(self.fds) > i + 1:
+            os.close(self.fds.pop())
+            os.unlink(os.path.join(self.path, str(len(self.fds))))
+        if len(self.fds) == i + 1:
+            os.ftruncate(self.fds[i], off)
+        self.length = self.pos
+
+    def fsync(self):
+        for fd in self.fds:
+            os.fsync(fd)
+        dfd = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
+
+    def close(self):
+        for fd in self.fds:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self.fds = []
+
+
+def _order(name):
+    return (len(name), name)
 
 
 def _restore_records(f, globals_, pickle, restored, failed):
@@ -255,19 +407,55 @@ def _restore_records(f, globals_, pickle, restored, failed):
         if name_len > RECORD_NAME_MAX or payload_len > VALUE_MAX_BYTES:
             failed.append(named("<state file>", "corrupt record"))
             return
-        raw_name, payload = f.read(name_len), f.read(payload_len)
-        if len(raw_name) < name_len or len(payload) < payload_len:
+        raw_name = f.read(name_len)
+        if len(raw_name) < name_len:
             failed.append(named("<state file>", "truncated"))
             return
         name = raw_name.decode("utf-8", "surrogatepass")
+        start = f.tell()
         try:
             if kind == b"M":
+                payload = f.read(payload_len)
                 value = importlib.import_module(payload.decode("utf-8"))
             elif kind == b"P":
-                value = pickle.loads(payload)
+                # Streamed from the file: a large value is never in memory
+                # twice (its pickle and itself).
+                value = pickle.Unpickler(Bounded(f, payload_len)).load()
             else:
                 raise ValueError("unknown record kind %r" % kind)
             globals_[name] = value
             restored.append(short(name))
         except BaseException as e:
             failed.append(named(name, why(e)))
+        f.seek(start + payload_len)
+        if start + payload_len > f.length:
+            failed.append(named("<state file>", "truncated"))
+            return
+
+
+class Bounded:
+    """A reader of the next `n` bytes of `f`, for one record's pickle."""
+
+    def __init__(self, f, n):
+        self.f = f
+        self.left = n
+
+    def read(self, size=-1):
+        if size is None or size < 0 or size > self.left:
+            size = self.left
+        data = self.f.read(size)
+        self.left -= len(data)
+        return data
+
+    def readinto(self, buf):
+        view = memoryview(buf)[: self.left]
+        n = self.f.readinto(view)
+        self.left -= n
+        return n
+
+    def readline(self, size=-1):
+        if size is None or size < 0 or size > self.left:
+            size = self.left
+        data = self.f.readline(size)
+        self.left -= len(data)
+        return data

@@ -50,19 +50,30 @@ pub(super) async fn fork(
     let source = d.session(session_id, tenant.clone()).await?;
     let started = Instant::now();
     let turn = unless_cancelled(&ctx, source.run_lock.lock()).await?;
-    let paused = Instant::now();
-    let held = d
+    // The new sessions are made before the source is held: its pause is
+    // only the save and the copy.
+    let spare_fits = d
         .interpreters
-        .hold(&policy, &source)
-        .await
-        .map_err(internal)?;
-    let made = branches(d, &policy, (&source, &held), tenant.as_deref(), count).await;
+        .spare_fits(&d.interpreters.profile(&source).await);
+    let made = new_sessions(d, &policy, tenant.as_deref(), count, spare_fits).await?;
+    let paused = Instant::now();
+    let held = match d.interpreters.hold(&policy, &source).await {
+        Ok(h) => h,
+        Err(e) => {
+            close_all(d, &made).await;
+            return Err(internal(e));
+        }
+    };
+    let copied = copy_into(d, (&source, &held), &made).await;
     let source_paused_ms = paused.elapsed().as_millis() as u64;
     let profile = held.profile.clone();
     let (with_globals, unsaved) = (held.globals.is_some(), held.unsaved.clone());
     release(d, &source, held).await;
     drop(turn);
-    let made = made?;
+    if let Err(e) = copied {
+        close_all(d, &made).await;
+        return Err(e);
+    }
     let mut sessions = Vec::with_capacity(made.len());
     let gives = made.iter().map(|(info, s)| async {
         if !with_globals && unsaved.is_empty() {
@@ -98,55 +109,61 @@ pub(super) async fn fork(
     }))
 }
 
-/// `count` new sessions of `tenant` holding copies of the held source's
-/// files and globals: pool spares when they fit, else made now. Either
-/// all, or none (those made are closed again).
-async fn branches(
+/// `count` new sessions of `tenant`, made side by side: pool spares when
+/// they fit, else made now. Either all, or none (those made are closed
+/// again).
+async fn new_sessions(
     d: &Arc<Daemon>,
     policy: &Arc<Policy>,
-    (source, held): (&Arc<Session>, &Held),
     tenant: Option<&str>,
     count: u32,
+    spare_fits: bool,
 ) -> Result<Vec<(SessionInfo, Arc<Session>)>, ErrorReply> {
-    let spare_fits = d.interpreters.spare_fits(&held.profile);
-    let mut made: Vec<(SessionInfo, Arc<Session>)> = Vec::new();
-    for _ in 0..count {
+    let makes = (0..count).map(|_| {
         let (sessions, live, t, p) = (
             d.sessions.clone(),
             d.interpreters.clone(),
             tenant.map(str::to_owned),
             policy.clone(),
         );
-        let got = d
-            .blocking(move || {
-                let info = match spare_fits.then(|| live.claim(&sessions, t.clone(), &p)) {
-                    Some(Some(info)) => info,
-                    _ => sessions.create(t.clone()).map_err(|e| e.to_reply())?,
-                };
-                let s = sessions
-                    .get(&info.session_id, t.as_deref())
-                    .map_err(|e| e.to_reply())?;
-                Ok((info, s))
-            })
-            .await;
-        match got {
+        d.blocking(move || {
+            let info = match spare_fits.then(|| live.claim(&sessions, t.clone(), &p)) {
+                Some(Some(info)) => info,
+                _ => sessions.create(t.clone()).map_err(|e| e.to_reply())?,
+            };
+            let s = sessions
+                .get(&info.session_id, t.as_deref())
+                .map_err(|e| e.to_reply())?;
+            Ok((info, s))
+        })
+    });
+    let mut made = Vec::new();
+    let mut failed = None;
+    for m in futures::future::join_all(makes).await {
+        match m {
             Ok(b) => made.push(b),
-            Err(e) => {
-                close_all(d, &made).await;
-                return Err(e);
-            }
+            Err(e) => failed = Some(e),
         }
     }
+    if let Some(e) = failed {
+        close_all(d, &made).await;
+        return Err(e);
+    }
+    Ok(made)
+}
+
+/// The held source's files and globals, copied into each new session.
+async fn copy_into(
+    d: &Arc<Daemon>,
+    (source, held): (&Arc<Session>, &Held),
+    made: &[(SessionInfo, Arc<Session>)],
+) -> Result<(), ErrorReply> {
     let copies = made.iter().map(|(_, branch)| {
         let (from, to, globals) = (source.clone(), branch.clone(), held.globals);
         d.blocking(move || copy_session(&from, &to, globals).map_err(|e| copy_refused(&e)))
     });
     let copied = futures::future::join_all(copies).await;
-    if let Some(e) = copied.into_iter().find_map(Result::err) {
-        close_all(d, &made).await;
-        return Err(e);
-    }
-    Ok(made)
+    copied.into_iter().find_map(Result::err).map_or(Ok(()), Err)
 }
 
 /// The source's files, and its globals file as the branch's state file.
@@ -159,7 +176,7 @@ fn copy_session(from: &Session, to: &Session, globals: Option<&str>) -> Result<(
         ANY_SIZE,
     )?;
     if let Some(g) = globals {
-        fsops::copy_file(
+        fsops::copy_path(
             (&from.workspace, g),
             (&to.workspace, STATE_REL),
             to.host_uid,
@@ -193,7 +210,7 @@ async fn release(d: &Arc<Daemon>, source: &Arc<Session>, held: Held) {
     if held.globals == Some(BRANCH_REL) {
         let ws = source.workspace.clone();
         let _ = d
-            .blocking(move || fsops::remove_file(&ws, BRANCH_REL).map_err(internal))
+            .blocking(move || fsops::remove_path(&ws, BRANCH_REL).map_err(internal))
             .await;
     }
     drop(held);
@@ -313,7 +330,7 @@ pub(super) async fn checkpoint(
             room_on_host(&ws, &dir, keep_free)?;
             let limits = CopyLimits { max_bytes: room };
             let g = match globals {
-                Some(g) => fsops::copy_file((&ws, g), (&dir, checkpoints::GLOBALS), 0, limits)
+                Some(g) => fsops::copy_path((&ws, g), (&dir, checkpoints::GLOBALS), 0, limits)
                     .map_err(|e| budget_refused(&e))?
                     .unwrap_or(0),
                 None => 0,
@@ -371,9 +388,9 @@ pub(super) async fn restore(
     d.blocking(move || {
         let put = || -> Result<(), FsError> {
             fsops::clear_tree(&ws, &[".prims"])?;
-            fsops::remove_file(&ws, STATE_REL)?;
+            fsops::remove_path(&ws, STATE_REL)?;
             fsops::copy_tree(&dir.join(checkpoints::FILES), &ws, uid, &[], ANY_SIZE)?;
-            fsops::copy_file(
+            fsops::copy_path(
                 (&dir, checkpoints::GLOBALS),
                 (&ws, STATE_REL),
                 uid,

@@ -67,10 +67,11 @@ pub fn copy_tree(
     Ok(walk.done)
 }
 
-/// Copies the regular file `from_rel` under `from_root` (never through a
-/// symlink) to `to_rel` under `to_root`, replacing it, owned by `owner`;
-/// its bytes. `Ok(None)` when there is no such file. Blocking.
-pub fn copy_file(
+/// Copies `from_rel` under `from_root` (a regular file, or a directory
+/// of them; never through a symlink) to `to_rel` under `to_root`,
+/// replacing what is there, owned by `owner`; the bytes copied.
+/// `Ok(None)` when there is nothing to copy. Blocking.
+pub fn copy_path(
     (from_root, from_rel): (&Path, &str),
     (to_root, to_rel): (&Path, &str),
     owner: u32,
@@ -85,75 +86,82 @@ pub fn copy_file(
         Err(e) => return Err(io("opening", from_rel)(e)),
     };
     let st = nix::sys::stat::fstat(&from).map_err(io("reading", from_rel))?;
-    if SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT != SFlag::S_IFREG {
-        return Err(FsError::NotAFile(from_rel.to_string()));
-    }
+    let kind = SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT;
+    remove_path(to_root, to_rel)?;
     let dst_root = open_root(to_root)?;
     let (parent, base) = match to_rel.rsplit_once('/') {
         Some((p, b)) => (Some(p), b),
         None => (None, to_rel),
     };
     let dir = match parent {
-        Some(p) => {
-            let c = sys::cstr(p).map_err(io("opening", p))?;
-            match nix::sys::stat::mkdirat(dst_root.as_fd(), c.as_c_str(), Mode::S_IRWXU) {
-                Ok(()) => {
-                    let d = open_dir(dst_root.as_fd(), &c)?;
-                    nix::unistd::fchown(&d, Some(uid(owner)), Some(gid(owner)))
-                        .map_err(io("chown of", p))?;
-                    d
-                }
-                Err(Errno::EEXIST) => open_dir(dst_root.as_fd(), &c)?,
-                Err(e) => return Err(io("creating", p)(e)),
-            }
-        }
+        Some(p) => make_dir(dst_root.as_fd(), p, owner)?,
         None => open_dir(dst_root.as_fd(), c".")?,
     };
     let base_c = sys::cstr(base).map_err(io("creating", to_rel))?;
-    match nix::unistd::unlinkat(
-        &dir,
-        base_c.as_c_str(),
-        nix::unistd::UnlinkatFlags::NoRemoveDir,
-    ) {
-        Ok(()) | Err(Errno::ENOENT) => {}
-        Err(e) => return Err(io("replacing", to_rel)(e)),
+    let mut walk = Walk {
+        owner,
+        leave: &[],
+        limits,
+        done: Copied::default(),
+        entries: 0,
+    };
+    match kind {
+        SFlag::S_IFDIR => {
+            nix::sys::stat::mkdirat(&dir, base_c.as_c_str(), Mode::S_IRWXU)
+                .map_err(io("creating", to_rel))?;
+            let d = open_dir(dir.as_fd(), &base_c)?;
+            walk.dir(from.as_fd(), d.as_fd(), to_rel, 0)?;
+            nix::unistd::fchown(&d, Some(uid(owner)), Some(gid(owner)))
+                .map_err(io("chown of", to_rel))?;
+        }
+        SFlag::S_IFREG => walk.file(from.as_fd(), dir.as_fd(), &base_c, to_rel, &st)?,
+        _ => return Err(FsError::NotAFile(from_rel.to_string())),
     }
-    let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW;
-    let to = sys::openat2(dir.as_fd(), &base_c, flags, 0o600, NO_LINKS)
-        .map_err(io("creating", to_rel))?;
-    let copied = copy_data(
-        from.as_fd(),
-        to.as_fd(),
-        st.st_size.max(0) as u64,
-        limits.max_bytes,
-    )
-    .map_err(|e| copy_error(e, to_rel, limits))?;
-    nix::unistd::fchown(&to, Some(uid(owner)), Some(gid(owner))).map_err(io("chown of", to_rel))?;
-    Ok(Some(copied))
+    Ok(Some(walk.done.bytes))
 }
 
-/// Removes the file `rel` under `root` (never through a symlink), if it
-/// is there. Blocking.
-pub fn remove_file(root: &Path, rel: &str) -> Result<(), FsError> {
+/// `rel` under `root` as a directory, made (owned by `owner`) where it is
+/// missing, one component at a time.
+fn make_dir(root: BorrowedFd<'_>, rel: &str, owner: u32) -> Result<OwnedFd, FsError> {
+    let mut at = open_dir(root, c".")?;
+    for part in rel.split('/') {
+        let c = sys::cstr(part).map_err(io("opening", rel))?;
+        match nix::sys::stat::mkdirat(&at, c.as_c_str(), Mode::S_IRWXU) {
+            Ok(()) => {
+                let d = open_dir(at.as_fd(), &c)?;
+                nix::unistd::fchown(&d, Some(uid(owner)), Some(gid(owner)))
+                    .map_err(io("chown of", rel))?;
+                at = d;
+            }
+            Err(Errno::EEXIST) => at = open_dir(at.as_fd(), &c)?,
+            Err(e) => return Err(io("creating", rel)(e)),
+        }
+    }
+    Ok(at)
+}
+
+/// Removes `rel` under `root`, a file or a whole directory (never
+/// through a symlink), if it is there. Blocking.
+pub fn remove_path(root: &Path, rel: &str) -> Result<(), FsError> {
     let root_fd = open_root(root)?;
     let (parent, base) = match rel.rsplit_once('/') {
         Some((p, b)) => (p, b),
         None => (".", rel),
     };
     let p = sys::cstr(parent).map_err(io("opening", parent))?;
-    let dir = match open_dir(root_fd.as_fd(), &p) {
+    let dir = match sys::openat2(
+        root_fd.as_fd(),
+        &p,
+        libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW,
+        0,
+        NO_LINKS,
+    ) {
         Ok(d) => d,
-        Err(FsError::Io {
-            errno: Errno::ENOENT,
-            ..
-        }) => return Ok(()),
-        Err(e) => return Err(e),
+        Err(Errno::ENOENT) => return Ok(()),
+        Err(e) => return Err(io("opening", parent)(e)),
     };
     let b = sys::cstr(base).map_err(io("removing", rel))?;
-    match nix::unistd::unlinkat(&dir, b.as_c_str(), nix::unistd::UnlinkatFlags::NoRemoveDir) {
-        Ok(()) | Err(Errno::ENOENT) => Ok(()),
-        Err(e) => Err(io("removing", rel)(e)),
-    }
+    remove(dir.as_fd(), &b, rel, 0)
 }
 
 /// Removes everything under `root` but the top-level names in `keep`.
@@ -227,7 +235,7 @@ impl Walk<'_> {
                     nix::sys::stat::fchmod(&d, mode).map_err(io("chmod of", &rel))?;
                     times(d.as_fd(), &st);
                 }
-                SFlag::S_IFREG => self.file(src, dst, &name, &rel, &st)?,
+                SFlag::S_IFREG => self.file_at(src, dst, &name, &rel, &st)?,
                 SFlag::S_IFLNK => {
                     let target = match nix::fcntl::readlinkat(src, name.as_c_str()) {
                         Ok(t) => t,
@@ -250,7 +258,7 @@ impl Walk<'_> {
         Ok(())
     }
 
-    fn file(
+    fn file_at(
         &mut self,
         src: BorrowedFd<'_>,
         dst: BorrowedFd<'_>,
@@ -265,7 +273,19 @@ impl Walk<'_> {
             Err(Errno::ENOENT) => return Ok(()),
             Err(e) => return Err(io("opening", rel)(e)),
         };
-        let now = nix::sys::stat::fstat(&from).map_err(io("reading", rel))?;
+        self.file(from.as_fd(), dst, name, rel, st)
+    }
+
+    /// Copies the open file `from` to `name` in `dst`.
+    fn file(
+        &mut self,
+        from: BorrowedFd<'_>,
+        dst: BorrowedFd<'_>,
+        name: &CStr,
+        rel: &str,
+        st: &FileStat,
+    ) -> Result<(), FsError> {
+        let now = nix::sys::stat::fstat(from).map_err(io("reading", rel))?;
         if SFlag::from_bits_truncate(now.st_mode) & SFlag::S_IFMT != SFlag::S_IFREG {
             self.done.skipped.push(rel.to_string());
             return Ok(());
@@ -282,19 +302,8 @@ impl Walk<'_> {
         }
         .map_err(io("creating", rel))?;
         let left = self.limits.max_bytes.saturating_sub(self.done.bytes);
-        let copied =
-            copy_data(from.as_fd(), to.as_fd(), now.st_size.max(0) as u64, left).map_err(|e| {
-                match e {
-                    CopyError::Io(Errno::ENOSPC | Errno::EDQUOT) => {
-                        FsError::NoSpace(rel.to_string())
-                    }
-                    CopyError::Io(e) => io("copying", rel)(e),
-                    CopyError::TooLarge => FsError::TooLarge {
-                        path: rel.to_string(),
-                        max: self.limits.max_bytes,
-                    },
-                }
-            })?;
+        let copied = copy_data(from, to.as_fd(), now.st_size.max(0) as u64, left)
+            .map_err(|e| copy_error(e, rel, self.limits))?;
         self.done.bytes += copied;
         self.done.files += 1;
         nix::unistd::fchown(&to, Some(self.uid()), Some(self.gid()))

@@ -19,7 +19,7 @@ mod snapshot;
 mod sys;
 mod usage;
 
-pub use copy::{clear_tree, copy_file, copy_tree, remove_file, Copied, CopyLimits};
+pub use copy::{clear_tree, copy_path, copy_tree, remove_path, Copied, CopyLimits};
 pub use dir::{list_dir, MAX_DIR_ENTRIES};
 pub use error::FsError;
 pub use mount::{write_mount, write_mount_up_to};

@@ -234,6 +234,20 @@ impl Interpreters {
         profile
     }
 
+    /// What the session's interpreter is, or would be: its branches' new
+    /// sessions are chosen by it before the session is held.
+    pub(crate) async fn profile(&self, session: &Session) -> Profile {
+        let slot = self.slot(session);
+        let guard = slot.live.lock().await;
+        let m = slot.meta();
+        Profile {
+            requirements: m.requirements.clone(),
+            cells: m.cells,
+            env_key: guard.as_ref().map(|l| l.env_key.clone()),
+            asked: guard.as_ref().map(|l| l.asked).unwrap_or_default(),
+        }
+    }
+
     /// The session's branches take a pool spare only if it is what a new
     /// interpreter of `profile` would be: the default environment's, with
     /// the default limits.

@@ -124,3 +124,43 @@ fn clear_tree_removes_all_but_what_it_keeps_and_follows_no_link() {
         b"safe"
     );
 }
+
+#[test]
+fn copy_path_copies_a_directory_of_stripes_and_replaces_what_was_there() {
+    let (a, b) = dirs();
+    std::fs::create_dir_all(a.path().join(".prims/branch.pickle")).unwrap();
+    std::fs::write(a.path().join(".prims/branch.pickle/0"), b"zero").unwrap();
+    std::fs::write(a.path().join(".prims/branch.pickle/1"), b"one").unwrap();
+    std::fs::create_dir_all(b.path().join(".prims/state.pickle")).unwrap();
+    std::fs::write(b.path().join(".prims/state.pickle/9"), b"stale").unwrap();
+    let n = copy_path(
+        (a.path(), ".prims/branch.pickle"),
+        (b.path(), ".prims/state.pickle"),
+        4242,
+        ANY,
+    )
+    .unwrap();
+    assert_eq!(n, Some(7));
+    let mut names: Vec<_> = std::fs::read_dir(b.path().join(".prims/state.pickle"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["0", "1"]);
+    let missing = copy_path((a.path(), "nothing"), (b.path(), "x"), 4242, ANY).unwrap();
+    assert_eq!(missing, None);
+}
+
+#[test]
+fn paths_through_a_planted_symlink_are_refused() {
+    let (a, outside) = dirs();
+    std::fs::create_dir_all(outside.path().join("branch.pickle")).unwrap();
+    std::fs::write(outside.path().join("branch.pickle/0"), b"host").unwrap();
+    std::os::unix::fs::symlink(outside.path(), a.path().join(".prims")).unwrap();
+    let (b, _) = dirs();
+    let err = copy_path((a.path(), ".prims/branch.pickle"), (b.path(), "s"), 4242, ANY);
+    assert!(err.is_err(), "{err:?}");
+    let err = remove_path(a.path(), ".prims/branch.pickle");
+    assert!(err.is_err(), "{err:?}");
+    assert!(outside.path().join("branch.pickle/0").exists());
+}

@@ -218,3 +218,40 @@ async fn with_cloudpickle_code_defined_in_cells_is_carried_by_value() {
         Some("(40, 120, 4, 50, True, 49, 9, '__main__')")
     );
 }
+
+#[tokio::test]
+async fn a_value_larger_than_the_file_size_limit_is_saved_in_stripes() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(".prims/state.pickle");
+    let mut first = Live::start(dir.path()).await;
+    // As a jail's RLIMIT_FSIZE does: no file may pass 1 MiB.
+    first
+        .ok("import resource\nresource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))\nbig = bytes(range(256)) * (5 * 4096)\nsmall = 7")
+        .await;
+    match first.request(&save(&path)).await {
+        FromAgent::Saved { saved, skipped } => {
+            assert_eq!(skipped, [], "{skipped:?}");
+            assert!(saved.contains(&"big".to_string()), "{saved:?}");
+        }
+        other => panic!("{other:?}"),
+    }
+    let stripes = std::fs::read_dir(&path).unwrap().count();
+    assert!(stripes >= 5, "{stripes} stripes");
+    for e in std::fs::read_dir(&path).unwrap() {
+        assert!(e.unwrap().metadata().unwrap().len() <= 1 << 20);
+    }
+    drop(first);
+    let mut second = Live::start(dir.path()).await;
+    match second.request(&restore(&path)).await {
+        FromAgent::Restored { failed, .. } => assert_eq!(failed, []),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        second
+            .ok("big == bytes(range(256)) * (5 * 4096), small")
+            .await
+            .as_deref(),
+        Some("(True, 7)")
+    );
+    assert!(!path.exists());
+}
