@@ -89,7 +89,9 @@ pub fn main(prims: PathBuf, rounds: usize, policy: Option<PathBuf>) -> Result<()
 /// The rounds of one frame size: table rows, each `| what | min | p50 | p90 |`.
 async fn size(node: &Node, rows: usize, rounds: usize) -> Result<Vec<String>> {
     let c = node.connect().await?;
-    let set = call(&c, "run_code", json!({ "code": setup(rows) })).await?.1;
+    let set = call(&c, "run_code", json!({ "code": setup(rows) }))
+        .await?
+        .1;
     if set["status"] != "ok" {
         bail!("setting up the source failed: {set}");
     }
@@ -132,7 +134,12 @@ async fn size(node: &Node, rows: usize, rounds: usize) -> Result<Vec<String>> {
     for _ in 0..rounds {
         node.settle(1).await?;
         let t = Instant::now();
-        call(&c, "restore_checkpoint", json!({"session_id": sid, "checkpoint_id": id})).await?;
+        call(
+            &c,
+            "restore_checkpoint",
+            json!({"session_id": sid, "checkpoint_id": id}),
+        )
+        .await?;
         let (_, v) = call(&c, "run_code", json!({"code": USE, "session_id": sid})).await?;
         if v["status"] != "ok" {
             bail!("the call after a rollback: {v}");
@@ -141,12 +148,15 @@ async fn size(node: &Node, rows: usize, rounds: usize) -> Result<Vec<String>> {
     }
     let _ = c.cancel().await;
     Ok(vec![
-        stats(usable).row("| 4 usable branches (fork + each first call)"),
-        stats(fork_server).row("| fork_session, server's duration_ms"),
-        stats(paused).row("| the source's pause (source_paused_ms)"),
-        stats(first).row("| a branch's first call"),
-        stats(restored).row("| restore_checkpoint + the next call"),
-        format!("| the checkpoint's pause (paused_ms, {} bytes) | {ck_paused:.1} | | |", k["bytes"]),
+        stats(usable).row("4 usable branches (fork + each first call)"),
+        stats(fork_server).row("fork_session, server's duration_ms"),
+        stats(paused).row("the source's pause (source_paused_ms)"),
+        stats(first).row("a branch's first call"),
+        stats(restored).row("restore_checkpoint + the next call"),
+        format!(
+            "| the checkpoint's pause (paused_ms, {} bytes) | {ck_paused:.1} | | |",
+            k["bytes"]
+        ),
     ])
 }
 

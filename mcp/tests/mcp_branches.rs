@@ -29,7 +29,10 @@ async fn three_branches_try_three_approaches_and_the_source_keeps_its_own() {
     let f = ok(&call(&c, "fork_session", json!({"session_id": sid, "count": 3})).await);
     let branches = f["sessions"].as_array().unwrap();
     assert_eq!(branches.len(), 3);
-    assert!(f["duration_ms"].is_u64() && f["source_paused_ms"].is_u64(), "{f}");
+    assert!(
+        f["duration_ms"].is_u64() && f["source_paused_ms"].is_u64(),
+        "{f}"
+    );
     let approaches = ["sorted(data)", "sorted(data, reverse=True)", "data[::-1]"];
     let mut scores = Vec::new();
     for (b, how) in branches.iter().zip(approaches) {
@@ -43,7 +46,8 @@ async fn three_branches_try_three_approaches_and_the_source_keeps_its_own() {
         assert_eq!(restored, ["data", "score"], "{b}");
         assert_eq!(b["not_restored"], json!({}));
         let bid = b["session_id"].as_str().unwrap();
-        let code = format!("data = {how}\nopen('plan.txt', 'w').write({how:?})\nprint(score(data))");
+        let code =
+            format!("data = {how}\nopen('plan.txt', 'w').write({how:?})\nprint(score(data))");
         let r = run(&c, &code, Some(bid)).await;
         assert_eq!(r["session_id"], bid);
         scores.push(r["stdout"].as_str().unwrap().trim().to_owned());
@@ -64,7 +68,12 @@ async fn three_branches_try_three_approaches_and_the_source_keeps_its_own() {
 async fn a_checkpoint_rolls_back_and_is_listed_as_a_resource() {
     let stack = Stack::start("", None);
     let c = connect(&stack.url(), None).await;
-    let r = run(&c, "rows = [1, 2]\ndef total():\n    return sum(rows)", None).await;
+    let r = run(
+        &c,
+        "rows = [1, 2]\ndef total():\n    return sum(rows)",
+        None,
+    )
+    .await;
     let sid = r["session_id"].as_str().unwrap().to_owned();
     let k = ok(&call(
         &c,

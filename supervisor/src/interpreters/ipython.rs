@@ -1,5 +1,5 @@
 //! The IPython layer an interpreter gets: a read-only directory of packages
-//! (IPython, matplotlib, matplotlib-inline) bound at `/ipython` in its jail
+//! (IPython, matplotlib, matplotlib-inline, cloudpickle) bound at `/ipython` in its jail
 //! and put last on `sys.path`, after its environment's packages and the
 //! session's, so every session runs cells through IPython whatever its
 //! requirements, and no cached environment is rebuilt for it. It is the

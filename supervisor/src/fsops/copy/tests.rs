@@ -158,7 +158,12 @@ fn paths_through_a_planted_symlink_are_refused() {
     std::fs::write(outside.path().join("branch.pickle/0"), b"host").unwrap();
     std::os::unix::fs::symlink(outside.path(), a.path().join(".prims")).unwrap();
     let (b, _) = dirs();
-    let err = copy_path((a.path(), ".prims/branch.pickle"), (b.path(), "s"), 4242, ANY);
+    let err = copy_path(
+        (a.path(), ".prims/branch.pickle"),
+        (b.path(), "s"),
+        4242,
+        ANY,
+    );
     assert!(err.is_err(), "{err:?}");
     let err = remove_path(a.path(), ".prims/branch.pickle");
     assert!(err.is_err(), "{err:?}");
