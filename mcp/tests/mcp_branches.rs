@@ -15,6 +15,16 @@ const TOKENS: &str = "[[tokens]]\ntoken = \"token-of-tenant-a-0123\"\ntenant = \
 const A: &str = "token-of-tenant-a-0123";
 const B: &str = "token-of-tenant-b-4567";
 
+/// The names of a JSON array of strings, sorted.
+fn sorted(v: &serde_json::Value) -> Vec<&str> {
+    let mut names: Vec<&str> = v
+        .as_array()
+        .map(|a| a.iter().filter_map(|s| s.as_str()).collect())
+        .unwrap_or_default();
+    names.sort();
+    names
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn three_branches_try_three_approaches_and_the_source_keeps_its_own() {
     let stack = Stack::start("", Some(TOKENS));
@@ -36,14 +46,7 @@ async fn three_branches_try_three_approaches_and_the_source_keeps_its_own() {
     let approaches = ["sorted(data)", "sorted(data, reverse=True)", "data[::-1]"];
     let mut scores = Vec::new();
     for (b, how) in branches.iter().zip(approaches) {
-        let mut restored: Vec<&str> = b["restored"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|v| v.as_str().unwrap())
-            .collect();
-        restored.sort();
-        assert_eq!(restored, ["data", "score"], "{b}");
+        assert_eq!(sorted(&b["restored"]), ["data", "score"], "{b}");
         assert_eq!(b["not_restored"], json!({}));
         let bid = b["session_id"].as_str().unwrap();
         let code =
@@ -105,14 +108,7 @@ async fn a_checkpoint_rolls_back_and_is_listed_as_a_resource() {
         json!({"session_id": sid, "checkpoint_id": id}),
     )
     .await);
-    let mut restored: Vec<&str> = back["restored"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v.as_str().unwrap())
-        .collect();
-    restored.sort();
-    assert_eq!(restored, ["rows", "total"]);
+    assert_eq!(sorted(&back["restored"]), ["rows", "total"]);
     let r = run(&c, "print(total(), 'broken' in globals())", Some(&sid)).await;
     assert_eq!(r["stdout"], "3 False\n");
     let e = err(&call(

@@ -329,3 +329,48 @@ async fn a_graceful_restart_keeps_every_live_session_s_globals() {
     let r = run(&c, &a, "print(x)").await;
     assert_kept(&r);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_global_a_full_workspace_cannot_hold_is_named_and_the_source_keeps_it() {
+    let d = Daemon::start(&live_policy(NO_POOL, ""));
+    let c = d.client().await;
+    let s = c.open_session(None).await.unwrap().session_id;
+    // The 32 MiB workspace filled up, and a global its save cannot fit.
+    let fill = "import os\nbig = os.urandom(4 << 20)\n\
+                f = open('fill', 'wb')\n\
+                try:\n    while True:\n        f.write(b'x' * (1 << 20)); f.flush()\n\
+                except OSError:\n    pass\n";
+    assert_eq!(run(&c, &s, fill).await.outcome.status, Status::Ok);
+    let f = c.fork_session(&s, None, 1).await.unwrap();
+    let b = &f.sessions[0];
+    let why = |name: &str| {
+        b.not_restored
+            .iter()
+            .find(|n| n.name == name)
+            .map(|n| n.why.clone())
+    };
+    assert_eq!(
+        why("big").as_deref(),
+        Some("OSError: [Errno 28] No space left on device"),
+        "{b:?}"
+    );
+    assert!(
+        why("f").is_some_and(|w| w.contains("cannot pickle")),
+        "{b:?}"
+    );
+    let r = run(
+        &c,
+        &b.session_id,
+        "print('big' in globals(), os.path.getsize('fill') > 0)",
+    )
+    .await;
+    assert_eq!(
+        stdout(&r),
+        "False True
+",
+        "{r:?}"
+    );
+    let r = run(&c, &s, "print(len(big))").await;
+    assert_eq!(stdout(&r), "4194304\n", "{r:?}");
+    assert_kept(&r);
+}

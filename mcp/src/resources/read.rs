@@ -48,12 +48,7 @@ pub(crate) async fn read(
         // the workspace root is read with preview_file instead.
         let nb = crate::notebook::fetch(&app.sup, &s)
             .await
-            .map_err(|e| match e.code() {
-                Some(ErrorCode::NotFound) => {
-                    ReadError::NotFound(format!("no session {session_id}"))
-                }
-                _ => ReadError::Other(e.into()),
-            })?;
+            .map_err(|e| session_error(e, &session_id))?;
         let text = String::from_utf8_lossy(&nb).into_owned();
         return Ok(ResourceContents::text(text, uri).with_mime_type(NOTEBOOK_MIME));
     }
@@ -68,12 +63,7 @@ pub(crate) async fn read(
         let list = c
             .list_checkpoints(&s.id, s.tenant.as_deref())
             .await
-            .map_err(|e| match e.code() {
-                Some(ErrorCode::NotFound) => {
-                    ReadError::NotFound(format!("no session {session_id}"))
-                }
-                _ => ReadError::Other(e.into()),
-            })?;
+            .map_err(|e| session_error(e, &session_id))?;
         let text = serde_json::json!({ "checkpoints": list }).to_string();
         return Ok(ResourceContents::text(text, uri).with_mime_type("application/json"));
     }
@@ -97,6 +87,14 @@ pub(crate) async fn read(
                 .with_mime_type(mime)
         }
     })
+}
+
+/// A failure about the session itself: a missing one is "not found".
+fn session_error(e: ClientError, session_id: &str) -> ReadError {
+    match e.code() {
+        Some(ErrorCode::NotFound) => ReadError::NotFound(format!("no session {session_id}")),
+        _ => ReadError::Other(e.into()),
+    }
 }
 
 async fn read_bytes(app: &AppState, s: &SessionRef, path: &str) -> Result<Vec<u8>, ClientError> {

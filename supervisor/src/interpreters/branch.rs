@@ -9,7 +9,7 @@ use super::ipython::IpythonLayer;
 use super::live::{AskError, Carried, HeldLimits, Live};
 use super::registry::Interpreters;
 use super::slot::{Carry, SessionRequirements, Slot};
-use super::start::{StartError, StartSpec};
+use super::start::StartError;
 use crate::envs::EnvLease;
 use crate::sessions::Session;
 use prims_policy::Policy;
@@ -122,6 +122,11 @@ impl Interpreters {
         let timeout = policy.interpreters.save_timeout.0;
         match live.save_to(BRANCH_FILE, false, timeout).await {
             Ok(c) => Ok(Held::new(guard, Some(BRANCH_REL), c.missed, profile)),
+            // The agent answered in turn: its channel is sound, and the
+            // session goes on as it was.
+            Err(AskError::Refused(why)) => Err(format!(
+                "saving the session's globals failed ({why}); the session is unchanged"
+            )),
             Err(e) => {
                 let reason = match e {
                     AskError::Timeout(_) => ResetReason::TimedOut,
@@ -161,30 +166,9 @@ impl Interpreters {
         if !fits {
             *guard = None;
             self.make_room(policy, session.tenant.as_deref(), &slot);
-            let spec = StartSpec {
-                name: self.jails.names.interpreter(&session.name),
-                interpreter: self.interpreter.clone(),
-                workspace: session.workspace.clone(),
-                host_uid: session.host_uid,
-                venv: env.dir.clone(),
-                env_key: env.key.clone(),
-                lease: Some(env),
-                limits: profile.asked,
-                prewarm: Vec::new(),
-                ipython,
-                warm: false,
-                batch: false,
-                fork: Default::default(),
-                agent: self.agent.clone(),
-            };
-            let live = super::fork::start(
-                Some(&self.templates),
-                &self.jails,
-                Some(&self.egress),
-                policy,
-                spec,
-            )
-            .await?;
+            let live = self
+                .start_in(policy, session, (env, ipython), profile.asked, false)
+                .await?;
             *guard = Some(live);
         }
         let Some(live) = guard.as_mut() else {

@@ -175,30 +175,9 @@ impl Interpreters {
             unfit.or(pending)
         };
         self.make_room(policy, session.tenant.as_deref(), slot);
-        let spec = StartSpec {
-            name: self.jails.names.interpreter(&session.name),
-            interpreter: self.interpreter.clone(),
-            workspace: session.workspace.clone(),
-            host_uid: session.host_uid,
-            venv: lease.dir.clone(),
-            env_key: lease.key.clone(),
-            lease: Some(lease),
-            limits: req.limits,
-            prewarm: Vec::new(),
-            ipython,
-            warm: false,
-            batch: req.fresh,
-            fork: Default::default(),
-            agent: self.agent.clone(),
-        };
-        let mut live = super::fork::start(
-            Some(&self.templates),
-            &self.jails,
-            Some(&self.egress),
-            policy,
-            spec,
-        )
-        .await?;
+        let mut live = self
+            .start_in(policy, session, (lease, ipython), req.limits, req.fresh)
+            .await?;
         let carry = std::mem::take(&mut slot.meta().carry);
         let carried = carry_over(&mut live, carry, req.fresh).await;
         slot.meta().kill = Some(live.kill.clone());
@@ -212,6 +191,43 @@ impl Interpreters {
 }
 
 impl Interpreters {
+    /// A new interpreter in the session's jail, running `lease`'s
+    /// environment with `ipython`, started with `limits` (batch CPU weight
+    /// when `batch`): forked from the template when one is up.
+    pub(super) async fn start_in(
+        &self,
+        policy: &Policy,
+        session: &Session,
+        (lease, ipython): (EnvLease, Option<IpythonLayer>),
+        limits: prims_protocol::jail::LimitRequest,
+        batch: bool,
+    ) -> Result<Live, StartError> {
+        let spec = StartSpec {
+            name: self.jails.names.interpreter(&session.name),
+            interpreter: self.interpreter.clone(),
+            workspace: session.workspace.clone(),
+            host_uid: session.host_uid,
+            venv: lease.dir.clone(),
+            env_key: lease.key.clone(),
+            lease: Some(lease),
+            limits,
+            prewarm: Vec::new(),
+            ipython,
+            warm: false,
+            batch,
+            fork: Default::default(),
+            agent: self.agent.clone(),
+        };
+        super::fork::start(
+            Some(&self.templates),
+            &self.jails,
+            Some(&self.egress),
+            policy,
+            spec,
+        )
+        .await
+    }
+
     /// A fresh python in the jail of `live`, for a `fresh: true` call that
     /// it fits otherwise; `None` if it cannot be had (the caller then
     /// starts a new interpreter, as for any `fresh` call).

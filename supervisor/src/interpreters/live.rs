@@ -146,6 +146,7 @@ impl Live {
                 names: saved,
                 missed: skipped,
             }),
+            FromAgent::Error { message } => Err(AskError::Refused(message)),
             other => Err(AskError::Unexpected(other.op())),
         }
     }
@@ -210,6 +211,9 @@ pub(super) enum AskError {
     Channel(ChannelError),
     #[error("an answer of the wrong kind ({0})")]
     Unexpected(&'static str),
+    /// The agent answered, in turn, that it could not (a full workspace).
+    #[error("{0}")]
+    Refused(String),
 }
 
 /// `d` as people write it: "10 s", "500 ms".
