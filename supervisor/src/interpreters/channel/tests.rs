@@ -330,7 +330,7 @@ async fn the_writer_sends_the_frames_the_agent_reads() {
     );
     assert_eq!(
         read_one(),
-        serde_json::json!({"op": "save", "path": "/workspace/.prims/state.pickle"})
+        serde_json::json!({"op": "save", "path": "/workspace/.prims/state.pickle", "durable": true})
     );
     assert_eq!(marker_bytes(&marker).len(), MARKER_HEX_LEN + 17);
 }
