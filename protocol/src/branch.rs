@@ -2,7 +2,7 @@
 //! one. The globals travel pickled and are unpickled only in the jail of
 //! the session that gets them; the files are copied, never shared.
 
-use crate::wire::NotRestored;
+use crate::cell::NotRestored;
 use serde::{Deserialize, Serialize};
 
 /// What `ForkSession` made: one new session per branch.

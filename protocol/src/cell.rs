@@ -61,3 +61,12 @@ pub enum ResetReason {
     Cancelled,
     ServerRestarted,
 }
+
+/// A global a new interpreter (after a stop, a fork, a rollback) could not
+/// be given, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub struct NotRestored {
+    pub name: String,
+    pub why: String,
+}

@@ -4,7 +4,7 @@
 //! number of `Event`s and exactly one final `Reply`, all tagged with the
 //! request's id, so requests on one connection run concurrently.
 
-pub use crate::cell::{CellOutput, OutputKind, ResetReason};
+pub use crate::cell::{CellOutput, NotRestored, OutputKind, ResetReason};
 use crate::jail::{LimitRequest, Outcome};
 use serde::{Deserialize, Serialize};
 
@@ -383,13 +383,6 @@ pub enum InterpreterState {
     New,
     /// A new interpreter replaced one whose state is gone (see `reason`).
     Reset,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case", deny_unknown_fields)]
-pub struct NotRestored {
-    pub name: String,
-    pub why: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
