@@ -16,7 +16,8 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 MODERN_VERSION = "2026-07-28"
-TOOL_NAMES = {"run_code", "list_dir", "preview_file", "mount_file", "persist_artifact"}
+TOOL_NAMES = {"run_code", "list_dir", "preview_file", "mount_file", "persist_artifact",
+              "fork_session", "checkpoint_session", "restore_checkpoint"}
 
 
 # ---------------------------------------------------------------- clients

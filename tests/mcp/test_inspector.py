@@ -61,7 +61,8 @@ def test_inspector_tools_list(server, tmp_path, era):
     tools = find_key(out, "tools")
     assert isinstance(tools, list), f"no tools list{where}"
     assert sorted(t["name"] for t in tools) == sorted(
-        ["run_code", "list_dir", "preview_file", "mount_file", "persist_artifact"]), where
+        ["run_code", "list_dir", "preview_file", "mount_file", "persist_artifact",
+         "fork_session", "checkpoint_session", "restore_checkpoint"]), where
     assert all(t.get("outputSchema") for t in tools), f"a tool has no outputSchema{where}"
 
 

@@ -116,7 +116,7 @@ async def test_list_tools_have_output_schemas(server, mode):
     async with connect(server, mode) as c:
         tools = (await c.list_tools()).tools
         assert {t.name for t in tools} == TOOL_NAMES, [t.name for t in tools]
-        assert len(tools) == 5
+        assert len(tools) == 8
         for t in tools:
             assert t.output_schema, f"{t.name} has no outputSchema"
             assert t.output_schema.get("type") == "object", (t.name, t.output_schema)
@@ -130,6 +130,9 @@ async def test_list_tools_have_output_schemas(server, mode):
         assert {"relative_path", "session_id"} <= props["preview_file"], props
         assert {"url", "mount_path", "session_id"} <= props["mount_file"], props
         assert {"relative_path", "presigned_url", "session_id"} <= props["persist_artifact"], props
+        assert {"session_id", "count"} <= props["fork_session"], props
+        assert required["fork_session"] == {"session_id"}, required
+        assert required["restore_checkpoint"] == {"session_id", "checkpoint_id"}, required
 
 
 async def test_run_code_print(server, mode):

@@ -82,9 +82,10 @@ async def test_legacy_client_lists_reads_and_subscribes(server):
         assert odd.contents[0].text == "hello"
 
         templates = await c.list_resource_templates()
-        # The session's notebook, then any workspace file.
+        # The session's notebook and checkpoints, then any workspace file.
         assert [t.uri_template for t in templates.resource_templates] == [
             PREFIX + "{session_id}/notebook.ipynb",
+            PREFIX + "{session_id}/checkpoints",
             PREFIX + "{session_id}/{+path}",
         ]
 
@@ -211,7 +212,8 @@ async def test_session_id_is_routable_by_header(server):
         async with Client(transport, mode="auto", read_timeout_seconds=120) as c:
             assert c.protocol_version == "2026-07-28", c.protocol_version
             tools = {t.name: t for t in (await c.list_tools()).tools}
-            for name in ["run_code", "list_dir", "preview_file", "mount_file", "persist_artifact"]:
+            for name in ["run_code", "list_dir", "preview_file", "mount_file", "persist_artifact",
+                         "fork_session", "checkpoint_session", "restore_checkpoint"]:
                 prop = tools[name].input_schema["properties"]["session_id"]
                 assert prop.get("x-mcp-header") == "Session-Id" and prop.get("type") == "string", (name, prop)
             sid = (await run_ok(c, "x = 1"))["session_id"]
