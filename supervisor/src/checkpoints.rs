@@ -16,6 +16,7 @@ use prims_policy::Branches;
 use prims_protocol::branch::CheckpointInfo;
 use prims_protocol::wire::{ErrorCode, ErrorReply};
 use std::collections::HashMap;
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -64,7 +65,14 @@ impl Checkpoints {
     /// and removing leftovers of ones cut short.
     pub fn open(state_dir: &Path) -> std::io::Result<Checkpoints> {
         let dir = state_dir.join("checkpoints");
-        std::fs::create_dir_all(&dir)?;
+        // Root's alone: the copies inside keep the workspace files' modes,
+        // and a workspace is its session's alone.
+        match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(e),
+        }
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))?;
         let mut index = Index::default();
         for session in std::fs::read_dir(&dir)? {
             let session = session?;

@@ -245,8 +245,11 @@ async fn a_checkpoint_rolls_back_globals_and_files_and_survives_a_restart() {
     let r = run(&c, &s, check).await;
     assert_eq!(stdout(&r), "1 False 3 source False\n", "{r:?}");
 
-    // Removed with the session.
+    // Root's alone (the copies keep the workspace files' modes), and
+    // removed with the session.
     let dir = d.state.join("checkpoints");
+    let mode = std::fs::metadata(&dir).unwrap().mode() & 0o777;
+    assert_eq!(mode, 0o700);
     let before = std::fs::read_dir(&dir).unwrap().count();
     assert_eq!(before, 1);
     c.close_session(&s, None).await.unwrap();
