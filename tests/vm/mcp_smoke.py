@@ -64,7 +64,8 @@ async def before(url, state):
               and int(out[1]) < 64, r)
 
         r = await call(c, "run_code", session_id=sid,
-                       code="open('output/kept.txt', 'w').write('still here')\nprint('written')")
+                       code="open('output/kept.txt', 'w').write('still here')\nprint('written')\n"
+                            "kept = 41\ndef bump(v):\n    return v + 1")
         check("mcp_file_written", r.get("stdout") == "written\n"
               and any(a.get("name") == "kept.txt" for a in r.get("artifacts", [])), r)
     with open(state, "w") as f:
@@ -79,6 +80,10 @@ async def after(url, state):
         r = await call(c, "run_code", code="print(open('output/kept.txt').read())", session_id=sid)
         check("mcp_session_runs_after_restart", r.get("stdout") == "still here\n"
               and r.get("session_id") == sid, r)
+        # systemctl restart stops the supervisor gracefully: the session's
+        # variables (a function defined in a cell too) come back.
+        r = await call(c, "run_code", code="print(bump(kept))", session_id=sid)
+        check("mcp_session_variables_survive_restart", r.get("stdout") == "42\n", r)
 
 
 FETCH = """import urllib.request
