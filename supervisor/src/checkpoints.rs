@@ -122,13 +122,7 @@ impl Checkpoints {
             )));
         }
         let tenant_own = tenant.map(str::to_owned);
-        let theirs = index
-            .by_session
-            .values()
-            .flatten()
-            .filter(|k| k.tenant == tenant_own);
-        let (their_count, their_bytes) =
-            theirs.fold((0u64, 0u64), |(n, s), k| (n + 1, s + k.info.bytes));
+        let (their_count, their_bytes) = index.tenant(&tenant_own);
         let their_count = their_count + u64::from(*index.pending.get(&tenant_own).unwrap_or(&0));
         if their_count >= u64::from(b.max_checkpoints_per_tenant) {
             return Err(refused(format!(
@@ -162,8 +156,24 @@ impl Checkpoints {
         })
     }
 
-    /// Keeps `p`, described by `info`.
-    pub fn commit(&self, p: Pending, info: CheckpointInfo) -> Result<CheckpointInfo, ErrorReply> {
+    /// Keeps `p`, described by `info`, if the tenant's byte budget still
+    /// holds it: checkpoints of the tenant's other sessions may have been
+    /// kept while this one was copied.
+    pub fn commit(
+        &self,
+        p: Pending,
+        info: CheckpointInfo,
+        b: &Branches,
+    ) -> Result<CheckpointInfo, ErrorReply> {
+        let theirs = self.index().tenant(&p.tenant).1;
+        if theirs.saturating_add(info.bytes) > b.max_checkpoint_bytes_per_tenant.0 {
+            self.abort(p);
+            return Err(refused(format!(
+                "the tenant's checkpoints would pass branches.max_checkpoint_bytes_per_tenant \
+                 ({} bytes); nothing was kept",
+                b.max_checkpoint_bytes_per_tenant.0
+            )));
+        }
         let kept = Kept {
             tenant: p.tenant.clone(),
             info,
@@ -232,6 +242,17 @@ impl Checkpoints {
             tracing::info!(session = %name, "removing the checkpoints of a session that ended");
             self.remove_session(&name);
         }
+    }
+}
+
+impl Index {
+    /// The checkpoints `tenant` keeps, and their bytes.
+    fn tenant(&self, tenant: &Option<String>) -> (u64, u64) {
+        self.by_session
+            .values()
+            .flatten()
+            .filter(|k| &k.tenant == tenant)
+            .fold((0, 0), |(n, s), k| (n + 1, s + k.info.bytes))
     }
 }
 

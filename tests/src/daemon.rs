@@ -145,6 +145,18 @@ impl Daemon {
         }
     }
 
+    /// [`Daemon::reload`], then waits (at most `within`) until the
+    /// supervisor logs that the new policy is in force.
+    pub fn reload_and_wait(&self, extra: &str, within: Duration) {
+        let before = self.log().matches("policy reloaded").count();
+        self.reload(extra);
+        let deadline = Instant::now() + within;
+        while self.log().matches("policy reloaded").count() == before {
+            assert!(Instant::now() < deadline, "no reload:\n{}", self.log());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
     /// Replace the policy file (same base sections) and send SIGHUP.
     pub fn reload(&self, extra: &str) {
         std::fs::write(

@@ -192,11 +192,13 @@ async fn refused_forks_change_nothing() {
 
     // A disk that cannot hold one more workspace beside what must stay
     // free: the fork is refused whole, and no branch is left behind.
-    d.reload(&format!(
-        "[interpreters]\n{NO_POOL}[sessions]\ndisk_quota = \"32MiB\"\n\
-         min_free_disk = \"1000TiB\"\n[branches]\nmax_forks = 3\n"
-    ));
-    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    d.reload_and_wait(
+        &format!(
+            "[interpreters]\n{NO_POOL}[sessions]\ndisk_quota = \"32MiB\"\n\
+             min_free_disk = \"1000TiB\"\n[branches]\nmax_forks = 3\n"
+        ),
+        HANG_GUARD,
+    );
     let e = c.fork_session(&src, Some("alice"), 2).await.unwrap_err();
     assert_eq!(code(&e), Some(ErrorCode::Busy), "{e}");
     assert!(e.to_string().contains("disk"), "{e}");

@@ -234,18 +234,12 @@ async fn egress_allowlist_after_a_reload_no_session_gets_a_spare_of_the_old_poli
     let d = Daemon::start("[interpreters]\npool_size = 1\n");
     let c = d.client().await;
     wait_for_stats(&c, "a warm spare", |s| s.pool_ready == 1).await;
-    d.reload(&format!(
-        "[network]\nmode = \"allowlist\"\nallow = [\"{ip}:{port}\"]\n[interpreters]\npool_size = 1\n"
-    ));
-    let deadline = std::time::Instant::now() + prims_tests::live::HANG_GUARD;
-    while !d.log().contains("policy reloaded") {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "no reload:\n{}",
-            d.log()
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
+    d.reload_and_wait(
+        &format!(
+            "[network]\nmode = \"allowlist\"\nallow = [\"{ip}:{port}\"]\n[interpreters]\npool_size = 1\n"
+        ),
+        prims_tests::live::HANG_GUARD,
+    );
     let code = format!("{FETCH}\nfetch('http://{ip}:{port}/ok')\n");
     for round in ["right after the reload", "from the refilled pool"] {
         let s = c.open_session(None).await.unwrap().session_id;

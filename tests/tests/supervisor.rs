@@ -454,12 +454,7 @@ async fn supervisor_policy_reload_applies_to_new_runs_and_refuses_bad_files() {
         Status::Ok
     );
 
-    d.reload("[limits]\nwall_time = \"1s\"\n");
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !d.log().contains("policy reloaded") {
-        assert!(Instant::now() < deadline, "no reload:\n{}", d.log());
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    d.reload_and_wait("[limits]\nwall_time = \"1s\"\n", Duration::from_secs(10));
     let cut = run(&c, &s.session_id, sleepy).await;
     assert_eq!(
         cut.outcome.status,

@@ -253,9 +253,6 @@ def _remove(path):
         return
     except IsADirectoryError:
         pass
-    except OSError:
-        if not os.path.isdir(path) or os.path.islink(path):
-            raise
     for name in os.listdir(path):
         os.unlink(os.path.join(path, name))
     os.rmdir(path)
@@ -275,7 +272,7 @@ class Stripes:
     patched and a failed record cut off."""
 
     def __init__(self, path, size, writing):
-        self.path, self.size, self.writing = path, size, writing
+        self.path, self.size = path, size
         self.fds = []
         self.pos = 0
         self.length = 0
@@ -293,7 +290,7 @@ class Stripes:
             return
         try:
             names = os.listdir(fd)
-            if len(names) > STRIPES_MAX or sorted(names, key=_order) != [str(i) for i in range(len(names))]:
+            if len(names) > STRIPES_MAX or set(names) != {str(i) for i in range(len(names))}:
                 raise ValueError("not a PRIMS state directory")
             for i in range(len(names)):
                 sfd = os.open(str(i), flags, dir_fd=fd)
@@ -389,10 +386,6 @@ class Stripes:
             except OSError:
                 pass
         self.fds = []
-
-
-def _order(name):
-    return (len(name), name)
 
 
 def _restore_records(f, globals_, pickle, restored, failed):

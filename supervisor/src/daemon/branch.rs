@@ -8,7 +8,7 @@
 //! restores the checkpoint's globals.
 
 use super::replies::{bad_request, internal};
-use super::scheduler::cancelled;
+use super::run::unless_cancelled;
 use super::state::Daemon;
 use crate::checkpoints::{self, is_checkpoint_id};
 use crate::fsops::{self, CopyLimits, FsError};
@@ -20,7 +20,6 @@ use crate::sessions::Session;
 use prims_policy::Policy;
 use prims_protocol::branch::{Branch, CheckpointInfo, ForkReply, RestoreReply};
 use prims_protocol::wire::{ErrorCode, ErrorReply, NotRestored, Reply, SessionInfo};
-use std::future::Future;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -241,40 +240,15 @@ async fn give(
         .give(policy, s, profile, (lease, ipython), unsaved)
         .await
         .map_err(|e| internal(format!("a branch's interpreter: {e}")))?;
-    let missed = c
-        .missed
-        .into_iter()
-        .map(|n| NotRestored {
-            name: n.name,
-            why: n.why,
-        })
-        .collect();
-    Ok((c.names, missed))
+    Ok((c.names, c.missed.into_iter().map(Into::into).collect()))
 }
 
 /// Closes sessions a failed fork made.
 async fn close_all(d: &Arc<Daemon>, made: &[(SessionInfo, Arc<Session>)]) {
     for (info, s) in made {
-        let (sessions, live, id, tenant) = (
-            d.sessions.clone(),
-            d.interpreters.clone(),
-            info.session_id.clone(),
-            s.tenant.clone(),
-        );
-        let _ = d
-            .blocking(move || {
-                let s = sessions
-                    .begin_closing(&id, tenant.as_deref())
-                    .map_err(|e| e.to_reply())?;
-                let ended = live.forget(&s.name);
-                sessions.finish_closing(s, move || {
-                    if let Some(end) = ended {
-                        let _ = end.blocking_recv();
-                    }
-                });
-                Ok(())
-            })
-            .await;
+        if let Err(e) = d.close(info.session_id.clone(), s.tenant.clone()).await {
+            tracing::warn!(session = %s.name, error = %e.message, "could not close a failed fork's branch");
+        }
     }
 }
 
@@ -344,7 +318,7 @@ pub(super) async fn checkpoint(
         })
         .await;
     let paused_ms = started.elapsed().as_millis() as u64;
-    let not_saved = named(held.unsaved.clone());
+    let not_saved = held.unsaved.iter().cloned().map(Into::into).collect();
     release(d, &s, held).await;
     drop(turn);
     let bytes = match copied {
@@ -362,8 +336,8 @@ pub(super) async fn checkpoint(
         not_saved,
         paused_ms,
     };
-    let store = d.checkpoints.clone();
-    let kept = d.blocking(move || store.commit(pending, info)).await?;
+    let (store, b) = (d.checkpoints.clone(), policy.branches.clone());
+    let kept = d.blocking(move || store.commit(pending, info, &b)).await?;
     Ok(Reply::Checkpoint(kept))
 }
 
@@ -401,14 +375,7 @@ pub(super) async fn restore(
         put().map_err(|e| internal(format!("rolling the files back: {e}")))
     })
     .await?;
-    let unsaved = info
-        .not_saved
-        .into_iter()
-        .map(|n| Named {
-            name: n.name,
-            why: n.why,
-        })
-        .collect();
+    let unsaved = info.not_saved.into_iter().map(Into::into).collect();
     let policy = d.policy();
     let (restored, not_restored) = give(d, &policy, &s, &profile, unsaved).await?;
     Ok(Reply::RolledBack(RestoreReply {
@@ -460,22 +427,5 @@ fn budget_refused(e: &FsError) -> ErrorReply {
                 .into(),
         },
         e => internal(format!("copying the session's files: {e}")),
-    }
-}
-
-fn named(v: Vec<Named>) -> Vec<NotRestored> {
-    v.into_iter()
-        .map(|n| NotRestored {
-            name: n.name,
-            why: n.why,
-        })
-        .collect()
-}
-
-/// `f`, or the cancelled error if the caller cancels first.
-async fn unless_cancelled<T>(ctx: &Ctx, f: impl Future<Output = T>) -> Result<T, ErrorReply> {
-    tokio::select! {
-        v = f => Ok(v),
-        _ = ctx.cancel.cancelled() => Err(cancelled()),
     }
 }

@@ -33,27 +33,7 @@ impl Handler for Arc<Daemon> {
                 Ok(Reply::Session(info))
             }
             RequestBody::CloseSession { session_id, tenant } => {
-                let live = self.interpreters.clone();
-                let checkpoints = self.checkpoints.clone();
-                self.blocking(move || {
-                    // Only its tenant may close it. It is gone for every
-                    // request at once; its interpreter, then its files, go
-                    // after the answer, so that a client never waits for
-                    // a jail to end (a restart's sweep finishes a close
-                    // cut short).
-                    let s = sessions
-                        .begin_closing(&session_id, tenant.as_deref())
-                        .map_err(|e| e.to_reply())?;
-                    checkpoints.remove_session(&s.name);
-                    let ended = live.forget(&s.name);
-                    sessions.finish_closing(s, move || {
-                        if let Some(end) = ended {
-                            let _ = end.blocking_recv();
-                        }
-                    });
-                    Ok(())
-                })
-                .await?;
+                self.close(session_id, tenant).await?;
                 Ok(Reply::Closed)
             }
             RequestBody::SessionInfo { session_id, tenant } => {

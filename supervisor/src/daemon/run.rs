@@ -227,7 +227,10 @@ fn check(req: &RunRequest) -> Result<Vec<String>, ErrorReply> {
 }
 
 /// `f`, or the cancelled error if the caller cancels first.
-async fn unless_cancelled<T>(ctx: &Ctx, f: impl Future<Output = T>) -> Result<T, ErrorReply> {
+pub(super) async fn unless_cancelled<T>(
+    ctx: &Ctx,
+    f: impl Future<Output = T>,
+) -> Result<T, ErrorReply> {
     tokio::select! {
         v = f => Ok(v),
         _ = ctx.cancel.cancelled() => Err(cancelled()),

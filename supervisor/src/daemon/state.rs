@@ -65,6 +65,32 @@ impl Daemon {
         .await
     }
 
+    /// Ends session `id`; only its tenant may. It is gone for every
+    /// request at once; its checkpoints go, and its interpreter, then its
+    /// files, after the answer, so that a client never waits for a jail to
+    /// end (a restart's sweep finishes a close cut short).
+    pub(super) async fn close(&self, id: String, tenant: Option<String>) -> Result<(), ErrorReply> {
+        let (sessions, live, checkpoints) = (
+            self.sessions.clone(),
+            self.interpreters.clone(),
+            self.checkpoints.clone(),
+        );
+        self.blocking(move || {
+            let s = sessions
+                .begin_closing(&id, tenant.as_deref())
+                .map_err(|e| e.to_reply())?;
+            checkpoints.remove_session(&s.name);
+            let ended = live.forget(&s.name);
+            sessions.finish_closing(s, move || {
+                if let Some(end) = ended {
+                    let _ = end.blocking_recv();
+                }
+            });
+            Ok(())
+        })
+        .await
+    }
+
     /// Put a new policy in force for runs and tasks that start from now on;
     /// runs already going keep the spec they were built with. The identity range,
     /// cgroup parent and interpreter are fixed at start-up.

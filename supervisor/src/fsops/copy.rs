@@ -56,13 +56,7 @@ pub fn copy_tree(
 ) -> Result<Copied, FsError> {
     let src = open_dir(open_root(from)?.as_fd(), c".")?;
     let dst = open_dir(open_root(to)?.as_fd(), c".")?;
-    let mut walk = Walk {
-        owner,
-        leave,
-        limits,
-        done: Copied::default(),
-        entries: 0,
-    };
+    let mut walk = Walk::new(owner, leave, limits);
     walk.dir(src.as_fd(), dst.as_fd(), "", 0)?;
     Ok(walk.done)
 }
@@ -98,13 +92,7 @@ pub fn copy_path(
         None => open_dir(dst_root.as_fd(), c".")?,
     };
     let base_c = sys::cstr(base).map_err(io("creating", to_rel))?;
-    let mut walk = Walk {
-        owner,
-        leave: &[],
-        limits,
-        done: Copied::default(),
-        entries: 0,
-    };
+    let mut walk = Walk::new(owner, &[], limits);
     match kind {
         SFlag::S_IFDIR => {
             nix::sys::stat::mkdirat(&dir, base_c.as_c_str(), Mode::S_IRWXU)
@@ -186,7 +174,17 @@ struct Walk<'a> {
     entries: usize,
 }
 
-impl Walk<'_> {
+impl<'a> Walk<'a> {
+    fn new(owner: u32, leave: &'a [&'a str], limits: CopyLimits) -> Walk<'a> {
+        Walk {
+            owner,
+            leave,
+            limits,
+            done: Copied::default(),
+            entries: 0,
+        }
+    }
+
     fn dir(
         &mut self,
         src: BorrowedFd<'_>,

@@ -53,11 +53,21 @@ pub(crate) struct Held {
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Profile {
     pub requirements: Option<SessionRequirements>,
-    /// The environment its interpreter ran in (none when it had none).
-    pub env_key: Option<String>,
     pub asked: LimitRequest,
     /// Cells the session ran.
     pub cells: u64,
+}
+
+impl Profile {
+    /// The slot's, with `live` its interpreter (if it has one).
+    fn of(slot: &Slot, live: Option<&Live>) -> Profile {
+        let m = slot.meta();
+        Profile {
+            requirements: m.requirements.clone(),
+            asked: live.map(|l| l.asked).unwrap_or_default(),
+            cells: m.cells,
+        }
+    }
 }
 
 impl Held {
@@ -85,15 +95,7 @@ impl Interpreters {
     pub(crate) async fn hold(&self, policy: &Policy, session: &Session) -> Result<Held, String> {
         let slot = self.slot(session);
         let mut guard = slot.live.clone().lock_owned().await;
-        let (requirements, cells) = {
-            let m = slot.meta();
-            (m.requirements.clone(), m.cells)
-        };
-        let mut profile = Profile {
-            requirements,
-            cells,
-            ..Profile::default()
-        };
+        let profile = Profile::of(&slot, guard.as_ref());
         let alive = guard.as_mut().is_some_and(|l| l.is_alive());
         let live = match guard.as_mut() {
             Some(live) if alive => live,
@@ -114,8 +116,6 @@ impl Interpreters {
                 return Ok(Held::new(guard, globals, unsaved, profile));
             }
         };
-        profile.env_key = Some(live.env_key.clone());
-        profile.asked = live.asked;
         if live.cells == 0 {
             return Ok(Held::new(guard, None, Vec::new(), profile));
         }
@@ -198,17 +198,8 @@ impl Interpreters {
     pub(crate) async fn drop_interpreter(&self, session: &Session) -> Profile {
         let slot: Arc<Slot> = self.slot(session);
         let mut guard = slot.live.lock().await;
-        let mut profile = {
-            let m = slot.meta();
-            Profile {
-                requirements: m.requirements.clone(),
-                cells: m.cells,
-                ..Profile::default()
-            }
-        };
+        let profile = Profile::of(&slot, guard.as_ref());
         if let Some(live) = guard.take() {
-            profile.env_key = Some(live.env_key.clone());
-            profile.asked = live.asked;
             // Its processes must not write into the files being replaced.
             live.end(JAIL_END_WAIT).await;
         }
@@ -223,13 +214,7 @@ impl Interpreters {
     pub(crate) async fn profile(&self, session: &Session) -> Profile {
         let slot = self.slot(session);
         let guard = slot.live.lock().await;
-        let m = slot.meta();
-        Profile {
-            requirements: m.requirements.clone(),
-            cells: m.cells,
-            env_key: guard.as_ref().map(|l| l.env_key.clone()),
-            asked: guard.as_ref().map(|l| l.asked).unwrap_or_default(),
-        }
+        Profile::of(&slot, guard.as_ref())
     }
 
     /// The session's branches take a pool spare only if it is what a new

@@ -448,16 +448,7 @@ async fn carry_over(live: &mut Live, carry: Carry, fresh: bool) -> Option<Result
 fn carried_report(c: Option<Result<Carried, String>>) -> (Vec<String>, Vec<NotRestored>) {
     match c {
         None => (Vec::new(), Vec::new()),
-        Some(Ok(c)) => (
-            c.names,
-            c.missed
-                .into_iter()
-                .map(|n| NotRestored {
-                    name: n.name,
-                    why: n.why,
-                })
-                .collect(),
-        ),
+        Some(Ok(c)) => (c.names, c.missed.into_iter().map(Into::into).collect()),
         Some(Err(e)) => (
             Vec::new(),
             vec![NotRestored {

@@ -274,6 +274,24 @@ pub(crate) struct Named {
     pub why: String,
 }
 
+impl From<Named> for prims_protocol::wire::NotRestored {
+    fn from(n: Named) -> Self {
+        prims_protocol::wire::NotRestored {
+            name: n.name,
+            why: n.why,
+        }
+    }
+}
+
+impl From<prims_protocol::wire::NotRestored> for Named {
+    fn from(n: prims_protocol::wire::NotRestored) -> Self {
+        Named {
+            name: n.name,
+            why: n.why,
+        }
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum ChannelError {
     #[error("the interpreter closed its channel")]

@@ -85,24 +85,22 @@ impl Interpreters {
     /// globals a graceful stop saved gets them back in its next
     /// interpreter, which reports the restart.
     pub(super) fn slot(&self, session: &Session) -> Arc<Slot> {
-        if let Some(s) = self.slots().get(&session.name) {
+        // Under the lock: the record is taken once, by the slot that stays.
+        let mut slots = self.slots();
+        if let Some(s) = slots.get(&session.name) {
             return s.clone();
         }
         let slot = Slot::new(session.tenant.clone(), None);
         if let Some(unsaved) = self.sessions.take_saved_globals(session) {
             let mut m = slot.meta();
             m.carry = Carry::Saved {
-                unsaved: unsaved
-                    .into_iter()
-                    .map(|(name, why)| Named { name, why })
-                    .collect(),
+                unsaved: unsaved.into_iter().map(Into::into).collect(),
             };
             m.next_reason = Some(ResetReason::ServerRestarted);
         }
-        self.slots()
-            .entry(session.name.clone())
-            .or_insert_with(|| Arc::new(slot))
-            .clone()
+        let slot = Arc::new(slot);
+        slots.insert(session.name.clone(), slot.clone());
+        slot
     }
 
     /// What the session's calls asked for so far; None before its first.
@@ -246,27 +244,25 @@ impl Interpreters {
             let Ok(mut guard) = slot.live.clone().try_lock_owned() else {
                 continue;
             };
-            let alive = guard.as_mut().is_some_and(|l| l.cells > 0 && l.is_alive());
-            match guard.as_ref() {
-                Some(_) if alive => {
-                    saves.push(async move {
-                        let Some(live) = guard.as_mut() else {
-                            return (name, None);
-                        };
-                        let saved = live.save(save).await;
-                        if let Err(e) = &saved {
-                            tracing::warn!(job = %live.job, error = %e, "saving an interpreter's globals at shutdown failed");
-                        }
-                        (name, saved.ok().map(|c| c.missed))
-                    });
+            if guard.is_none() {
+                if let Carry::Saved { unsaved } = &slot.meta().carry {
+                    kept.push((name, unsaved.clone()));
                 }
-                None => {
-                    if let Carry::Saved { unsaved } = &slot.meta().carry {
-                        kept.push((name, unsaved.clone()));
-                    }
-                }
-                Some(_) => {}
+                continue;
             }
+            saves.push(async move {
+                let Some(live) = guard.as_mut().filter(|l| l.cells > 0) else {
+                    return (name, None);
+                };
+                if !live.is_alive() {
+                    return (name, None);
+                }
+                let saved = live.save(save).await;
+                if let Err(e) = &saved {
+                    tracing::warn!(job = %live.job, error = %e, "saving an interpreter's globals at shutdown failed");
+                }
+                (name, saved.ok().map(|c| c.missed))
+            });
         }
         let started = Instant::now();
         let saved = futures::future::join_all(saves).await;
@@ -282,8 +278,8 @@ impl Interpreters {
             .filter_map(|(name, s)| s.map(|s| (name, s)))
             .chain(kept);
         for (name, unsaved) in records {
-            let unsaved = unsaved.into_iter().map(|n| (n.name, n.why)).collect();
-            if let Err(e) = self.sessions.record_saved_globals(&name, Some(unsaved)) {
+            let unsaved = unsaved.into_iter().map(Into::into).collect();
+            if let Err(e) = self.sessions.record_saved_globals(&name, unsaved) {
                 tracing::warn!(session = %name, error = %e, "could not record the saved globals");
             }
         }

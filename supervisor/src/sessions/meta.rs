@@ -47,9 +47,9 @@ pub(super) struct Meta {
     pub ran: bool,
     /// A graceful stop saved the globals of its interpreter into the
     /// workspace: the session's next interpreter restores them. The
-    /// globals that could not be saved, as (name, why).
+    /// globals that could not be saved, with why.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub saved_globals: Option<Vec<(String, String)>>,
+    pub saved_globals: Option<Vec<prims_protocol::wire::NotRestored>>,
 }
 
 /// The metadata format this version writes.

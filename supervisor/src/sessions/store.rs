@@ -9,7 +9,7 @@ use super::uids::UidPool;
 use super::{history, layout, recover, run_flag};
 use prims_protocol::history::{HistoryCell, HistoryPage};
 use prims_protocol::node::NodeId;
-use prims_protocol::wire::SessionInfo;
+use prims_protocol::wire::{NotRestored, SessionInfo};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
@@ -390,26 +390,24 @@ impl SessionStore {
     }
 
     /// Records, for the next start, that a graceful stop saved the globals
-    /// of live session `name` (`unsaved`: those it could not), or with
-    /// `None` that nothing waits for its next interpreter any more.
+    /// of live session `name` (`unsaved`: those it could not).
     pub fn record_saved_globals(
         &self,
         name: &str,
-        unsaved: Option<Vec<(String, String)>>,
+        unsaved: Vec<NotRestored>,
     ) -> Result<(), SessionError> {
         let s = lock(&self.shared.inner).live.get(name).cloned();
         let Some(s) = s else {
             return Ok(());
         };
         s.update(&self.shared.dir, meta::Durability::Atomic, |m| {
-            m.saved_globals = unsaved;
+            m.saved_globals = Some(unsaved);
         })
     }
 
     /// What a graceful stop saved of session `s`'s globals, if it did: the
-    /// globals it could not save, as (name, why). Taken: the record is
-    /// cleared.
-    pub fn take_saved_globals(&self, s: &Session) -> Option<Vec<(String, String)>> {
+    /// globals it could not save, with why. Taken: the record is cleared.
+    pub fn take_saved_globals(&self, s: &Session) -> Option<Vec<NotRestored>> {
         let saved = lock(&s.state).meta.saved_globals.clone()?;
         if let Err(e) = s.update(&self.shared.dir, meta::Durability::Atomic, |m| {
             m.saved_globals = None;
