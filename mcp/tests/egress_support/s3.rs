@@ -6,7 +6,7 @@
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 pub const ACCESS_KEY: &str = "AKIDPRIMSEGRESSTEST";
@@ -80,9 +80,35 @@ fn free_port() -> u16 {
     l.local_addr().expect("local addr").port()
 }
 
+/// Why a start attempt did not give a server.
+enum NotReady {
+    /// The child exited: most often its port was taken between
+    /// `free_port` and its bind, by a process outside this binary.
+    Exited(String),
+    TimedOut(String),
+}
+
+/// Servers start one at a time. `free_port` releases the port before the
+/// child binds it, so two starts at once could be handed the same port: the
+/// loser's bind fails, and its readiness probe would reach the winner.
+static STARTING: Mutex<()> = Mutex::new(());
+
 impl S3Server {
     /// Starts a server of `kind` on 127.0.0.1 and waits until it accepts.
     pub fn start(kind: Kind) -> S3Server {
+        let _one_at_a_time = STARTING.lock().unwrap_or_else(|e| e.into_inner());
+        let mut last = String::new();
+        for _ in 0..3 {
+            match S3Server::try_start(kind) {
+                Ok(server) => return server,
+                Err(NotReady::Exited(why)) => last = why,
+                Err(NotReady::TimedOut(why)) => panic!("S3 SERVER {kind:?} DID NOT START: {why}"),
+            }
+        }
+        panic!("S3 SERVER {kind:?} DID NOT START in 3 tries; the last:\n{last}")
+    }
+
+    fn try_start(kind: Kind) -> Result<S3Server, NotReady> {
         let f = fixtures();
         let dir = tempfile::tempdir().expect("tempdir");
         let log = dir.path().join("server.log");
@@ -116,24 +142,28 @@ impl S3Server {
             child,
             dir,
         };
-        server.wait_ready(port, &log);
-        server
+        server.wait_ready(port, &log)?;
+        Ok(server)
     }
 
-    fn wait_ready(&mut self, port: u16, log: &Path) {
+    /// Waits until the port accepts while our child still runs: a child
+    /// that exited did not bind it, whoever answers.
+    fn wait_ready(&mut self, port: u16, log: &Path) -> Result<(), NotReady> {
         let deadline = Instant::now() + Duration::from_secs(60);
+        let why = |what: String| {
+            let text = std::fs::read_to_string(log).unwrap_or_default();
+            format!("127.0.0.1:{port} ({what}):\n{text}")
+        };
         loop {
-            if TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                return;
+            let accepts = TcpStream::connect(("127.0.0.1", port)).is_ok();
+            if let Some(status) = self.child.try_wait().ok().flatten() {
+                return Err(NotReady::Exited(why(format!("exited: {status}"))));
             }
-            let exited = self.child.try_wait().ok().flatten();
-            if exited.is_some() || Instant::now() > deadline {
-                let text = std::fs::read_to_string(log).unwrap_or_default();
-                panic!(
-                    "S3 SERVER {:?} DID NOT START on 127.0.0.1:{port} ({}):\n{text}",
-                    self.kind,
-                    exited.map_or("timed out".to_string(), |s| format!("exited: {s}"))
-                );
+            if accepts {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                return Err(NotReady::TimedOut(why("timed out".to_string())));
             }
             std::thread::sleep(Duration::from_millis(100));
         }
