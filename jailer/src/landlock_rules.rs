@@ -1,6 +1,7 @@
 //! Landlock: the ruleset for the access set of `plan::landlock_access`
 //! (read and execute on the read-only binds, read and write on the
-//! workspace, `/tmp` and the writable device nodes, no TCP without a network,
+//! workspace, `/tmp` and the writable device nodes, listing the root's
+//! mount points, no TCP without a network,
 //! in proxy mode connect to the proxy's port only), with abstract sockets
 //! and signals scoped. Applied after all mount work.
 
@@ -89,6 +90,11 @@ fn created(access: &LandlockAccess) -> Result<RulesetCreated, JailError> {
         .add_rules(path_beneath_rules(
             existing(&access.read_write),
             AccessFs::from_all(WANT),
+        ))
+        .map_err(err)?
+        .add_rules(path_beneath_rules(
+            existing(&access.list),
+            AccessFs::ReadDir,
         ))
         .map_err(err)
 }

@@ -55,7 +55,7 @@ impl PrimsServer {
 #[prompt_handler(router = self.prompt_router)]
 impl ServerHandler for PrimsServer {
     fn get_info(&self) -> ServerConfig {
-        let caps = ServerCapabilities::builder()
+        let mut caps = ServerCapabilities::builder()
             .enable_tools()
             .enable_prompts()
             .enable_logging()
@@ -63,6 +63,11 @@ impl ServerHandler for PrimsServer {
             .enable_resources_subscribe()
             .enable_tasks()
             .build();
+        // MCP Apps: run_code names a view (crate::views).
+        caps.extensions.get_or_insert_with(Default::default).insert(
+            crate::views::EXTENSION_ID.into(),
+            crate::views::capability(),
+        );
         ServerConfig::new(caps)
             .with_server_info(Implementation::new("prims", env!("CARGO_PKG_VERSION")))
             .with_instructions(INSTRUCTIONS)

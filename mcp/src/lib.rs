@@ -47,6 +47,7 @@ mod streaming;
 mod tasks;
 mod tools;
 mod uri;
+mod views;
 mod watch;
 
 pub use config::{ConfigError, FrontendConfig, TokenEntry};

@@ -8,7 +8,9 @@
 //! from a fresh kernel numbers them; the interpreter's own counter starts
 //! again at each restart, so it would repeat numbers. A markdown cell
 //! stands where the interpreter restarted, and one at the top says how
-//! many earlier runs the history's bounds dropped.
+//! many earlier runs the history's bounds dropped. The notebook is not
+//! signed, so Jupyter opens it untrusted; for viewers that would render
+//! its outputs as they are, HTML and SVG outputs are sanitized.
 
 use crate::pool::SupervisorPool;
 use crate::sessions::SessionRef;
@@ -77,6 +79,9 @@ pub(crate) fn build(cells: &[HistoryCell], dropped: u64) -> Value {
         "metadata": {
             "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"},
             "language_info": {"name": "python"},
+            // Outputs come from untrusted code: say what was done to them.
+            "prims": {"outputs": "untrusted: HTML and SVG sanitized (scripts, event handlers, \
+                                  styles, frames and outside links removed)"},
         },
         "cells": out,
     })
@@ -118,7 +123,8 @@ fn code_cell(cell: &HistoryCell, count: u64) -> Value {
 }
 
 /// A display or a result; a value of a non-JSON type that is not text is
-/// shown as its JSON text, which is what nbformat requires of it.
+/// shown as its JSON text, which is what nbformat requires of it. HTML and
+/// SVG keep only inert markup ([`sanitize`]).
 fn rich(o: &CellOutput, count: u64) -> Value {
     let data: Map<String, Value> = o
         .data
@@ -129,6 +135,11 @@ fn rich(o: &CellOutput, count: u64) -> Value {
                 Value::String(_) => v.clone(),
                 _ if is_json => v.clone(),
                 other => Value::String(other.to_string()),
+            };
+            let v = match (mime.as_str(), v) {
+                ("text/html", Value::String(t)) => Value::String(sanitize::html(&t)),
+                ("image/svg+xml", Value::String(t)) => Value::String(sanitize::svg(&t)),
+                (_, v) => v,
             };
             (mime.clone(), v)
         })
@@ -148,5 +159,6 @@ fn rich(o: &CellOutput, count: u64) -> Value {
     }
 }
 
+mod sanitize;
 #[cfg(test)]
 mod tests;

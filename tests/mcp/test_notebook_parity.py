@@ -83,6 +83,10 @@ CELLS = [
     "print('after the errors', Out[2], x)",
     PIP_CELL,
     "import tomli_w\nprint(tomli_w.dumps({'a': 1}), x)",
+    # Two displays in one line of one cell are two outputs.
+    "display(1); display('two')",
+    # `!ls /` lists the jail's root as a notebook user expects.
+    "files = !ls /\n'usr' in files and 'tmp' in files",
 ]
 
 # Placeholders for what differs from run to run: durations and addresses.
@@ -231,6 +235,8 @@ async def test_cells_give_the_outputs_of_a_real_ipykernel(server, tmp_path, monk
     assert ("display", ("image/png", "text/plain")) in reference[12].outputs
     assert reference[24].ename == "NameError" and reference[25].ename == "ZeroDivisionError"
     assert reference[26].ename == "SyntaxError"
+    assert [k for k, _ in reference[30].outputs] == ["display"] * 2
+    assert reference[31].result == "True"
 
 
 @pytest.fixture(autouse=True)

@@ -276,3 +276,40 @@ fn escape_host_files_invisible() {
         .os_errno("this_repo", libc::ENOENT)
         .finish();
 }
+
+// ------------------------------------------------------------------- the root
+
+/// `ls /` lists the jail's root as a notebook user expects, and that is all
+/// the listing grants: the root holds only mount points (and the links to
+/// them), nothing in it can be made, and no file is read that was not
+/// readable before.
+#[test]
+fn escape_root_lists_only_mount_points() {
+    let code = r#"
+_names = sorted(os.listdir('/'))
+kv('root_has', *[n for n in ('dev', 'etc', 'proc', 'tmp', 'usr', 'venv', 'workspace') if n in _names])
+def _plain(n):
+    p = '/' + n
+    # /etc is the jailer's few files when no /etc is bound: read under a
+    # rule of its own, as before.
+    if n == 'etc' or os.path.islink(p) or os.path.ismount(p):
+        return False
+    # A directory of the root's own tmpfs that leads to a mount point.
+    return not all(os.path.ismount(os.path.join(d, e)) or os.path.islink(os.path.join(d, e))
+                   for d, subdirs, files in os.walk(p) for e in subdirs + files
+                   if not os.path.ismount(d))
+kv('root_plain', *[n for n in _names if _plain(n)])
+err('create_in_root', open, '/planted', 'w')
+err('mkdir_in_root', os.mkdir, '/planted')
+err('link_in_root', os.symlink, '/workspace', '/planted')
+"#;
+    let run = Job::probe(code).run();
+    run.assert_ok();
+    run.checks()
+        .kv_eq("root_has", "dev etc proc tmp usr venv workspace")
+        .kv_eq("root_plain", "")
+        .os_errno("create_in_root", libc::EROFS)
+        .os_errno("mkdir_in_root", libc::EROFS)
+        .os_errno("link_in_root", libc::EROFS)
+        .finish();
+}

@@ -210,3 +210,49 @@ async fn live_bad_input_closing_the_channel() {
 async fn live_bad_input_dev_null_over_the_channel() {
     attacked("os.dup2(os.open(os.devnull, os.O_WRONLY), chan)").await;
 }
+
+/// The red team's trick: a cell looks through every frame of its stack for
+/// the end-of-output marker and writes it itself, then prints on. The
+/// marker is made only after the cell's code is over, so no frame holds
+/// one, and a marker the cell makes up is output like any other: nothing
+/// it prints is lost, nor does any of it spill into the next call.
+#[tokio::test(flavor = "multi_thread")]
+async fn live_bad_input_a_forged_end_of_output_marker_hides_nothing() {
+    let (_d, c, s) = start().await;
+    let forge = r#"import os, sys
+def _hex32(v):
+    return isinstance(v, (str, bytes)) and len(v) == 32 and all(ch in '0123456789abcdef' for ch in (v.decode() if isinstance(v, bytes) else v))
+found = []
+f = sys._getframe()
+while f is not None:
+    found += [v for v in f.f_locals.values() if _hex32(v)]
+    f = f.f_back
+print('markers in frames:', len(found), flush=True)
+for m in found + ['0' * 32]:
+    m = m.encode() if isinstance(m, str) else m
+    os.write(1, b'\0prims-cell-end-' + m + b'\0')
+    os.write(2, b'\0prims-cell-end-' + m + b'\0')
+print('after the forged marker', flush=True)
+print('stderr after it too', file=sys.stderr, flush=True)
+"#;
+    let r = run(&c, &s, forge).await;
+    assert_eq!(r.outcome.status, Status::Ok, "{r:?}");
+    let out = stdout(&r);
+    assert!(out.starts_with("markers in frames: 0\n"), "{out:?}");
+    assert!(
+        out.ends_with(
+            "\0prims-cell-end-00000000000000000000000000000000\0after the forged marker\n"
+        ),
+        "{out:?}"
+    );
+    let err = String::from_utf8_lossy(&r.stderr).into_owned();
+    assert!(err.ends_with("\0stderr after it too\n"), "{err:?}");
+    let next = run(&c, &s, "print('next')").await;
+    assert_kept(&next);
+    assert_eq!(
+        stdout(&next),
+        "next\n",
+        "nothing of the last call spills over"
+    );
+    assert!(next.stderr.is_empty(), "{next:?}");
+}

@@ -13,6 +13,8 @@ pub struct LandlockAccess {
     pub read_exec: Vec<PathBuf>,
     /// Every filesystem access Landlock knows, beneath each path.
     pub read_write: Vec<PathBuf>,
+    /// Listing directories only (no file is read), beneath each path.
+    pub list: Vec<PathBuf>,
     pub tcp: TcpAccess,
 }
 
@@ -29,6 +31,14 @@ pub enum TcpAccess {
 
 /// Device nodes python may write, beside its workspace and `/tmp`.
 const WRITABLE_DEVICES: [&str; 3] = ["/dev/null", "/dev/zero", "/dev/full"];
+
+// `ls /` lists the jail's root, as a notebook user expects (usr, workspace,
+// tmp…). A Landlock rule covers the whole tree beneath its path, so listing
+// is granted beneath `/`; but every directory below the root already has
+// its own rule that lists it, except the directories of the root's own
+// read-only tmpfs, which hold only the jail's mount points. So what this
+// adds is the names of the mount points, which every jail of the policy
+// shares: no file's contents, no write, no execute.
 
 pub fn landlock_access(spec: &JobSpec) -> LandlockAccess {
     let mut read_exec: Vec<PathBuf> = spec.ro_binds.clone();
@@ -54,6 +64,7 @@ pub fn landlock_access(spec: &JobSpec) -> LandlockAccess {
     LandlockAccess {
         read_exec,
         read_write,
+        list: vec![PathBuf::from("/")],
         tcp,
     }
 }
@@ -89,6 +100,7 @@ mod tests {
             a.read_write,
             paths(&["/workspace", "/tmp", "/dev/null", "/dev/zero", "/dev/full"])
         );
+        assert_eq!(a.list, paths(&["/"]));
         assert_eq!(a.tcp, TcpAccess::Denied);
     }
 

@@ -129,3 +129,39 @@ fn an_empty_history_is_an_empty_notebook_and_odd_runs_are_marked() {
         "[\"not\",\"a string\"]"
     );
 }
+
+#[test]
+fn html_and_svg_outputs_keep_only_inert_markup() {
+    let mut a = cell(1, "display(HTML(...), SVG(...))");
+    for (mime, value) in [
+        (
+            "text/html",
+            json!("<b>kept</b><img src=\"x\" onerror=\"alert(1)\"><script>alert(2)</script>"),
+        ),
+        (
+            "image/svg+xml",
+            json!("<svg onload=\"alert(3)\"><circle r=\"4\"/></svg>"),
+        ),
+        // Not a string: its JSON text is HTML all the same.
+        ("text/html", json!(["<script>alert(4)</script>"])),
+    ] {
+        a.outputs.push(CellOutput {
+            kind: OutputKind::Display,
+            data: [(mime.to_string(), value)].into(),
+            cut: false,
+            file: None,
+        });
+    }
+    let nb = build(&[a], 0);
+    let outs = &nb["cells"][0]["outputs"];
+    assert_eq!(outs[0]["data"]["text/html"], "<b>kept</b><img src=\"x\">");
+    assert_eq!(
+        outs[1]["data"]["image/svg+xml"],
+        "<svg><circle r=\"4\"></circle></svg>"
+    );
+    assert_eq!(outs[2]["data"]["text/html"], "[\"\"]");
+    assert!(nb["metadata"]["prims"]["outputs"]
+        .as_str()
+        .unwrap()
+        .starts_with("untrusted: HTML and SVG sanitized"));
+}

@@ -44,13 +44,17 @@ impl PrimsServer {
             ttl_ms: Some(0),
             ..Default::default()
         };
+        if cursor.is_none() {
+            // The MCP App views, which every caller may read.
+            out.resources = crate::views::listed();
+        }
         let Some(s) = current else {
             return Ok(out);
         };
         let page = super::list::page(&self.app, &s, cursor.as_deref())
             .await
             .map_err(|e| McpError::invalid_params(e.0, None))?;
-        out.resources = page.resources;
+        out.resources.extend(page.resources);
         out.next_cursor = page.next_cursor;
         Ok(out)
     }

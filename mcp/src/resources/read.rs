@@ -37,6 +37,9 @@ pub(crate) async fn read(
     caller: &Caller,
     uri: &str,
 ) -> Result<ResourceContents, ReadError> {
+    if let Some(view) = crate::views::read(uri) {
+        return Ok(view);
+    }
     let (session_id, path) = parse(uri)?;
     let s = app
         .sessions

@@ -59,6 +59,7 @@ impl PrimsServer {
     #[tool(
         description = RUN_CODE,
         output_schema = schema_for_output::<RunCodeOutput>(),
+        meta = crate::views::run_code_meta(),
         annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = false, open_world_hint = true)
     )]
     async fn run_code(

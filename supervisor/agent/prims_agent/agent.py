@@ -356,11 +356,9 @@ class Agent:
         return exception_name(type(exc))
 
     def cell(self, msg):
-        cid, code, marker = msg.get("id"), msg.get("code"), msg.get("marker")
+        cid, code = msg.get("id"), msg.get("code")
         if not (type(cid) is int and 0 <= cid < 2 ** 64 and isinstance(code, str)):
             return error("a cell needs an integer id and string code")
-        if not (isinstance(marker, str) and len(marker) == MARKER_HEX_LEN and set(marker) <= _HEX):
-            return error("a cell marker is %d lowercase hex digits" % MARKER_HEX_LEN)
         self._restore_fds()
         self._notice_installs()
         self.cell_id = cid
@@ -403,10 +401,20 @@ class Agent:
                 self.send(item)
             done["outputs_dropped"] = self.shell.dropped
         flush_stdio()
+        return done
+
+    def mark(self, msg):
+        """Ends the last cell's output on both pipes with the marker the
+        supervisor made after the cell's code was over (so the code never
+        had it to write before its own output). Not answered."""
+        marker = msg.get("marker")
+        if not (isinstance(marker, str) and len(marker) == MARKER_HEX_LEN and set(marker) <= _HEX):
+            return error("a cell marker is %d lowercase hex digits" % MARKER_HEX_LEN)
+        flush_stdio()
         end = MARKER_PREFIX + marker.encode("ascii") + MARKER_SUFFIX
         write_all(self.out, end)
         write_all(self.err, end)
-        return done
+        return None
 
     def install(self, requirements):
         """Has the supervisor install `requirements` into the session
@@ -478,6 +486,7 @@ class Agent:
     def serve(self):
         handlers = {
             "cell": self.cell,
+            "mark": self.mark,
             "save": self.save,
             "restore": self.restore,
             "discard": self.discard,
@@ -500,4 +509,5 @@ class Agent:
                 reply = handler(msg)
             except Exception as e:
                 reply = error("%s failed: %s" % (msg.get("op"), why(e)))
-            self.send(reply)
+            if reply is not None:
+                self.send(reply)

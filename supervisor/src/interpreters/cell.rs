@@ -19,9 +19,8 @@ use tokio::time::Instant as TokioInstant;
 
 /// How often CPU use is sampled while a cell runs.
 const CPU_TICK: Duration = Duration::from_millis(50);
-/// How long after `done` the end-of-cell markers may take to come through
-/// the pipes (they were written before `done` was sent), or a dead jail's
-/// last output.
+/// How long after `mark` the end-of-cell markers may take to come through
+/// the pipes, or a dead jail's last output.
 const MARKER_WAIT: Duration = Duration::from_millis(500);
 
 /// How a call ended, and whether its interpreter lives on.
@@ -66,17 +65,16 @@ pub(crate) async fn run(
     installer: Option<&Installer>,
 ) -> CellEnd {
     let started = Instant::now();
-    let marker = new_marker();
     let cap = usize::try_from(limits.output_bytes).unwrap_or(usize::MAX);
-    live.stdout.begin(&marker, cap, out.clone());
-    live.stderr.begin(&marker, cap, out);
+    live.stdout.begin(cap, out.clone());
+    live.stderr.begin(cap, out);
     let peak: Option<PeakMeter> = live.cgroup.as_ref().and_then(|c| c.start_peak().ok());
     let before = usage(live);
     live.cells += 1;
     let id = live.cells;
     let mut seen = Seen::default();
     let mut serving = None;
-    let ending = match live.writer.send(&ToAgent::Cell { id, code, marker }).await {
+    let ending = match live.writer.send(&ToAgent::Cell { id, code }).await {
         Err(e) => Ending::Broken(e),
         Ok(()) => {
             let waiting = Waiting {
@@ -96,11 +94,9 @@ pub(crate) async fn run(
         install::abandon(&live.job, s);
     }
     let timed_out = live_timeout(&ending);
-    let marker_deadline = TokioInstant::now() + MARKER_WAIT;
     let done = matches!(ending, Ending::Done(..));
     if done {
-        live.stdout.wait_marker(marker_deadline).await;
-        live.stderr.wait_marker(marker_deadline).await;
+        mark(live).await;
     }
     let after = usage(live);
     let mut end = CellEnd {
@@ -203,6 +199,24 @@ pub(crate) async fn run(
     let notes = std::mem::replace(&mut end.stderr, live.stderr.end());
     end.stderr.bytes.extend_from_slice(&notes.bytes);
     end
+}
+
+/// The cell's code is over (its `done` confirmed): only now is its marker
+/// made, and the agent told to end the output with it. Code of the cell
+/// never held it, so none of its output can pass for the end.
+async fn mark(live: &mut Live) {
+    let marker = new_marker();
+    live.stdout.expect(&marker);
+    live.stderr.expect(&marker);
+    if let Err(e) = live.writer.send(&ToAgent::Mark { marker }).await {
+        // The channel broke just now: the next call finds it so. What came
+        // through the pipes is this cell's.
+        tracing::debug!(job = %live.job, error = %e, "no mark for a cell's output");
+        return;
+    }
+    let deadline = TokioInstant::now() + MARKER_WAIT;
+    live.stdout.wait_marker(deadline).await;
+    live.stderr.wait_marker(deadline).await;
 }
 
 /// Appends a note from the server to the call's stderr.

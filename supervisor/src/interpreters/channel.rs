@@ -14,11 +14,14 @@
 //!
 //! The messages, supervisor to agent:
 //!
-//! - `cell {id, code, marker}`: run `code` in the session's globals. The
-//!   marker is [`MARKER_HEX_LEN`] lowercase hex digits, fresh per cell; the
-//!   agent ends the cell's output on both stdout and stderr with
-//!   [`marker_bytes`] so the streams can be cut into cells
-//!   ([`super::output`]). Answered by `done`.
+//! - `cell {id, code}`: run `code` in the session's globals. Answered by
+//!   `done`.
+//! - `mark {marker}`: sent once the cell's `done` is confirmed (python's
+//!   main thread back in the agent's read). The marker is
+//!   [`MARKER_HEX_LEN`] lowercase hex digits, fresh per cell and made only
+//!   then, so the cell's code never had it to forge; the agent ends the
+//!   cell's output on both stdout and stderr with [`marker_bytes`] so the
+//!   streams can be cut into cells ([`super::output`]). Not answered.
 //! - `save {path}`: pickle what it can of the globals into one file at
 //!   `path` (a path in the jail). Answered by `saved`.
 //! - `restore {path}`: load such a file into the globals and delete it; a
@@ -105,6 +108,9 @@ pub(crate) enum ToAgent {
     Cell {
         id: u64,
         code: String,
+    },
+    /// End the cell's output with this marker (see the module's doc).
+    Mark {
         marker: String,
     },
     Save {

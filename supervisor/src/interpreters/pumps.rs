@@ -1,5 +1,8 @@
 //! The jail's stdout and stderr pipes. While a cell runs, what arrives
-//! goes to that cell (capped) up to the agent's end-of-cell marker. Between
+//! goes to that cell (capped) up to the agent's end-of-cell marker. The
+//! marker is made only once the cell's code is over ([`Pump::expect`]):
+//! until then every byte is the cell's, so code that writes a marker of
+//! its own cannot cut its output short. Between
 //! cells nothing is read: output a background process writes then waits in
 //! the pipe (a pipe holds 64 KiB), the writer blocks once it is full, and
 //! the next cell's output begins with it. So a background flood costs the
@@ -45,10 +48,20 @@ enum Route {
     Ended(Option<Capture>),
 }
 
+/// Where a cell's output stands against its marker.
+#[derive(Debug)]
+enum Scan {
+    /// The cell runs: no marker exists yet, and every byte is its own.
+    Unmarked,
+    /// The marker was sent to the agent: bytes up to it are the cell's.
+    Looking(MarkerScan),
+    /// The marker came through: the cell's output is complete.
+    Found,
+}
+
 #[derive(Debug)]
 struct Capture {
-    /// `None` once the marker came through: the cell's output is complete.
-    scan: Option<MarkerScan>,
+    scan: Scan,
     kept: Capped,
     out: OutputTx,
     /// What followed the marker in its read (a background process's).
@@ -110,9 +123,9 @@ impl Pump {
         })
     }
 
-    /// From now on, output belongs to the cell whose marker is `marker`,
-    /// starting with what waited in the pipe since the last cell.
-    pub fn begin(&self, marker: &str, cap: usize, out: OutputTx) {
+    /// From now on, output belongs to the cell that begins, starting with
+    /// what waited in the pipe since the last cell.
+    pub fn begin(&self, cap: usize, out: OutputTx) {
         let mut route = lock(&self.shared.route);
         let held = match &mut *route {
             Route::Ended(_) => return,
@@ -120,7 +133,7 @@ impl Pump {
             Route::Cell(c) => std::mem::take(&mut c.after),
         };
         *route = Route::Cell(Capture {
-            scan: Some(MarkerScan::new(marker)),
+            scan: Scan::Unmarked,
             kept: Capped::new(cap),
             out,
             after: Vec::new(),
@@ -130,6 +143,16 @@ impl Pump {
             self.shared.feed(self.stream, &held);
         }
         self.shared.resume.notify_one();
+    }
+
+    /// The cell's code is over and the agent is told to write `marker`:
+    /// output is the cell's up to it.
+    pub fn expect(&self, marker: &str) {
+        if let Route::Cell(c) = &mut *lock(&self.shared.route) {
+            if matches!(c.scan, Scan::Unmarked) {
+                c.scan = Scan::Looking(MarkerScan::new(marker));
+            }
+        }
     }
 
     /// Waits until the cell's marker came through (or the pipe ended), at
@@ -149,7 +172,7 @@ impl Pump {
 
     fn marker_seen(&self) -> bool {
         match &*lock(&self.shared.route) {
-            Route::Cell(c) => c.scan.is_none(),
+            Route::Cell(c) => matches!(c.scan, Scan::Found),
             Route::Idle { .. } | Route::Ended(_) => true,
         }
     }
@@ -177,7 +200,7 @@ impl Pump {
             *held = std::mem::take(&mut c.after);
         }
         drop(route);
-        if let Some(scan) = c.scan.take() {
+        if let Scan::Looking(scan) = std::mem::replace(&mut c.scan, Scan::Found) {
             // No marker: what the scanner held back was output.
             let (stream, kept, out) = (self.stream, &mut c.kept, &c.out);
             scan.finish(&mut |b| forward(stream, kept, out, b));
@@ -194,9 +217,9 @@ impl Drop for Pump {
 }
 
 impl Shared {
-    /// A cell waits for its marker: the pipe is read.
+    /// A cell runs or waits for its marker: the pipe is read.
     fn reading(&self) -> bool {
-        matches!(&*lock(&self.route), Route::Cell(c) if c.scan.is_some())
+        matches!(&*lock(&self.route), Route::Cell(c) if !matches!(c.scan, Scan::Found))
     }
 
     fn feed(&self, stream: Stream, chunk: &[u8]) {
@@ -208,12 +231,14 @@ impl Shared {
             Route::Idle { held } => return held.extend_from_slice(chunk),
             Route::Ended(_) => return,
         };
-        let Some(scan) = c.scan.as_mut() else {
-            return c.after.extend_from_slice(chunk);
-        };
         let (kept, out) = (&mut c.kept, &c.out);
+        let scan = match &mut c.scan {
+            Scan::Unmarked => return forward(stream, kept, out, chunk),
+            Scan::Looking(scan) => scan,
+            Scan::Found => return c.after.extend_from_slice(chunk),
+        };
         if let Some(rest) = scan.feed(chunk, &mut |b| forward(stream, kept, out, b)) {
-            c.scan = None;
+            c.scan = Scan::Found;
             c.after = rest;
             drop(route);
             self.changed.notify_waiters();

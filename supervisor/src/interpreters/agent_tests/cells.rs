@@ -196,9 +196,7 @@ async fn prewarm_imports_land_in_sys_modules_only_and_the_variable_is_gone() {
 async fn an_unknown_request_gets_an_error_and_the_agent_goes_on() {
     let dir = tempfile::tempdir().unwrap();
     let mut a = Live::start(dir.path()).await;
-    let bad_marker = crate::interpreters::channel::ToAgent::Cell {
-        id: 1,
-        code: "print(1)".into(),
+    let bad_marker = crate::interpreters::channel::ToAgent::Mark {
         marker: "NOT-HEX".into(),
     };
     match a.request(&bad_marker).await {

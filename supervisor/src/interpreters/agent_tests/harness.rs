@@ -161,17 +161,25 @@ impl Live {
         }
     }
 
-    /// Sends a cell without waiting; its marker.
-    pub async fn send_cell(&mut self, code: &str) -> String {
-        let marker = new_marker();
+    /// Sends a cell without waiting.
+    pub async fn send_cell(&mut self, code: &str) {
         let id = self.next_id;
         self.next_id += 1;
         let cell = ToAgent::Cell {
             id,
             code: code.into(),
-            marker: marker.clone(),
         };
         self.writer.send(&cell).await.unwrap();
+    }
+
+    /// After a cell's `done`, as the supervisor does: a fresh marker for
+    /// the agent to end the cell's output with; the marker.
+    pub async fn mark(&mut self) -> String {
+        let marker = new_marker();
+        let mark = ToAgent::Mark {
+            marker: marker.clone(),
+        };
+        self.writer.send(&mark).await.unwrap();
         marker
     }
 
@@ -204,17 +212,18 @@ impl Live {
         }
     }
 
-    /// The output of the cell whose marker is `marker`.
-    pub async fn output(&mut self, marker: &str) -> (String, String) {
-        let out = self.stdout.until(marker).await;
-        let err = self.stderr.until(marker).await;
+    /// The output of the cell whose `done` came: marked, and cut there.
+    pub async fn output(&mut self) -> (String, String) {
+        let marker = self.mark().await;
+        let out = self.stdout.until(&marker).await;
+        let err = self.stderr.until(&marker).await;
         (text(out), text(err))
     }
 
     pub async fn cell(&mut self, code: &str) -> CellRun {
-        let marker = self.send_cell(code).await;
+        self.send_cell(code).await;
         let (done, outputs) = self.done_and_outputs().await;
-        let (stdout, stderr) = self.output(&marker).await;
+        let (stdout, stderr) = self.output().await;
         CellRun {
             done,
             stdout,

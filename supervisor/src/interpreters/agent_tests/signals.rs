@@ -13,13 +13,13 @@ async fn sigint_during_a_cell_is_a_keyboard_interrupt_and_keeps_state() {
     let dir = tempfile::tempdir().unwrap();
     let mut a = Live::start(dir.path()).await;
     a.ok("x = 41").await;
-    let marker = a.send_cell(SLEEPER).await;
+    a.send_cell(SLEEPER).await;
     a.stdout.wait_for("sleeping\n").await;
     a.signal(Signal::SIGINT);
     let done = a.done().await;
     assert_eq!(done.status, CellStatus::Error);
     assert_eq!(done.exception.as_deref(), Some("KeyboardInterrupt"));
-    let (stdout, stderr) = a.output(&marker).await;
+    let (stdout, stderr) = a.output().await;
     assert_eq!(stdout, "sleeping\n");
     assert!(stderr.ends_with("KeyboardInterrupt\n"), "{stderr}");
     assert!(stderr.contains("<cell 2>"), "{stderr}");
@@ -57,12 +57,12 @@ async fn the_users_sigint_handler_is_kept_between_cells() {
             .as_deref(),
         Some("True")
     );
-    let marker = a.send_cell(SLEEPER).await;
+    a.send_cell(SLEEPER).await;
     a.stdout.wait_for("sleeping\n").await;
     a.signal(Signal::SIGINT);
     let done = a.done().await;
     assert_eq!(done.exception.as_deref(), Some("RuntimeError"));
-    a.output(&marker).await;
+    a.output().await;
 }
 
 #[tokio::test]

@@ -114,10 +114,10 @@ async fn a_forked_child_that_runs_on_into_the_agent_leaves_without_a_word() {
 async fn a_flood_is_cut_at_its_marker_and_capped_by_the_reader() {
     let dir = tempfile::tempdir().unwrap();
     let mut a = Live::start(dir.path()).await;
-    let marker = a
-        .send_cell("import sys\nfor _ in range(2048):\n    sys.stdout.write('x' * 1023 + '\\n')")
+    a.send_cell("import sys\nfor _ in range(2048):\n    sys.stdout.write('x' * 1023 + '\\n')")
         .await;
     assert_eq!(a.done().await.status, CellStatus::Ok);
+    let marker = a.mark().await;
     let mut kept = crate::interpreters::output::Capped::new(64 * 1024);
     let flood = a.stdout.until(&marker).await;
     let first = kept.push(&flood).len();

@@ -307,9 +307,14 @@ async fn the_writer_sends_the_frames_the_agent_reads() {
     let cell = ToAgent::Cell {
         id: 7,
         code: "print(1)".into(),
-        marker: marker.clone(),
     };
     writer.send(&cell).await.unwrap();
+    writer
+        .send(&ToAgent::Mark {
+            marker: marker.clone(),
+        })
+        .await
+        .unwrap();
     writer
         .send(&ToAgent::Save {
             path: "/workspace/.prims/state.pickle".into(),
@@ -326,7 +331,11 @@ async fn the_writer_sends_the_frames_the_agent_reads() {
     };
     assert_eq!(
         read_one(),
-        serde_json::json!({"op": "cell", "id": 7, "code": "print(1)", "marker": marker})
+        serde_json::json!({"op": "cell", "id": 7, "code": "print(1)"})
+    );
+    assert_eq!(
+        read_one(),
+        serde_json::json!({"op": "mark", "marker": marker})
     );
     assert_eq!(
         read_one(),
@@ -341,7 +350,6 @@ async fn a_cell_over_the_supervisor_limit_is_refused_before_writing() {
     let big = ToAgent::Cell {
         id: 1,
         code: "x".repeat(SUPERVISOR_FRAME_MAX),
-        marker: "0".repeat(MARKER_HEX_LEN),
     };
     assert!(matches!(
         writer.send(&big).await,
