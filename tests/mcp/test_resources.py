@@ -116,8 +116,10 @@ async def test_run_results_link_new_artifacts(server):
         # A stateless client reads a linked file through the template.
         read = await c.read_resource(uri(sid, "output/table.csv"))
         assert read.contents[0].text == "a,b\n1,2\n"
-        # It has no current session, so its resources/list is empty.
-        assert (await c.list_resources()).resources == []
+        # It has no current session, so its resources/list holds only the
+        # view of a run (an MCP App), which every caller may read.
+        listed = (await c.list_resources()).resources
+        assert [(str(x.uri), x.mime_type) for x in listed] == [("ui://prims/run-view.html", "text/html;profile=mcp-app")]
 
 
 async def test_listen_notifies_a_2026_client(server):
