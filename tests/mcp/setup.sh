@@ -3,7 +3,10 @@
 #   - a venv at target/mcp-test-venv (from /usr/bin/python3) with the pins of
 #     tests/mcp/requirements.txt: the Python `mcp` SDK, pytest, pytest-asyncio;
 #   - tests/mcp/node_modules from tests/mcp/package-lock.json: the MCP
-#     Inspector CLI and mcp-remote;
+#     Inspector CLI and mcp-remote; for the MCP App view test (app/): the
+#     TypeScript SDK client, @modelcontextprotocol/ext-apps (the host side),
+#     puppeteer-core and esbuild;
+#   - Debian's chromium (apt-get), the browser the view test drives headless;
 #   - tests/conformance/node_modules from its package-lock.json: the official
 #     MCP conformance suite and the Node.js 22 binary it needs.
 # Reruns are instant: a stamp records the hash of what was installed.
@@ -70,9 +73,21 @@ npm_once() {
 }
 
 npm_once "$here" "the npm clients" "$target/mcp-test-npm.log"
-for bin in mcp-inspector mcp-remote; do
+for bin in mcp-inspector mcp-remote esbuild; do
   [ -x "$here/node_modules/.bin/$bin" ] || die "npm install did not install tests/mcp/node_modules/.bin/$bin"
 done
+for pkg in @modelcontextprotocol/ext-apps @modelcontextprotocol/client puppeteer-core; do
+  [ -f "$here/node_modules/$pkg/package.json" ] || die "npm install did not install tests/mcp/node_modules/$pkg"
+done
+
+# ---- chromium, for the MCP App view test (tests/mcp/app) -----------------------
+if ! command -v chromium >/dev/null; then
+  say "chromium not found: installing Debian's chromium with apt-get"
+  [ "$(id -u)" -eq 0 ] || die "need root to apt-get install chromium"
+  apt-get update -q >&2 || die "apt-get update failed"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >&2 || die "apt-get install chromium failed"
+fi
+command -v chromium >/dev/null || die "chromium is still missing after apt-get install chromium"
 
 # ---- the conformance suite ---------------------------------------------------
 conf="$root/tests/conformance"
@@ -85,4 +100,5 @@ inspector=$(node -p 'require(process.argv[1]).version' "$here/node_modules/@mode
 remote=$(node -p 'require(process.argv[1]).version' "$here/node_modules/mcp-remote/package.json")
 mcp_version=$("$venv/bin/python" -c 'import importlib.metadata as m; print(m.version("mcp"))')
 conformance=$(node -p 'require(process.argv[1]).version' "$conf/node_modules/@modelcontextprotocol/conformance/package.json")
-say "ready: python mcp $mcp_version, @modelcontextprotocol/inspector $inspector, mcp-remote $remote, node $(node --version); conformance $conformance on node $("$conf_node" --version)"
+apps=$(node -p 'require(process.argv[1]).version' "$here/node_modules/@modelcontextprotocol/ext-apps/package.json")
+say "ready: python mcp $mcp_version, @modelcontextprotocol/inspector $inspector, mcp-remote $remote, ext-apps $apps, $(chromium --version 2>/dev/null | head -n 1), node $(node --version); conformance $conformance on node $("$conf_node" --version)"

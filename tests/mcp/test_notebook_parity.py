@@ -44,6 +44,10 @@ PIP_CELL = "%pip install tomli-w==1.1.0"
 PIP_SAID = re.compile(r"Successfully installed tomli[-_]w-1\.1\.0|Requirement already satisfied: tomli[-_]w")
 
 
+# A figure's data, which only PRIMS sends (beside the PNG both send).
+CHART = "application/vnd.prims.chart+json"
+
+
 def pip_shape(seen: "Seen") -> "Seen":
     seen.stdout = "<installed>" if PIP_SAID.search(seen.stdout) else seen.stdout
     if seen.stderr is not None and "WARNING" in seen.stderr and "ERROR" not in seen.stderr:
@@ -160,6 +164,11 @@ def from_prims(sc: dict) -> Seen:
         assert not out.get("cut"), f"an output was cut: {out}"
         if "image/png" in data:
             assert is_png(data["image/png"]), f"PRIMS sent an image/png that is no PNG: {out}"
+        # A figure's chart data is PRIMS's own (docs/tools.md, "Chart data"),
+        # beside the PNG a notebook has too.
+        if CHART in data:
+            assert "image/png" in data, f"chart data without its figure: {out}"
+            data = {k: v for k, v in data.items() if k != CHART}
         seen.outputs.append((out["type"], tuple(sorted(data))))
         if out["type"] == "result":
             seen.result = data.get("text/plain")

@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import base64
 import io
+import json
 
+import nbformat
 from PIL import Image
 
 from prims_test_util import connect, describe, entries_of, ok
@@ -99,3 +101,67 @@ async def test_a_shown_figure_is_a_real_png_with_its_text(server):
         assert r.structured_content["result"] == "True", describe(r)
         pv = ok(await c.call_tool("preview_file", {"relative_path": file_text, "session_id": sid}))
         assert (pv["mime"], pv["binary"], pv["size"]) == ("image/png", True, len(png_text)), pv
+
+
+CHART = "application/vnd.prims.chart+json"
+
+BAR_CHART = """\
+import matplotlib.pyplot as plt
+plt.figure(figsize=(4, 3), dpi=50)
+plt.bar(['Author A', 'Author B', 'Author C'], [100, 200, 300], label='Books Sold')
+plt.title('Book Sales'); plt.xlabel('Authors'); plt.ylabel('Sold (books)')
+plt.yticks([0, 300])
+plt.show()
+"""
+
+BAR_CHART_DATA = {
+    "type": "bar",
+    "title": "Book Sales",
+    "x_label": "Authors",
+    "x_unit": None,
+    "x_scale": "categorical",
+    "x_ticks": [0.0, 1.0, 2.0],
+    "x_tick_labels": ["Author A", "Author B", "Author C"],
+    "y_label": "Sold (books)",
+    "y_unit": "books",
+    "y_scale": "linear",
+    "y_ticks": [0.0, 300.0],
+    "y_tick_labels": ["0", "300"],
+    "elements": [
+        {"label": "Author A", "group": "Books Sold", "value": 100.0},
+        {"label": "Author B", "group": "Books Sold", "value": 200.0},
+        {"label": "Author C", "group": "Books Sold", "value": 300.0},
+    ],
+}
+
+
+async def test_a_bar_chart_comes_with_its_data_in_the_output_and_the_notebook(server):
+    async with connect(server, "auto") as c:
+        r = await c.call_tool("run_code", {"code": BAR_CHART})
+        sc = r.structured_content
+        assert sc and sc["status"] == "ok", describe(r)
+        sid = sc["session_id"]
+        out = figure_output(sc)
+        # The chart's data beside its PNG, in the same output.
+        assert sorted(out["data"]) == [CHART, "image/png", "text/plain"], out
+        assert out["data"][CHART] == BAR_CHART_DATA
+        assert not out.get("cut"), out
+        # The JSON text mirror has it too; it is no text block of its own,
+        # and the figure is one image.
+        mirror = [json.loads(b.text) for b in r.content if getattr(b, "type", "") == "text"]
+        assert len(mirror) == 1, r.content
+        assert mirror[0]["outputs"][0]["data"][CHART] == BAR_CHART_DATA
+        images = [b for b in r.content if getattr(b, "type", "") == "image"]
+        assert [b.data for b in images] == [out["data"]["image/png"]], r.content
+
+        got = await c.read_resource(f"prims://sessions/{sid}/notebook.ipynb")
+        nb = json.loads(got.contents[0].text)
+    # nbformat takes a +json mime type's value as JSON.
+    nbformat.validate(nbformat.from_dict(nb))
+    cells = [cell for cell in nb["cells"] if cell["cell_type"] == "code"]
+    assert [cell["source"] for cell in cells] == [BAR_CHART]
+    shown = [o for o in cells[0]["outputs"] if o["output_type"] == "display_data"]
+    assert len(shown) == 1, cells[0]["outputs"]
+    # JSON in the notebook too, not its text.
+    assert shown[0]["data"][CHART] == BAR_CHART_DATA
+    assert shown[0]["data"]["image/png"] == out["data"]["image/png"]

@@ -204,8 +204,9 @@ pub fn wait_for_file(dir: &std::path::Path, name: &str) {
 /// confines it: the same text for a pooled and a cold interpreter. Only
 /// the workspace, `/tmp` and the harmless devices take writes; the
 /// read-only mounts answer EROFS; `/proc/self/comm`, which the mount and
-/// the file's owner would allow, is Landlock's EACCES, as is listing the
-/// root (where other workspaces would be, were they there).
+/// the file's owner would allow, is Landlock's EACCES. The root lists (as
+/// `ls /` does in a notebook), and holds only mount points (and links to
+/// them) beside the jailer's `/etc`: no workspace but the session's.
 pub const CONFINEMENT: &str = r#"import errno, os
 def attempt(path):
     try:
@@ -222,7 +223,16 @@ def listing(path):
         return sorted(os.listdir(path))
     except OSError as e:
         return errno.errorcode[e.errno]
-for p in ('/', '/workspace/..', '/workspace', '/tmp'):
+def root(path):
+    names = listing(path)
+    if isinstance(names, str):
+        return names
+    plain = [n for n in names if n != 'etc' and not os.path.ismount(os.path.join(path, n))
+             and not os.path.islink(os.path.join(path, n))]
+    return 'workspace' in names, plain
+for p in ('/', '/workspace/..'):
+    print(p, root(p))
+for p in ('/workspace', '/tmp'):
     print(p, listing(p))
 for line in open('/proc/self/status'):
     k, _, v = line.partition(':')
@@ -240,8 +250,8 @@ pub const CONFINED: &str = "/workspace/w.txt ok\n\
 /dev/zero ok\n\
 /dev/null ok\n\
 /proc/self/comm EACCES\n\
-/ EACCES\n\
-/workspace/.. EACCES\n\
+/ (True, [])\n\
+/workspace/.. (True, [])\n\
 /workspace ['mounts', 'output', 'w.txt']\n\
 /tmp ['.prims', 't.txt']\n\
 CapInh 0000000000000000\n\

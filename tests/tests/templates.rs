@@ -20,7 +20,8 @@ async fn out(c: &Client, s: &str, code: &str) -> String {
 
 /// What a forked child can see of, and do to, its template, its siblings
 /// and the host: its own pid namespace and nothing else, no way to make a
-/// namespace, mount or trace, and the template's procfs out of reach.
+/// namespace, mount or trace, and the template's procfs out of reach (an
+/// empty tmpfs over it, a mode-0 directory, and Landlock but for listing).
 const REACH: &str = r#"
 import ctypes, errno, os
 libc = ctypes.CDLL(None, use_errno=True)
@@ -46,6 +47,9 @@ try:
     print('/.t', 'listed')
 except OSError as e:
     print('/.t', errno.errorcode[e.errno])
+# The template's procfs lies under /.t; an empty read-only tmpfs covers it.
+top = [l.split() for l in open('/proc/self/mountinfo') if l.split()[4] == '/.t'][-1]
+print('/.t covered by', top[top.index('-') + 1], top[5].split(',')[0])
 print([l.split()[::2] for l in open('/proc/self/uid_map')])
 print([l.split()[::2] for l in open('/proc/self/gid_map')])
 open('/workspace/mine', 'w').close()
@@ -69,6 +73,7 @@ async fn templates_a_forked_interpreter_is_confined_as_a_cold_one() {
              setns EPERM\n\
              mount EPERM\n\
              /.t EACCES\n\
+             /.t covered by tmpfs ro\n\
              [['1000', '1']]\n\
              [['1000', '1']]\n\
              ['/']\n"

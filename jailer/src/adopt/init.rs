@@ -132,6 +132,16 @@ fn setup_and_supervise(p: &mut Prepared<'_>, fds: &InitFds) -> Result<i32, JailE
     attach(&p.trees)?;
     rootfs::mount_tmp(Path::new("/tmp"), spec)?;
     rootfs::mount_proc(Path::new("/proc"), Path::new("/tmp"))?;
+    // The template's view of the host's procfs was needed only for that
+    // mount. An empty read-only tmpfs over its directory leaves nothing in
+    // this jail a path there at all, not only one that Landlock and a
+    // mode-0 directory bar. (Inherited mounts are locked together: it
+    // cannot be unmounted, only covered.)
+    crate::mounts::tmpfs(
+        Path::new(rootfs::TEMPLATE_PROC_DIR),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC | MsFlags::MS_RDONLY,
+        "mode=0,size=4k,nr_inodes=2",
+    )?;
     // The child joins our pid namespace to fork python into it.
     let pid_ns = std::fs::File::open("/proc/self/ns/pid")
         .map(OwnedFd::from)

@@ -92,8 +92,9 @@ pub(crate) struct RunCodeOutput {
     /// Rich outputs, in order: every display() (and matplotlib figure) and
     /// the last expression's value, each a mime bundle: text/plain always,
     /// and text/html, text/markdown, image/png, image/jpeg (base64),
-    /// image/svg+xml or application/json where the object gives them.
-    /// Images also come back as image content.
+    /// image/svg+xml or application/json where the object gives them; a
+    /// figure's data as application/vnd.prims.chart+json (docs/tools.md,
+    /// "Chart data"). Images also come back as image content.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub(crate) outputs: Vec<CellOutputOut>,
     /// Outputs left out past the limits of one call (32 outputs, 4 MiB).

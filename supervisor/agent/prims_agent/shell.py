@@ -7,12 +7,14 @@ ones that collect mime bundles, which the agent sends the supervisor as
 `output` frames, and tracebacks go to stderr. Without the layer (or if
 IPython will not start) the agent runs cells itself."""
 
+import json
 import os
 import re
 import signal
 import sys
 import time
 
+from prims_agent import charts
 from prims_agent.channel import DECODER, ENCODER
 from prims_agent.stdio import Silenced, flush_stdio, write_all
 from prims_agent.text import cap, why
@@ -30,6 +32,7 @@ MIME_KEPT = (
     "image/jpeg",
     "image/svg+xml",
     "application/json",
+    "application/vnd.prims.chart+json",
 )
 # IPython's profile directory.
 IPYTHON_DIR = "/tmp/.prims/ipython"
@@ -39,6 +42,8 @@ OUTPUT_ITEM_MAX = 900 * 1024
 OUTPUTS_MAX = 32
 OUTPUTS_BYTES_MAX = 4 * 1024 * 1024
 TEXT_PLAIN_MAX = 16384
+# A JSON value of a bundle is encoded with this, bound before any cell.
+_JSON_STRICT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
 
 def load(agent):
@@ -96,8 +101,9 @@ def _bundle(data, kind):
                     value = base64.b64encode(raw).decode("ascii")
                 if not raw.startswith(_MAGIC[mime]):
                     raise TypeError("not a %s" % mime)
-            elif mime == "application/json":
-                value = DECODER.decode(ENCODER.encode(value))
+            elif mime in ("application/json", charts.MIME):
+                # Strict: NaN is no JSON, and the supervisor would refuse it.
+                value = DECODER.decode(_JSON_STRICT.encode(value))
             elif not isinstance(value, str):
                 raise TypeError("not text")
             if mime == "text/plain":
@@ -164,7 +170,8 @@ class Shell:
         self.result = None
         self.figures = 0
         self.cell_number = 0
-        self.figure_pending = False
+        # The matplotlib Figure the next output shows, if any.
+        self.figure_pending = None
 
         class Hook(DisplayHook):
             def write_output_prompt(self):
@@ -263,7 +270,7 @@ class Shell:
         def format_and_note(obj, include=None, exclude=None):
             data = plain_format(obj, include=include, exclude=exclude)
             module = getattr(type(obj), "__module__", "") or ""
-            nb.figure_pending = module.startswith("matplotlib.figure")
+            nb.figure_pending = obj if module.startswith("matplotlib.figure") else None
             return data
 
         formatter.format = format_and_note
@@ -308,10 +315,16 @@ class Shell:
             print("Requirement already satisfied: " + " ".join(reqs))
 
     def _collect(self, data, kind):
-        figure, self.figure_pending = self.figure_pending, False
+        figure, self.figure_pending = self.figure_pending, None
         if len(self.outputs) >= OUTPUTS_MAX:
             self.dropped += 1
             return
+        if figure is not None and isinstance(data, dict):
+            # Its data too (charts.py): after the PNG, which drew it.
+            chart = charts.chart(figure)
+            if chart is not None:
+                data = dict(data)
+                data[charts.MIME] = chart
         item, size = _bundle(data, kind)
         if self.output_bytes + size > OUTPUTS_BYTES_MAX:
             self.dropped += 1
@@ -319,7 +332,7 @@ class Shell:
         self.output_bytes += size
         if kind == "result":
             self.result = (item["data"]["text/plain"], item["cut"])
-        if figure and "image/png" in item["data"]:
+        if figure is not None and "image/png" in item["data"]:
             item["file"] = self._save_figure(data.get("image/png"))
         self.outputs.append(item)
 
@@ -370,6 +383,7 @@ class Shell:
         self.dropped = 0
         self.result = None
         self.figures = 0
+        self.figure_pending = None
         # In[n] of this cell: its figures are named after it.
         self.cell_number = self.shell.execution_count
         result = self.shell.run_cell(code, store_history=True)

@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 
 /// The agent's files: each one's path in the agent's directory, and its
 /// text.
-pub(crate) const AGENT_FILES: [(&str, &str); 13] = [
+pub(crate) const AGENT_FILES: [(&str, &str); 14] = [
     ("__main__.py", include_str!("../../agent/__main__.py")),
     (
         "prims_agent/__init__.py",
@@ -29,6 +29,10 @@ pub(crate) const AGENT_FILES: [(&str, &str); 13] = [
     (
         "prims_agent/agent.py",
         include_str!("../../agent/prims_agent/agent.py"),
+    ),
+    (
+        "prims_agent/charts.py",
+        include_str!("../../agent/prims_agent/charts.py"),
     ),
     (
         "prims_agent/channel.py",
@@ -271,7 +275,7 @@ pub(crate) const MARKER_HEX_LEN: usize = 32;
 pub(crate) const IPYTHON_ENV: &str = "PRIMS_IPYTHON";
 
 /// The mime types an `output` may carry (shell.py's MIME_KEPT).
-pub(crate) const MIME_KEPT: [&str; 7] = [
+pub(crate) const MIME_KEPT: [&str; 8] = [
     "text/plain",
     "text/html",
     "text/markdown",
@@ -279,7 +283,12 @@ pub(crate) const MIME_KEPT: [&str; 7] = [
     "image/jpeg",
     "image/svg+xml",
     "application/json",
+    CHART_MIME,
 ];
+
+/// A matplotlib figure's data (charts.py's MIME), JSON like
+/// `application/json`: docs/tools.md, "Chart data".
+pub(crate) const CHART_MIME: &str = "application/vnd.prims.chart+json";
 
 /// `output` frames one cell may send, and their values' bytes together
 /// (shell.py's OUTPUTS_MAX and OUTPUTS_BYTES_MAX).

@@ -72,8 +72,8 @@ use super::agent::OUTPUTS_MAX;
 #[cfg(doc)]
 use super::agent::{marker_bytes, MARKER_HEX_LEN};
 use super::agent::{
-    AGENT_FRAME_MAX, FIGURES_REL, LIST_MAX, MESSAGE_MAX_CHARS, MIME_KEPT, NAME_MAX_CHARS,
-    RESULT_MAX_CHARS, SUPERVISOR_FRAME_MAX,
+    AGENT_FRAME_MAX, CHART_MIME, FIGURES_REL, LIST_MAX, MESSAGE_MAX_CHARS, MIME_KEPT,
+    NAME_MAX_CHARS, RESULT_MAX_CHARS, SUPERVISOR_FRAME_MAX,
 };
 use prims_protocol::frame::{self, FrameError, FrameReader, HEADER_BYTES};
 use prims_protocol::wire::{CellOutput, OutputKind};
@@ -499,7 +499,8 @@ fn check(msg: &FromAgent) -> Result<(), String> {
 }
 
 /// An output's mime types are the kept ones, `text/plain` among them, each
-/// a string but JSON's; a `file` is a PNG's name under `output/figures/`.
+/// a string but JSON's (application/json and the chart's [`CHART_MIME`]);
+/// a `file` is a PNG's name under `output/figures/`.
 fn output(o: &AgentOutput) -> Result<(), String> {
     if !o.data.contains_key("text/plain") {
         return Err("output has no text/plain".into());
@@ -511,7 +512,7 @@ fn output(o: &AgentOutput) -> Result<(), String> {
                 shorten(mime)
             ));
         }
-        if mime != "application/json" && !value.is_string() {
+        if mime != "application/json" && mime != CHART_MIME && !value.is_string() {
             return Err(format!("output.data[{mime}] is not a string"));
         }
     }

@@ -86,6 +86,10 @@ fn the_agent_and_the_supervisor_agree_on_limits_and_formats() {
         .map(|l| l.trim().trim_end_matches(',').trim_matches('"').to_string())
         .collect();
     assert_eq!(mimes, MIME_KEPT);
+    assert_eq!(
+        python_constant("prims_agent/charts.py", "MIME"),
+        format!("{CHART_MIME:?}")
+    );
 }
 
 #[test]

@@ -6,6 +6,7 @@
 mod harness;
 
 mod cells;
+mod charts;
 mod exits;
 mod hostile;
 mod ipython;

@@ -379,3 +379,23 @@ async fn writing_to_a_gone_agent_fails() {
         "{sent:?}"
     );
 }
+
+#[test]
+fn only_the_json_mimes_of_an_output_carry_json_values() {
+    let output = |mime: &str, value: &str| {
+        format!(
+            r#"{{"op":"output","id":1,"type":"display","data":{{"text/plain":"f","{mime}":{value}}},"cut":false}}"#
+        )
+    };
+    for mime in ["application/json", CHART_MIME] {
+        let o = parse(output(mime, r#"{"type":"bar","elements":[]}"#).as_bytes()).unwrap();
+        assert!(
+            matches!(&o, FromAgent::Output(o) if o.data[mime]["type"] == "bar"),
+            "{o:?}"
+        );
+    }
+    let why = malformed(&output("image/png", r#"{"type":"bar"}"#));
+    assert!(why.contains("is not a string"), "{why}");
+    let why = malformed(&output("application/vnd.prims.other+json", "{}"));
+    assert!(why.contains("not kept"), "{why}");
+}
