@@ -2,7 +2,9 @@
 //! mime bundles) in a run_code result: in `outputs`, and as content blocks
 //! after the JSON, in order: PNG and JPEG as image content, markdown and
 //! plain text as text. The JSON text mirror carries a note in place of
-//! each image's base64, which the image content already shows.
+//! each image's base64, which the image content already shows, and of a
+//! large chart's data, which a model reading the text would pay for in
+//! context (`structuredContent` keeps both whole).
 
 use super::types::CellOutputOut;
 use base64::Engine;
@@ -69,7 +71,13 @@ pub(crate) fn shown_files(outputs: &[CellOutput]) -> Vec<String> {
     outputs.iter().filter_map(|o| o.file.clone()).collect()
 }
 
-/// `json` (a result) with a note in place of each output image's base64.
+/// The chart data a text mirror keeps whole, as JSON bytes; a larger one
+/// becomes a note of what it holds.
+const MIRROR_CHART_BYTES: usize = 4096;
+const CHART_MIME: &str = "application/vnd.prims.chart+json";
+
+/// `json` (a result) with a note in place of each output image's base64
+/// and of each chart's data over [`MIRROR_CHART_BYTES`].
 pub(crate) fn elide_images(json: &mut Value) {
     let Some(outputs) = json.get_mut("outputs").and_then(Value::as_array_mut) else {
         return;
@@ -79,6 +87,13 @@ pub(crate) fn elide_images(json: &mut Value) {
             continue;
         };
         for (mime, v) in data.iter_mut() {
+            if mime == CHART_MIME {
+                let bytes = v.to_string().len();
+                if bytes > MIRROR_CHART_BYTES {
+                    *v = Value::String(chart_note(v, bytes));
+                }
+                continue;
+            }
             if mime.starts_with("image/") && mime != "image/svg+xml" {
                 let bytes = v.as_str().map_or(0, |s| s.len() / 4 * 3);
                 *v = Value::String(format!(
@@ -87,6 +102,20 @@ pub(crate) fn elide_images(json: &mut Value) {
             }
         }
     }
+}
+
+/// What a chart holds, in a line: its kind, title, and elements.
+fn chart_note(chart: &Value, bytes: usize) -> String {
+    let kind = chart["type"].as_str().unwrap_or("unknown");
+    let title = chart["title"].as_str().map_or(String::new(), |t| {
+        let t: String = t.chars().take(80).collect();
+        format!(" {t:?}")
+    });
+    let elements = chart["elements"].as_array().map_or(0, Vec::len);
+    format!(
+        "<{CHART_MIME}: a {kind} chart{title} with {elements} element(s), about {bytes} bytes: \
+         whole in structuredContent and the session's notebook>"
+    )
 }
 
 #[cfg(test)]
@@ -145,5 +174,27 @@ mod tests {
         let png = json["outputs"][0]["data"]["image/png"].as_str().unwrap();
         assert!(png.starts_with("<image/png, about "), "{png}");
         assert_eq!(json["outputs"][0]["data"]["text/plain"], "<Figure>");
+    }
+
+    #[test]
+    fn the_text_mirror_keeps_small_charts_and_notes_large_ones() {
+        let small = serde_json::json!({"type": "bar", "title": "t", "elements": [
+            {"label": "a", "group": "g", "value": 1.0}]});
+        let points: Vec<_> = (0..1000).map(|i| serde_json::json!([i, i * i])).collect();
+        let large = serde_json::json!({"type": "line", "title": "squares", "elements": [
+            {"label": "y", "points": points}]});
+        let mut json = serde_json::json!({"outputs": [
+            {"type": "display", "data": {CHART_MIME: small.clone()}},
+            {"type": "display", "data": {CHART_MIME: large}},
+        ]});
+        elide_images(&mut json);
+        assert_eq!(json["outputs"][0]["data"][CHART_MIME], small);
+        let note = json["outputs"][1]["data"][CHART_MIME].as_str().unwrap();
+        assert!(
+            note.starts_with(
+                "<application/vnd.prims.chart+json: a line chart \"squares\" with 1 element(s), about "
+            ),
+            "{note}"
+        );
     }
 }
