@@ -32,14 +32,6 @@ pub enum TcpAccess {
 /// Device nodes python may write, beside its workspace and `/tmp`.
 const WRITABLE_DEVICES: [&str; 3] = ["/dev/null", "/dev/zero", "/dev/full"];
 
-// `ls /` lists the jail's root, as a notebook user expects (usr, workspace,
-// tmp…). A Landlock rule covers the whole tree beneath its path, so listing
-// is granted beneath `/`; but every directory below the root already has
-// its own rule that lists it, except the directories of the root's own
-// read-only tmpfs, which hold only the jail's mount points. So what this
-// adds is the names of the mount points, which every jail of the policy
-// shares: no file's contents, no write, no execute.
-
 pub fn landlock_access(spec: &JobSpec) -> LandlockAccess {
     let mut read_exec: Vec<PathBuf> = spec.ro_binds.clone();
     read_exec.extend(["/venv", "/etc", "/proc", "/dev"].map(PathBuf::from));
@@ -64,6 +56,12 @@ pub fn landlock_access(spec: &JobSpec) -> LandlockAccess {
     LandlockAccess {
         read_exec,
         read_write,
+        // `ls /` lists the jail's root, as a notebook user expects (usr,
+        // workspace, tmp…). A rule covers the whole tree beneath its path,
+        // but every directory below the root already lists under its own
+        // rule, except the root's own read-only tmpfs directories, which
+        // hold only mount points: this adds their names, which every jail
+        // of the policy shares; no file's contents, no write, no execute.
         list: vec![PathBuf::from("/")],
         tcp,
     }

@@ -78,7 +78,7 @@ const CHART_MIME: &str = "application/vnd.prims.chart+json";
 
 /// `json` (a result) with a note in place of each output image's base64
 /// and of each chart's data over [`MIRROR_CHART_BYTES`].
-pub(crate) fn elide_images(json: &mut Value) {
+pub(crate) fn shorten_for_text(json: &mut Value) {
     let Some(outputs) = json.get_mut("outputs").and_then(Value::as_array_mut) else {
         return;
     };
@@ -170,7 +170,7 @@ mod tests {
         let mut json = serde_json::json!({
             "outputs": [{"type": "display", "data": {"image/png": PNG, "text/plain": "<Figure>"}}]
         });
-        elide_images(&mut json);
+        shorten_for_text(&mut json);
         let png = json["outputs"][0]["data"]["image/png"].as_str().unwrap();
         assert!(png.starts_with("<image/png, about "), "{png}");
         assert_eq!(json["outputs"][0]["data"]["text/plain"], "<Figure>");
@@ -187,7 +187,7 @@ mod tests {
             {"type": "display", "data": {CHART_MIME: small.clone()}},
             {"type": "display", "data": {CHART_MIME: large}},
         ]});
-        elide_images(&mut json);
+        shorten_for_text(&mut json);
         assert_eq!(json["outputs"][0]["data"][CHART_MIME], small);
         let note = json["outputs"][1]["data"][CHART_MIME].as_str().unwrap();
         assert!(

@@ -102,7 +102,7 @@ fn success<T: Serialize>(value: &T, extra: Vec<ContentBlock>) -> CallToolResult 
         serde_json::Value::Null
     });
     let mut mirror = json.clone();
-    super::outputs::elide_images(&mut mirror);
+    super::outputs::shorten_for_text(&mut mirror);
     let mut content = vec![ContentBlock::text(mirror.to_string())];
     content.extend(extra);
     let mut result = CallToolResult::success(content);

@@ -13,7 +13,9 @@ FRAME_OUT_MAX = 1024 * 1024
 # The agent exits with this when the code closed or replaced its channel.
 CHANNEL_LOST_EXIT = 118
 
-ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+# Strict: NaN and infinities are no JSON, and the supervisor refuses a frame
+# (or an output value) that holds them.
+ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 DECODER = json.JSONDecoder()
 HEADER = struct.Struct(">I")
 read = os.read

@@ -11,12 +11,12 @@ is left out."""
 
 import datetime
 import itertools
-import json
 import math
 import re
 import sys
 import time
 
+from prims_agent.channel import ENCODER
 from prims_agent.text import cap
 
 MIME = "application/vnd.prims.chart+json"
@@ -36,8 +36,6 @@ CHART_BYTES_MAX = 512 * 1024
 # Seconds one figure may take; past this the chart is left out.
 TIME_MAX = 2.0
 
-# Bound when the agent starts: the cell's code may patch `json`.
-_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 # A unit in a label: "Time (s)", "Price [USD]".
 _UNIT = re.compile(r"\s\((.*?)\)|\[(.*?)\]")
 # A tick label's mathtext wrapper: "$\mathdefault{10^{2}}$".
@@ -71,7 +69,7 @@ def chart(figure):
         deadline = time.monotonic() + TIME_MAX
         for points, elements in _TRIES:
             data = _figure(figure, _Budget(points, elements, deadline))
-            if data is None or len(_ENCODER.encode(data)) <= CHART_BYTES_MAX:
+            if data is None or len(ENCODER.encode(data)) <= CHART_BYTES_MAX:
                 return data
         return None
     except KeyboardInterrupt:

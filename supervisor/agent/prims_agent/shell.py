@@ -7,7 +7,6 @@ ones that collect mime bundles, which the agent sends the supervisor as
 `output` frames, and tracebacks go to stderr. Without the layer (or if
 IPython will not start) the agent runs cells itself."""
 
-import json
 import os
 import re
 import signal
@@ -42,8 +41,6 @@ OUTPUT_ITEM_MAX = 900 * 1024
 OUTPUTS_MAX = 32
 OUTPUTS_BYTES_MAX = 4 * 1024 * 1024
 TEXT_PLAIN_MAX = 16384
-# A JSON value of a bundle is encoded with this, bound before any cell.
-_JSON_STRICT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
 
 def load(agent):
@@ -102,8 +99,8 @@ def _bundle(data, kind):
                 if not raw.startswith(_MAGIC[mime]):
                     raise TypeError("not a %s" % mime)
             elif mime in ("application/json", charts.MIME):
-                # Strict: NaN is no JSON, and the supervisor would refuse it.
-                value = DECODER.decode(_JSON_STRICT.encode(value))
+                # ENCODER is strict: a NaN makes the value `cut`.
+                value = DECODER.decode(ENCODER.encode(value))
             elif not isinstance(value, str):
                 raise TypeError("not text")
             if mime == "text/plain":
