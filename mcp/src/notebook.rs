@@ -10,7 +10,8 @@
 //! stands where the interpreter restarted, and one at the top says how
 //! many earlier runs the history's bounds dropped. The notebook is not
 //! signed, so Jupyter opens it untrusted; for viewers that would render
-//! its outputs as they are, HTML and SVG outputs are sanitized.
+//! its outputs as they are, HTML, SVG and Markdown outputs keep only inert
+//! markup ([`sanitize`]).
 
 use crate::pool::SupervisorPool;
 use crate::sessions::SessionRef;
@@ -22,6 +23,11 @@ use serde_json::{json, Map, Value};
 /// The resource path and file name the notebook goes by.
 pub(crate) const NOTEBOOK_PATH: &str = "notebook.ipynb";
 pub(crate) const NOTEBOOK_MIME: &str = "application/x-ipynb+json";
+/// What `metadata.prims.outputs` says was done to the outputs.
+pub(crate) const OUTPUTS_NOTE: &str = "untrusted: HTML, SVG and Markdown sanitized \
+    (Markdown rendered to HTML); removed: scripts, event handlers, frames, forms, objects, \
+    classes, HTML styles, SVG styles but plain paint and text ones, every URL but data: \
+    images and #fragments; ids prefixed with prims-out-";
 /// Pages asked for at most: the history is bounded by the policy, so this
 /// only stops a supervisor that keeps answering.
 const MAX_PAGES: usize = 1024;
@@ -80,8 +86,7 @@ pub(crate) fn build(cells: &[HistoryCell], dropped: u64) -> Value {
             "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"},
             "language_info": {"name": "python"},
             // Outputs come from untrusted code: say what was done to them.
-            "prims": {"outputs": "untrusted: HTML and SVG sanitized (scripts, event handlers, \
-                                  styles, frames and outside links removed)"},
+            "prims": {"outputs": OUTPUTS_NOTE},
         },
         "cells": out,
     })
@@ -123,8 +128,8 @@ fn code_cell(cell: &HistoryCell, count: u64) -> Value {
 }
 
 /// A display or a result; a value of a non-JSON type that is not text is
-/// shown as its JSON text, which is what nbformat requires of it. HTML and
-/// SVG keep only inert markup ([`sanitize`]).
+/// shown as its JSON text, which is what nbformat requires of it. Its data
+/// is made inert ([`inert_data`]).
 fn rich(o: &CellOutput, count: u64) -> Value {
     let data: Map<String, Value> = o
         .data
@@ -136,14 +141,10 @@ fn rich(o: &CellOutput, count: u64) -> Value {
                 _ if is_json => v.clone(),
                 other => Value::String(other.to_string()),
             };
-            let v = match (mime.as_str(), v) {
-                ("text/html", Value::String(t)) => Value::String(sanitize::html(&t)),
-                ("image/svg+xml", Value::String(t)) => Value::String(sanitize::svg(&t)),
-                (_, v) => v,
-            };
             (mime.clone(), v)
         })
         .collect();
+    let data = inert_data(data);
     match o.kind {
         OutputKind::Result => json!({
             "output_type": "execute_result",
@@ -157,6 +158,38 @@ fn rich(o: &CellOutput, count: u64) -> Value {
             "metadata": {},
         }),
     }
+}
+
+/// `data` with only inert markup ([`sanitize`]): HTML and SVG cleaned;
+/// Markdown rendered to cleaned HTML, which takes its place (a viewer would
+/// render raw HTML in it as it is), unless the bundle has HTML of its own;
+/// a PNG or JPEG that is not base64 dropped, since a template puts it into
+/// an attribute.
+fn inert_data(mut data: Map<String, Value>) -> Map<String, Value> {
+    if let Some(md) = data.remove("text/markdown") {
+        if let (false, Value::String(md)) = (data.contains_key("text/html"), md) {
+            data.insert("text/html".into(), Value::String(sanitize::markdown(&md)));
+        }
+    }
+    for (mime, v) in data.iter_mut() {
+        if let Value::String(t) = v {
+            match mime.as_str() {
+                "text/html" => *t = sanitize::html(t),
+                "image/svg+xml" => *t = sanitize::svg(t),
+                _ => {}
+            }
+        }
+    }
+    data.retain(|mime, v| match (mime.as_str(), &*v) {
+        ("image/png" | "image/jpeg", Value::String(b)) => is_base64(b),
+        _ => true,
+    });
+    data
+}
+
+fn is_base64(text: &str) -> bool {
+    text.bytes()
+        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'=' | b'\n' | b'\r'))
 }
 
 mod sanitize;

@@ -242,8 +242,11 @@ def test_markdown_and_json(report):
     assert [o["mime"] for o in v["outputs"]] == ["text/markdown", "application/json"], v["outputs"]
     [md] = v["markdown"]
     assert {"h2", "ul", "li", "strong", "code", "table", "th", "td"} <= set(md["tags"]), md
-    assert set(md["tags"]) <= {"h2", "ul", "li", "strong", "code", "table", "thead", "tbody", "tr", "th", "td"}, md
+    assert set(md["tags"]) <= {"h2", "ul", "li", "strong", "code", "table", "thead", "tbody", "tr", "th", "td", "p"}, md
     assert "Summary" in md["text"] and "inline code" in md["text"]
+    # Raw HTML in Markdown stays text, as in the exported notebook (where it is cleaned).
+    assert "<img src=x onerror='window.__pwned=1'>" in md["text"], md["text"]
+    assert "<script>alert(1)</script>" in md["text"], md["text"]
     assert json.loads(v["json"][0]) == {"answer": 42}, v["json"]
 
 

@@ -154,7 +154,7 @@ fn html_and_svg_outputs_keep_only_inert_markup() {
     }
     let nb = build(&[a], 0);
     let outs = &nb["cells"][0]["outputs"];
-    assert_eq!(outs[0]["data"]["text/html"], "<b>kept</b><img src=\"x\">");
+    assert_eq!(outs[0]["data"]["text/html"], "<b>kept</b><img>");
     assert_eq!(
         outs[1]["data"]["image/svg+xml"],
         "<svg><circle r=\"4\"></circle></svg>"
@@ -163,5 +163,41 @@ fn html_and_svg_outputs_keep_only_inert_markup() {
     assert!(nb["metadata"]["prims"]["outputs"]
         .as_str()
         .unwrap()
-        .starts_with("untrusted: HTML and SVG sanitized"));
+        .starts_with("untrusted: HTML, SVG and Markdown sanitized"));
+    assert!(OUTPUTS_NOTE.contains(sanitize::ID_PREFIX));
+}
+
+#[test]
+fn markdown_becomes_clean_html_and_images_must_be_base64() {
+    let mut a = cell(1, "display(Markdown(...))");
+    for data in [
+        json!({"text/plain": "<M>", "text/markdown": "**b** <img src=x onerror=alert(1)>"}),
+        // A bundle with HTML of its own keeps that, cleaned.
+        json!({"text/plain": "<M>", "text/markdown": "<script>1</script>", "text/html": "<i>h</i>"}),
+        json!({"text/plain": "<P>", "image/png": "x\" onerror=\"alert(1)", "image/jpeg": "/9j/4A=="}),
+    ] {
+        let Value::Object(data) = data else {
+            unreachable!()
+        };
+        a.outputs.push(CellOutput {
+            kind: OutputKind::Display,
+            data: data.into_iter().collect(),
+            cut: false,
+            file: None,
+        });
+    }
+    let nb = build(&[a], 0);
+    let outs = &nb["cells"][0]["outputs"];
+    assert_eq!(
+        outs[0]["data"],
+        json!({"text/plain": "<M>", "text/html": "<p><strong>b</strong> <img></p>\n"})
+    );
+    assert_eq!(
+        outs[1]["data"],
+        json!({"text/plain": "<M>", "text/html": "<i>h</i>"})
+    );
+    assert_eq!(
+        outs[2]["data"],
+        json!({"text/plain": "<P>", "image/jpeg": "/9j/4A=="})
+    );
 }

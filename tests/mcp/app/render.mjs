@@ -79,7 +79,7 @@ display(HTML('<img src=x onerror="window.__pwned=1; parent.postMessage({jsonrpc:
              '<object data="data:text/html,<script>window.__pwned=1</script>"></object>'
              '<details open ontoggle="window.__pwned=1">toggle me</details>'))`;
 const MARKDOWN = `from IPython.display import Markdown, JSON, display
-display(Markdown("## Summary\\n\\n- **bold** item\\n- \`inline code\`\\n\\n| a | b |\\n|---|---|\\n| 1 | 2 |"), JSON({"answer": 42}))`;
+display(Markdown("## Summary\\n\\n- **bold** item\\n- \`inline code\`\\n\\n| a | b |\\n|---|---|\\n| 1 | 2 |\\n\\nraw <img src=x onerror='window.__pwned=1'> <script>alert(1)</script>"), JSON({"answer": 42}))`;
 const BENCH = `import pandas as pd, matplotlib.pyplot as plt
 pd.set_option("display.max_rows", None)
 bench = pd.DataFrame({"n": range(1000), "square": [i * i for i in range(1000)],
