@@ -14,7 +14,7 @@ use crate::{inherit, net, privs, signals};
 use nix::errno::Errno;
 use nix::sys::wait::{waitpid, WaitStatus};
 use nix::unistd::{fork, ForkResult, Pid};
-use prims_protocol::jail::{JobSpec, NetworkMode};
+use prims_protocol::jail::JobSpec;
 use std::ffi::CString;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::path::PathBuf;
@@ -138,18 +138,8 @@ fn setup_and_supervise(
     .map_err(JailError::MakePrivate)?;
     let sources = rootfs::open_sources(spec)?;
     set_fs_identity()?;
-    rootfs::build(spec, p.variant.proc, sources)?;
-    match spec.network {
-        NetworkMode::None => {}
-        NetworkMode::Loopback => net::loopback_up()?,
-        NetworkMode::Proxy => {
-            net::loopback_up()?;
-            let channel = fds.proxy.as_ref().ok_or(JailError::Spec(
-                "network mode proxy needs a proxy channel (--proxy-fd)".into(),
-            ))?;
-            net::hand_over_listener(spec.proxy_port, channel)?;
-        }
-    }
+    rootfs::build(spec, &p.variant, sources)?;
+    net::bring_up(spec, fds.proxy.as_ref())?;
     nix::unistd::sethostname("sandbox").map_err(JailError::Hostname)?;
     if p.variant.per_user_rlimits {
         privs::set_rlimits(&spec.limits, p.memory_backstop)?;

@@ -1,15 +1,14 @@
 //! Landlock: the ruleset for the access set of `plan::landlock_access`
 //! (read and execute on the read-only binds, read and write on the
-//! workspace, `/tmp` and the writable device nodes, listing the root's
-//! mount points, no TCP without a network,
-//! in proxy mode connect to the proxy's port only), with abstract sockets
-//! and signals scoped. Applied after all mount work.
+//! workspace, `/tmp`, `/dev/shm` and the writable device nodes, listing
+//! the root's mount points, no TCP without a network), with abstract
+//! sockets and signals scoped. Applied after all mount work.
 
 use crate::error::JailError;
 use crate::plan::landlock_access::{LandlockAccess, TcpAccess};
 use landlock::{
-    path_beneath_rules, Access, AccessFs, AccessNet, CompatLevel, Compatible, NetPort, Ruleset,
-    RulesetAttr, RulesetCreated, RulesetCreatedAttr, RulesetStatus, Scope, ABI,
+    path_beneath_rules, Access, AccessFs, AccessNet, CompatLevel, Compatible, Ruleset, RulesetAttr,
+    RulesetCreated, RulesetCreatedAttr, RulesetStatus, Scope, ABI,
 };
 use prims_protocol::jail::Enforcement;
 use std::os::fd::OwnedFd;
@@ -71,17 +70,11 @@ fn created(access: &LandlockAccess) -> Result<RulesetCreated, JailError> {
             .handle_access(AccessNet::from_all(WANT))
             .map_err(err)?;
     }
-    let mut created = ruleset
+    ruleset
         .scope(Scope::from_all(WANT))
         .map_err(err)?
         .create()
-        .map_err(err)?;
-    if let TcpAccess::ConnectOnly(port) = access.tcp {
-        created = created
-            .add_rule(NetPort::new(port, AccessNet::ConnectTcp))
-            .map_err(err)?;
-    }
-    created
+        .map_err(err)?
         .add_rules(path_beneath_rules(
             existing(&access.read_exec),
             AccessFs::from_read(WANT),

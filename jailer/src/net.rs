@@ -1,7 +1,9 @@
 //! The jail's network: an empty namespace, with `lo` up in loopback and
-//! proxy modes. In proxy mode the init also opens the only way out: a TCP
-//! listener on the jail's own loopback, handed to the caller, whose proxy
-//! serves it from outside the jail.
+//! proxy modes (every run of user code), so code serves and connects on
+//! the jail's own loopback and reaches nothing else. In proxy mode the
+//! init also opens the only way out: a TCP listener on the jail's own
+//! loopback, handed to the caller, whose proxy serves it from outside the
+//! jail.
 
 use crate::error::JailError;
 use nix::errno::Errno;
@@ -9,10 +11,27 @@ use nix::sys::socket::{
     bind, listen, sendmsg, socket, AddressFamily, Backlog, ControlMessage, MsgFlags, SockFlag,
     SockType, SockaddrIn,
 };
+use prims_protocol::jail::{JobSpec, NetworkMode};
 use std::io::IoSlice;
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 
-pub fn loopback_up() -> Result<(), JailError> {
+/// The network `spec` asks for, in this (the jail's) namespace; in proxy
+/// mode the listener goes out on `proxy`.
+pub fn bring_up(spec: &JobSpec, proxy: Option<&OwnedFd>) -> Result<(), JailError> {
+    match spec.network {
+        NetworkMode::None => Ok(()),
+        NetworkMode::Loopback => loopback_up(),
+        NetworkMode::Proxy => {
+            loopback_up()?;
+            let channel = proxy.ok_or(JailError::Spec(
+                "network mode proxy needs a proxy channel (--proxy-fd)".into(),
+            ))?;
+            hand_over_listener(spec.proxy_port, channel)
+        }
+    }
+}
+
+fn loopback_up() -> Result<(), JailError> {
     // SAFETY: creating a socket has no memory-safety preconditions.
     let raw = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
     if raw < 0 {
@@ -43,7 +62,7 @@ pub fn loopback_up() -> Result<(), JailError> {
 /// Listens on `127.0.0.1:port` in this (the jail's) network namespace and
 /// sends the listening socket over `channel` (SCM_RIGHTS). The init keeps
 /// no copy: jailed code can connect to the port, never accept on it.
-pub fn hand_over_listener(port: u16, channel: &OwnedFd) -> Result<(), JailError> {
+fn hand_over_listener(port: u16, channel: &OwnedFd) -> Result<(), JailError> {
     let fail = |what, errno| JailError::ProxyListener { port, what, errno };
     let sock = socket(
         AddressFamily::Inet,

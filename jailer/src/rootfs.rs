@@ -1,5 +1,6 @@
 //! The jail's filesystem: a fresh tmpfs root holding read-only binds, the
-//! workspace, `/tmp`, a new `/proc`, a minimal `/dev`, then `pivot_root`.
+//! workspace, `/tmp`, a new `/proc`, a minimal `/dev` with a `/dev/shm` of
+//! the jail's own, then `pivot_root`.
 //!
 //! Sources are opened with `O_PATH|O_NOFOLLOW` while the init still has its
 //! host filesystem identity, then bound from `/proc/self/fd/N`, so no path
@@ -7,7 +8,7 @@
 
 use crate::error::JailError;
 use crate::mounts::{bind, mkdir_p, set_attr, symlink, tmpfs, touch, write_file, RO};
-use crate::plan::variant::ProcView;
+use crate::plan::variant::{ProcView, Variant};
 use crate::sys::{MOUNT_ATTR_NODEV, MOUNT_ATTR_NOEXEC, MOUNT_ATTR_NOSUID, MOUNT_ATTR_RDONLY};
 use crate::{proc_mask, userns_limits};
 use nix::errno::Errno;
@@ -166,7 +167,7 @@ fn in_root(p: &Path) -> PathBuf {
 }
 
 /// Assemble the new root and pivot into it. Runs as the jail's fs identity.
-pub fn build(spec: &JobSpec, proc: ProcView, src: Sources) -> Result<(), JailError> {
+pub fn build(spec: &JobSpec, variant: &Variant, src: Sources) -> Result<(), JailError> {
     let root = Path::new(NEW_ROOT);
     let nosuid_nodev = MsFlags::MS_NOSUID | MsFlags::MS_NODEV;
     tmpfs(root, nosuid_nodev, "mode=0755,size=1m,nr_inodes=4096")?;
@@ -233,8 +234,8 @@ pub fn build(spec: &JobSpec, proc: ProcView, src: Sources) -> Result<(), JailErr
     mkdir_p(&tmp)?;
     mount_tmp(&tmp, spec)?;
 
-    build_dev(root, &src.devs)?;
-    match proc {
+    build_dev(root, &src.devs, variant.shm.then_some(spec))?;
+    match variant.proc {
         ProcView::Masked => build_proc(root)?,
         ProcView::ForChildren { keeper } => build_template_proc(root, keeper)?,
     }
@@ -254,12 +255,39 @@ pub(crate) fn mount_tmp(target: &Path, spec: &JobSpec) -> Result<(), JailError> 
     tmpfs(target, MsFlags::MS_NOSUID | MsFlags::MS_NODEV, &opts)
 }
 
+/// The job's `/dev/shm` at `target`: POSIX shared memory and semaphores
+/// (`multiprocessing`'s locks, queues and `shared_memory`). A tmpfs of its
+/// own, so nothing in it is shared with another jail, or with a template's
+/// children (each child's init mounts one over the template's); its pages
+/// are charged to the memory cgroup of the process that writes them, the
+/// job's, so it is as big as the job's memory limit and can hold no more.
+pub(crate) fn mount_shm(target: &Path, spec: &JobSpec) -> Result<(), JailError> {
+    let size = shm_size(spec);
+    let opts = format!("mode=1777,size={size},nr_inodes={}", tmp_inodes(size));
+    let flags = MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
+    tmpfs(target, flags, &opts)
+}
+
+/// The job's memory limit, or `/tmp`'s size for a job without one.
+fn shm_size(spec: &JobSpec) -> u64 {
+    match spec.limits.memory_bytes {
+        0 => spec.limits.tmp_size_bytes,
+        limit => limit,
+    }
+}
+
 /// One inode per 4 KiB of space, so a million empty files hit ENOSPC early.
 fn tmp_inodes(size: u64) -> u64 {
     (size / 4096).clamp(1024, 1 << 20)
 }
 
-fn build_dev(root: &Path, devs: &[(&'static str, OwnedFd)]) -> Result<(), JailError> {
+/// `/dev`: the device nodes, their links, and `/dev/shm`, a mount point
+/// that gets `shm`'s tmpfs when there is one.
+fn build_dev(
+    root: &Path,
+    devs: &[(&'static str, OwnedFd)],
+    shm: Option<&JobSpec>,
+) -> Result<(), JailError> {
     let dev = root.join("dev");
     mkdir_p(&dev)?;
     tmpfs(
@@ -267,6 +295,11 @@ fn build_dev(root: &Path, devs: &[(&'static str, OwnedFd)]) -> Result<(), JailEr
         MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC,
         "mode=0755,size=64k,nr_inodes=64",
     )?;
+    let dir = dev.join("shm");
+    mkdir_p(&dir)?;
+    if let Some(spec) = shm {
+        mount_shm(&dir, spec)?;
+    }
     for (name, fd) in devs {
         let t = dev.join(name);
         touch(&t)?;

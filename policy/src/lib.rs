@@ -143,22 +143,17 @@ impl Policy {
         merge::job_limits(self, req)
     }
 
-    /// The `AF_*` numbers seccomp lets `socket()` create. Loopback and
-    /// allowlist modes need IP sockets to be useful (the proxy is reached
-    /// over TCP), so they add them.
+    /// The `AF_*` numbers seccomp lets a run's `socket()` create: the
+    /// policy's, and IPv4 and IPv6 for the jail's own loopback, which every
+    /// mode has (the jailer allows them only as TCP and UDP).
     pub fn socket_family_numbers(&self) -> Vec<i32> {
         let mut v: Vec<i32> = self
             .seccomp
             .socket_families
             .iter()
             .map(|f| f.number())
+            .chain([libc::AF_INET, libc::AF_INET6])
             .collect();
-        if matches!(
-            self.network.mode,
-            NetworkPolicy::Loopback | NetworkPolicy::Allowlist
-        ) {
-            v.extend([libc::AF_INET, libc::AF_INET6]);
-        }
         v.sort_unstable();
         v.dedup();
         v

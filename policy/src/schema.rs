@@ -107,23 +107,29 @@ impl Default for Network {
     }
 }
 
-/// The networks user code may have. The jailer's `host` mode, used for
-/// environment builds, is deliberately not expressible here.
+/// The ways out user code may have. Every jail has a loopback of its own
+/// (TCP and UDP over IPv4 and IPv6 on `lo`, in its own network namespace),
+/// whatever the mode: servers, `multiprocessing` managers and local
+/// clusters run unchanged, and reach nothing outside the jail. The jailer's
+/// `host` mode, used for environment builds, is deliberately not
+/// expressible here.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum NetworkPolicy {
+    /// No way out: the jail's own loopback only.
     #[default]
     None,
+    /// The older name of `none`, from when `none` left `lo` down; kept so
+    /// that such policies still load.
     Loopback,
-    /// Loopback, plus the egress proxy as the only way out.
+    /// The jail's own loopback, plus the egress proxy as the only way out.
     Allowlist,
 }
 
 impl From<NetworkPolicy> for NetworkMode {
     fn from(p: NetworkPolicy) -> Self {
         match p {
-            NetworkPolicy::None => NetworkMode::None,
-            NetworkPolicy::Loopback => NetworkMode::Loopback,
+            NetworkPolicy::None | NetworkPolicy::Loopback => NetworkMode::Loopback,
             NetworkPolicy::Allowlist => NetworkMode::Proxy,
         }
     }
@@ -381,8 +387,12 @@ pub struct Interpreters {
     /// Memory (and swap) limit of one template's cgroup.
     pub template_memory: ByteSize,
     /// A template older than this is replaced by a fresh one (which also
-    /// re-randomizes the address layout its children share).
+    /// re-randomizes the address layout and hash secret its children
+    /// share); it forks until its successor is up.
     pub template_max_age: HumanDuration,
+    /// A template that has forked this many children is replaced the same
+    /// way.
+    pub template_max_children: u64,
 }
 
 impl Default for Interpreters {
@@ -398,6 +408,7 @@ impl Default for Interpreters {
             max_templates: 4,
             template_memory: ByteSize(1 << 30),
             template_max_age: HumanDuration::secs(3600),
+            template_max_children: 1000,
         }
     }
 }

@@ -487,4 +487,10 @@ fn interpreters(p: &Policy, f: &mut Findings) {
             format!("{} is too short (at least 1m)", i.template_max_age),
         );
     }
+    if i.template_max_children == 0 {
+        f.add(
+            KeyPath::new(&["interpreters", "template_max_children"]),
+            "0 is too few (at least 1)".to_string(),
+        );
+    }
 }

@@ -157,18 +157,30 @@ fn max_concurrent_runs_defaults_to_cores() {
 }
 
 #[test]
-fn socket_families_sorted_and_loopback_adds_ip() {
+fn socket_families_sorted_and_every_mode_adds_ip() {
     let mut p = Policy::default();
-    assert_eq!(p.socket_family_numbers(), [libc::AF_UNIX]);
+    let all = [libc::AF_UNIX, libc::AF_INET, libc::AF_INET6];
+    assert_eq!(p.socket_family_numbers(), all);
     p.seccomp.socket_families = vec![SocketFamily::Inet6, SocketFamily::Unix, SocketFamily::Inet6];
-    assert_eq!(p.socket_family_numbers(), [libc::AF_UNIX, libc::AF_INET6]);
-    p.network.mode = NetworkPolicy::Loopback;
-    assert_eq!(
-        p.socket_family_numbers(),
-        [libc::AF_UNIX, libc::AF_INET, libc::AF_INET6]
-    );
+    assert_eq!(p.socket_family_numbers(), all);
+    for mode in [NetworkPolicy::Loopback, NetworkPolicy::Allowlist] {
+        p.network.mode = mode;
+        assert_eq!(p.socket_family_numbers(), all);
+    }
     p.seccomp.socket_families.clear();
     assert_eq!(p.socket_family_numbers(), [libc::AF_INET, libc::AF_INET6]);
+}
+
+#[test]
+fn every_mode_has_the_jails_own_loopback() {
+    use prims_protocol::jail::NetworkMode;
+    for (mode, jail) in [
+        (NetworkPolicy::None, NetworkMode::Loopback),
+        (NetworkPolicy::Loopback, NetworkMode::Loopback),
+        (NetworkPolicy::Allowlist, NetworkMode::Proxy),
+    ] {
+        assert_eq!(NetworkMode::from(mode), jail, "{mode:?}");
+    }
 }
 
 #[test]

@@ -145,6 +145,17 @@ sc("af_netlink", 41, 16, 3, 0)
 sc("af_inet", 41, 2, 1, 0)
 sc("af_inet6", 41, 10, 1, 0)
 sc("af_unix", 41, 1, 1, 0)
+sc("inet_tcp_flags", 41, 2, 1 | 0x800 | 0x80000, 6)
+sc("inet_udp", 41, 2, 2, 17)
+sc("inet6_udp_flags", 41, 10, 2 | 0x800 | 0x80000, 0)
+sc("inet_raw", 41, 2, 3, 1)
+sc("inet6_raw", 41, 10, 3, 58)
+sc("inet_icmp_dgram", 41, 2, 2, 1)
+sc("inet6_icmp_dgram", 41, 10, 2, 58)
+sc("inet_sctp", 41, 2, 1, 132)
+sc("inet_seqpacket", 41, 2, 5, 0)
+sc("inet_packet_type", 41, 2, 10, 0)
+sc("inet_unknown_flag", 41, 2, 1 | 0x40, 0)
 "#;
 
 /// The x32 bypass: getpid with the x32 bit set.

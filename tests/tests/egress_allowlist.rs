@@ -662,14 +662,79 @@ except OSError as e:
     let r = send(&c, run_req(&s, code)).await;
     assert_eq!(r.outcome.status, Status::Ok, "{}", stderr(&r));
     let got = lines(&r);
-    // No route leaves the jail's network namespace, and Landlock lets TCP
-    // connect only to the proxy's port.
+    // No route leaves the jail's network namespace; its loopback is its own,
+    // where nothing listens on 22.
+    let errnos: Vec<&str> = got[..3].iter().map(|l| l[1].as_str()).collect();
+    assert_eq!(
+        errnos,
+        ["ENETUNREACH", "ENETUNREACH", "ECONNREFUSED"],
+        "{got:?}"
+    );
     for l in &got[..3] {
-        assert!(matches!(l[1].as_str(), "ENETUNREACH" | "EACCES"), "{got:?}");
         assert!(l[2].parse::<f64>().unwrap() < 1.0, "{got:?}");
     }
     assert_eq!(got[3][0], "dns", "{got:?}");
     assert!(got[3][2].parse::<f64>().unwrap() < 5.0, "{got:?}");
+}
+
+/// The jail's loopback is its own in allowlist mode too: its servers work,
+/// and of every port there, only the proxy's listener answers, which no
+/// code in the jail can take over.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_proxys_port_stays_the_only_way_out_of_the_jails_loopback() {
+    let up = upstream().await;
+    let d = daemon(up.addr);
+    let c = d.client().await;
+    let s = c.open_session(None).await.unwrap().session_id;
+    let code = r#"
+import errno, socket
+for family, host in ((socket.AF_INET, '127.0.0.1'), (socket.AF_INET6, '::1')):
+    answered = []
+    for port in range(1, 65536):
+        with socket.socket(family) as p:
+            # A socket whose ephemeral port is the one it dials connects
+            # to itself (TCP's simultaneous open): nobody answered.
+            if p.connect_ex((host, port)) == 0 and p.getsockname() != p.getpeername():
+                answered.append(port)
+    print('answered', host, answered)
+for host, family, option in (('127.0.0.1', socket.AF_INET, None),
+                             ('0.0.0.0', socket.AF_INET, socket.SO_REUSEADDR),
+                             ('127.0.0.1', socket.AF_INET, socket.SO_REUSEPORT),
+                             ('::', socket.AF_INET6, socket.SO_REUSEPORT)):
+    with socket.socket(family) as t:
+        if option is not None:
+            t.setsockopt(socket.SOL_SOCKET, option, 1)
+        try:
+            t.bind((host, 3128))
+            t.listen()
+            print('take', host, 'taken')
+        except OSError as e:
+            print('take', host, errno.errorcode[e.errno])
+l = socket.socket()
+l.bind(('127.0.0.1', 0))
+l.listen()
+u = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+u.bind(('::1', 0))
+socket.socket(socket.AF_INET6, socket.SOCK_DGRAM).sendto(b'x', u.getsockname()[:2])
+print('own', socket.create_connection(l.getsockname()).fileno() > 0, u.recv(1))
+fetch('http://files.test.example:%d/ok')
+"#;
+    let code = format!("{FETCH}\n{}", code.replace("%d", &up.port().to_string()));
+    let mut req = run_req(&s, &code);
+    req.limits.wall_time_ms = Some(60_000);
+    let r = send(&c, req).await;
+    assert_eq!(r.outcome.status, Status::Ok, "{}", stderr(&r));
+    let out = stdout(&r);
+    let want = "answered 127.0.0.1 [3128]\n\
+                answered ::1 []\n\
+                take 127.0.0.1 EADDRINUSE\n\
+                take 0.0.0.0 EADDRINUSE\n\
+                take 127.0.0.1 EADDRINUSE\n\
+                take :: EADDRINUSE\n\
+                own True b'x'\n";
+    assert!(out.starts_with(want), "{out}");
+    // And the proxy still serves the list.
+    assert!(out.lines().last().unwrap_or("").starts_with("OK "), "{out}");
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -30,7 +30,7 @@ kv('urandom_len', len(open('/dev/urandom', 'rb').read(16)))
     run.checks()
         .kv_eq(
             "dev",
-            "fd full null random stderr stdin stdout urandom zero",
+            "fd full null random shm stderr stdin stdout urandom zero",
         )
         .kv_eq("link_fd", "/proc/self/fd")
         .kv_eq("link_stdin", "/proc/self/fd/0")
@@ -44,6 +44,49 @@ kv('urandom_len', len(open('/dev/urandom', 'rb').read(16)))
         .os_ok("write_null")
         .kv_eq("zero_read", "00000000")
         .kv_eq("urandom_len", "16")
+        .finish();
+}
+
+/// `/dev/shm` is a tmpfs of the jail's own: nosuid, nodev, noexec, mode
+/// 1777, as big as the run's memory limit (its pages are charged to the
+/// jail's memory cgroup: `limits::memory_shm_*`). Code writes there, and
+/// runs nothing from there.
+#[test]
+fn escape_dev_shm_private_tmpfs_noexec() {
+    let code = r#"
+import stat, shutil, subprocess
+for _l in open('/proc/self/mountinfo'):
+    _f = _l.split()
+    if _f[4] == '/dev/shm':
+        _sep = _f.index('-')
+        kv('shm_fs', _f[_sep + 1])
+        kv('shm_opts', *sorted(o for o in _f[5].split(',') if o in ('nosuid', 'nodev', 'noexec', 'ro', 'rw')))
+        kv('shm_super', *sorted(o for o in _f[_sep + 3].split(',') if o.startswith(('mode=', 'size='))))
+kv('shm_mode', oct(stat.S_IMODE(os.stat('/dev/shm').st_mode)), stat.S_ISVTX & os.stat('/dev/shm').st_mode != 0)
+_v = os.statvfs('/dev/shm')
+kv('shm_bytes', _v.f_blocks * _v.f_frsize)
+err('write', lambda: open('/dev/shm/x', 'wb').write(b'x' * 4096))
+shutil.copy('/bin/true', '/dev/shm/true')
+os.chmod('/dev/shm/true', 0o755)
+err('exec', subprocess.run, ['/dev/shm/true'])
+err('mknod', os.mknod, '/dev/shm/n', stat.S_IFCHR | 0o600, os.makedev(1, 3))
+kv('left', *sorted(os.listdir('/dev/shm')))
+"#;
+    let run = Job::probe(code)
+        .policy(policy_with("10s", "memory = \"256MiB\"\n"))
+        .run();
+    run.assert_ok();
+    run.checks()
+        .kv_eq("shm_fs", "tmpfs")
+        .kv_eq("shm_opts", "nodev noexec nosuid rw")
+        // tmpfs names its mode only when it is not 1777, the default.
+        .kv_eq("shm_super", "size=262144k")
+        .kv_eq("shm_mode", "0o1777 True")
+        .kv_eq("shm_bytes", &(256u64 << 20).to_string())
+        .os_ok("write")
+        .os_errno("exec", libc::EACCES)
+        .os_errno("mknod", libc::EPERM)
+        .kv_eq("left", "true x")
         .finish();
 }
 

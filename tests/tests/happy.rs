@@ -247,6 +247,98 @@ fn happy_fork_threads_subprocess_work() {
     );
 }
 
+/// `multiprocessing` runs unchanged: its locks and queues are POSIX
+/// semaphores in the jail's own `/dev/shm`, its managers listen on Unix
+/// sockets, and each start method works.
+#[test]
+fn happy_multiprocessing_runs_unchanged() {
+    let run = Job::new(
+        "import concurrent.futures as cf, multiprocessing as mp, os, sys\n\
+         from multiprocessing import shared_memory\n\
+         open('mpwork.py', 'w').write('def square(x):\\n    return x * x\\n')\n\
+         sys.path.insert(0, os.getcwd())\n\
+         import mpwork\n\
+         for method in ('fork', 'spawn', 'forkserver'):\n\
+         \x20   with mp.get_context(method).Pool(2) as pool:\n\
+         \x20       print(method, pool.map(mpwork.square, range(4)))\n\
+         q = mp.Queue()\n\
+         p = mp.Process(target=q.put, args=(42,))\n\
+         p.start()\n\
+         print('queue', q.get(timeout=30))\n\
+         p.join()\n\
+         with mp.Manager() as m:\n\
+         \x20   d = m.dict()\n\
+         \x20   d['k'] = 'v'\n\
+         \x20   print('manager', dict(d))\n\
+         s = shared_memory.SharedMemory(create=True, size=16)\n\
+         s.buf[:2] = b'ok'\n\
+         t = shared_memory.SharedMemory(s.name)\n\
+         print('shared', bytes(t.buf[:2]))\n\
+         t.close(); s.close(); s.unlink()\n\
+         with cf.ProcessPoolExecutor(2) as ex:\n\
+         \x20   print('executor', list(ex.map(mpwork.square, range(3))))\n",
+    )
+    .policy(policy_with("60s", ""))
+    .run();
+    run.assert_ok();
+    assert_eq!(
+        run.lines(),
+        vec![
+            "fork [0, 1, 4, 9]",
+            "spawn [0, 1, 4, 9]",
+            "forkserver [0, 1, 4, 9]",
+            "queue 42",
+            "manager {'k': 'v'}",
+            "shared b'ok'",
+            "executor [0, 1, 4]",
+        ],
+        "{}",
+        run.describe()
+    );
+}
+
+/// A session's cells are its `__main__`, with no file to import again: a
+/// spawned or forkserver child finds the cells' functions and classes all
+/// the same, as a script's child finds the script's. (A one-shot jail runs
+/// `python -c`, whose children do not, as anywhere else.)
+#[test]
+fn happy_multiprocessing_spawns_code_defined_in_a_cell() {
+    let run = Job::new(
+        "import multiprocessing as mp\n\
+         class Point:\n\
+         \x20   def __init__(self, x):\n\
+         \x20       self.x = x\n\
+         def norm(p):\n\
+         \x20   return Point(p.x * p.x)\n\
+         for method in ('spawn', 'forkserver'):\n\
+         \x20   with mp.get_context(method).Pool(2) as pool:\n\
+         \x20       got = pool.map(norm, [Point(i) for i in range(4)])\n\
+         \x20   print(method, [p.x for p in got], all(isinstance(p, Point) for p in got))\n",
+    )
+    // A one-shot jail's pool waits for children that keep failing: its
+    // wall clock ends it.
+    .policy(policy_with(
+        if harness::live_mode() { "60s" } else { "5s" },
+        "",
+    ))
+    .run();
+    if !harness::live_mode() {
+        assert!(
+            run.stderr().contains("Can't get attribute 'norm'"),
+            "{}",
+            run.describe()
+        );
+        return;
+    }
+    run.assert_ok();
+    assert_eq!(
+        run.lines(),
+        vec!["spawn [0, 1, 4, 9] True", "forkserver [0, 1, 4, 9] True"],
+        "{}",
+        run.describe()
+    );
+}
+
 #[test]
 fn happy_workspace_persists_between_runs() {
     let ws = workspace_dir();

@@ -360,3 +360,60 @@ fn time_cpu_limit_timeout_kind_cpu() {
         )
         .finish();
 }
+
+/// `/dev/shm` is charged to the job: filling it ends at the run's memory
+/// limit (an OOM kill, or ENOSPC at the tmpfs's size, which is that limit),
+/// never on the host, and the pages written show in the job's own peak.
+#[test]
+fn memory_shm_is_charged_to_the_job() {
+    let code = r#"
+written = 0
+chunk = b'\1' * (4 << 20)
+try:
+    # A file per chunk: one file stops at RLIMIT_FSIZE (limits.file_size).
+    while written < (256 << 20):
+        with open('/dev/shm/fill-%d' % written, 'wb') as f:
+            f.write(chunk)
+        written += len(chunk)
+        print('written', written >> 20, flush=True)
+except OSError as e:
+    print('refused', e.errno, flush=True)
+"#;
+    let run = Job::new(code)
+        .policy("[limits]\nwall_time = \"20s\"\nmemory = \"96MiB\"\n")
+        .run();
+    let written: u64 = run
+        .stdout()
+        .lines()
+        .filter_map(|l| l.strip_prefix("written "))
+        .filter_map(|n| n.trim().parse().ok())
+        .next_back()
+        .unwrap_or(0);
+    let refused = run.stdout().contains(&format!("refused {}", libc::ENOSPC));
+    let oom = run.status() == "oom" && run.json["oom_killed"] == serde_json::Value::Bool(true);
+    eprintln!(
+        "note: /dev/shm: {written} MiB written, status {:?}, refused {refused}, peak {}",
+        run.status(),
+        run.json["memory_peak_bytes"]
+    );
+    let mut c = run.checks();
+    c.check(
+        oom || refused,
+        format!(
+            "the run ends at its memory limit: an OOM kill or ENOSPC (status {:?}, stdout tail {:?})",
+            run.status(),
+            run.stdout().lines().last()
+        ),
+    )
+    .check(
+        (16..=96).contains(&written),
+        format!("{written} MiB written: some, and no more than the 96 MiB limit"),
+    );
+    if let Some(peak) = run.json["memory_peak_bytes"].as_u64() {
+        c.check(
+            peak <= 96 << 20 && peak >= written << 20,
+            format!("the job's peak {peak} holds the {written} MiB written, within 96 MiB"),
+        );
+    }
+    c.finish();
+}

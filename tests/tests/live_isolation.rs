@@ -81,6 +81,35 @@ async fn live_isolation_a_file_in_tmp() {
     assert_eq!(stdout(&other), "['.prims'] False\n");
 }
 
+/// POSIX shared memory and semaphores live in `/dev/shm`, a tmpfs of each
+/// jail's own: B sees none of A's, not even by name.
+#[tokio::test(flavor = "multi_thread")]
+async fn live_isolation_shared_memory_and_semaphores() {
+    let (_d, c, a, b) = two_sessions().await;
+    let made = run(
+        &c,
+        &a,
+        "import os, multiprocessing.shared_memory as sm\n\
+         block = sm.SharedMemory(name='a-block', create=True, size=4096)\n\
+         block.buf[:5] = b'A-mem'\nopen('/dev/shm/a-file', 'w').write('A')\n\
+         print(sorted(os.listdir('/dev/shm')))",
+    )
+    .await;
+    assert_eq!(stdout(&made), "['a-block', 'a-file']\n");
+    let other = run(
+        &c,
+        &b,
+        "import os, multiprocessing.shared_memory as sm\n\
+         try:\n    sm.SharedMemory(name='a-block')\n    print('opened')\n\
+         except FileNotFoundError:\n    print('absent')\n\
+         print(sorted(os.listdir('/dev/shm')))",
+    )
+    .await;
+    assert_eq!(stdout(&other), "absent\n[]\n");
+    let kept = run(&c, &a, "print(bytes(block.buf[:5]))").await;
+    assert_eq!(stdout(&kept), "b'A-mem'\n", "A's block lives on");
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn live_isolation_a_thread_left_running() {
     let (_d, c, a, b) = two_sessions().await;

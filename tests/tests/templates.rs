@@ -50,6 +50,8 @@ except OSError as e:
 # The template's procfs lies under /.t; an empty read-only tmpfs covers it.
 top = [l.split() for l in open('/proc/self/mountinfo') if l.split()[4] == '/.t'][-1]
 print('/.t covered by', top[top.index('-') + 1], top[5].split(',')[0])
+# Its own /dev/shm, over nothing of the template's (which has none).
+print('/dev/shm mounts', [l.split()[l.split().index('-') + 1] for l in open('/proc/self/mountinfo') if l.split()[4] == '/dev/shm'])
 print([l.split()[::2] for l in open('/proc/self/uid_map')])
 print([l.split()[::2] for l in open('/proc/self/gid_map')])
 open('/workspace/mine', 'w').close()
@@ -74,6 +76,7 @@ async fn templates_a_forked_interpreter_is_confined_as_a_cold_one() {
              mount EPERM\n\
              /.t EACCES\n\
              /.t covered by tmpfs ro\n\
+             /dev/shm mounts ['tmpfs']\n\
              [['1000', '1']]\n\
              [['1000', '1']]\n\
              ['/']\n"
@@ -87,7 +90,12 @@ async fn templates_a_forked_interpreter_is_confined_as_a_cold_one() {
 
     // A sibling, forked from the same template, is another session's.
     let b = forked_session(&d, &c).await;
-    out(&c, &b, "open('output/b-secret.txt', 'w').write('B')").await;
+    out(
+        &c,
+        &b,
+        "open('output/b-secret.txt', 'w').write('B')\nopen('/dev/shm/b-secret.txt', 'w').write('B')",
+    )
+    .await;
     let look = "import os\nhits = []\n\
                 for top in ('/workspace', '/tmp', '/dev', '/etc'):\n\
                 \x20   for root, dirs, files in os.walk(top):\n\

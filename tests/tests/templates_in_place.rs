@@ -49,11 +49,14 @@ async fn in_place_a_fresh_python_leaves_nothing_of_the_old_and_is_confined_as_it
                  subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'], start_new_session=True)\n\
                  os.makedirs('/tmp/d/e')\nopen('/tmp/d/e/f', 'w').close()\nopen('/tmp/g', 'w').close()\n\
                  os.chmod('/tmp/d', 0)\n\
+                 import multiprocessing, multiprocessing.shared_memory as sm\n\
+                 held = (multiprocessing.Lock(), sm.SharedMemory(create=True, size=4096))\n\
+                 open('/dev/shm/h', 'w').close()\n\
                  print(os.getpid(), random.random())";
     let old = clean(&run(&c, &s, leave).await);
     let before = stats(&c).await;
 
-    let r = send(&c, fresh(&s, "import os, random\nprint('x' in globals(), os.getpid(), random.random(), os.listdir('/tmp'))")).await;
+    let r = send(&c, fresh(&s, "import os, random\nprint('x' in globals(), os.getpid(), random.random(), os.listdir('/tmp'), os.listdir('/dev/shm'))")).await;
     assert_reset(&r, ResetReason::FreshRequested);
     let new = clean(&r);
     let after = stats(&c).await;
@@ -73,8 +76,10 @@ async fn in_place_a_fresh_python_leaves_nothing_of_the_old_and_is_confined_as_it
     assert_eq!(new[0], "False", "the old globals: {new:?}");
     assert_ne!(old[0], new[1], "the same python: {old:?} {new:?}");
     assert_ne!(old[1], new[2], "the same random state: {old:?} {new:?}");
-    // Emptied, but for IPython's profile, as a new jail's /tmp has it.
+    // Emptied, but for IPython's profile, as a new jail's /tmp has it; and
+    // /dev/shm (the old one's shared memory and its file) as a new jail's.
     assert_eq!(new[3], "['.prims']", "/tmp: {new:?}");
+    assert_eq!(new[4], "[]", "/dev/shm: {new:?}");
     // Only the jail's init is left beside it, and it can signal nobody.
     assert_eq!(
         clean(&run(&c, &s, NEIGHBOURS).await),

@@ -1,7 +1,7 @@
 //! The adopted jail's init: it joins the child's namespaces (holding
 //! capabilities in the child's user namespace only from then on), becomes
 //! pid 1 of a new pid namespace, builds what differs from the template's
-//! root (the workspace, `/tmp`, `/proc`), confines itself as a cold init
+//! root (the workspace, `/tmp`, `/dev/shm`, `/proc`), confines itself as a cold init
 //! does, hands the child its pid namespace and Landlock ruleset, reaps the
 //! namespace's orphans and reports how python, pid 2, ended.
 
@@ -23,7 +23,7 @@ use nix::sys::signal::{SigSet, Signal};
 use nix::sys::signalfd::{SfdFlags, SignalFd};
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use prims_protocol::fork::{FromChild, ToChild};
-use prims_protocol::jail::{JobSpec, NetworkMode};
+use prims_protocol::jail::JobSpec;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
@@ -131,6 +131,8 @@ fn setup_and_supervise(p: &mut Prepared<'_>, fds: &InitFds) -> Result<i32, JailE
     set_fs_identity()?;
     attach(&p.trees)?;
     rootfs::mount_tmp(Path::new("/tmp"), spec)?;
+    // Over the template's: nothing of its /dev/shm, nor a sibling's.
+    rootfs::mount_shm(Path::new("/dev/shm"), spec)?;
     rootfs::mount_proc(Path::new("/proc"), Path::new("/tmp"))?;
     // The template's view of the host's procfs was needed only for that
     // mount. An empty read-only tmpfs over its directory leaves nothing in
@@ -149,19 +151,9 @@ fn setup_and_supervise(p: &mut Prepared<'_>, fds: &InitFds) -> Result<i32, JailE
             path: "/proc/self/ns/pid".into(),
             errno: Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)),
         })?;
-    match spec.network {
-        NetworkMode::None => {}
-        NetworkMode::Loopback => net::loopback_up()?,
-        NetworkMode::Proxy => {
-            // In the child's network namespace, as a cold init does in its
-            // own: the jail's only way out, handed over before python runs.
-            net::loopback_up()?;
-            let channel = fds.proxy.as_ref().ok_or(JailError::Spec(
-                "network mode proxy needs a proxy channel (--proxy-fd)".into(),
-            ))?;
-            net::hand_over_listener(spec.proxy_port, channel)?;
-        }
-    }
+    // In the child's network namespace, as a cold init does in its own:
+    // in proxy mode the jail's only way out, handed over before python runs.
+    net::bring_up(spec, fds.proxy.as_ref())?;
     nix::unistd::sethostname("sandbox").map_err(JailError::Hostname)?;
     privs::set_rlimits(&spec.limits, p.memory_backstop)?;
     let access = landlock_access(spec);

@@ -20,23 +20,25 @@ pub struct LandlockAccess {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TcpAccess {
-    /// Landlock leaves TCP alone: loopback mode, whose namespace holds only
-    /// `lo`, so nothing can leave it anyway.
+    /// Landlock leaves TCP alone: the namespace holds only `lo` (and in
+    /// proxy mode the proxy's listener on it), so nothing can leave it
+    /// anyway, and code may serve and connect on its own loopback.
     Unrestricted,
-    /// No TCP bind or connect at all.
+    /// No TCP bind or connect at all: a job without a network.
     Denied,
-    /// Connect to this port only: the proxy's listener. No bind.
-    ConnectOnly(u16),
 }
 
-/// Device nodes python may write, beside its workspace and `/tmp`.
+/// Device nodes python may write, beside its workspace, `/tmp` and
+/// `/dev/shm`.
 const WRITABLE_DEVICES: [&str; 3] = ["/dev/null", "/dev/zero", "/dev/full"];
 
 pub fn landlock_access(spec: &JobSpec) -> LandlockAccess {
     let mut read_exec: Vec<PathBuf> = spec.ro_binds.clone();
     read_exec.extend(["/venv", "/etc", "/proc", "/dev"].map(PathBuf::from));
     read_exec.push(spec.interpreter.clone());
-    let mut read_write: Vec<PathBuf> = ["/workspace", "/tmp"].map(PathBuf::from).to_vec();
+    let mut read_write: Vec<PathBuf> = ["/workspace", "/tmp", "/dev/shm"]
+        .map(PathBuf::from)
+        .to_vec();
     read_write.extend(WRITABLE_DEVICES.map(PathBuf::from));
     for b in &spec.binds {
         if b.writable {
@@ -50,8 +52,7 @@ pub fn landlock_access(spec: &JobSpec) -> LandlockAccess {
     }
     let tcp = match spec.network {
         NetworkMode::None => TcpAccess::Denied,
-        NetworkMode::Loopback => TcpAccess::Unrestricted,
-        NetworkMode::Proxy => TcpAccess::ConnectOnly(spec.proxy_port),
+        NetworkMode::Loopback | NetworkMode::Proxy => TcpAccess::Unrestricted,
     };
     LandlockAccess {
         read_exec,
@@ -96,7 +97,14 @@ mod tests {
         );
         assert_eq!(
             a.read_write,
-            paths(&["/workspace", "/tmp", "/dev/null", "/dev/zero", "/dev/full"])
+            paths(&[
+                "/workspace",
+                "/tmp",
+                "/dev/shm",
+                "/dev/null",
+                "/dev/zero",
+                "/dev/full"
+            ])
         );
         assert_eq!(a.list, paths(&["/"]));
         assert_eq!(a.tcp, TcpAccess::Denied);
@@ -111,7 +119,7 @@ mod tests {
         assert_eq!(landlock_access(&s).tcp, TcpAccess::Unrestricted);
         s.network = NetworkMode::Proxy;
         s.proxy_port = 3128;
-        assert_eq!(landlock_access(&s).tcp, TcpAccess::ConnectOnly(3128));
+        assert_eq!(landlock_access(&s).tcp, TcpAccess::Unrestricted);
     }
 
     #[test]

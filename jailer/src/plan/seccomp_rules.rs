@@ -8,7 +8,9 @@
 //!   `seccomp_extra_deny`, and for argument patterns:
 //!   - `clone` with any `CLONE_NEW*` flag;
 //!   - `ioctl` TIOCSTI and TIOCLINUX, which push input into a terminal;
-//!   - `socket` outside the spec's families (every `socket` with none);
+//!   - `socket` outside the spec's families (every `socket` with none), and
+//!     an IPv4 or IPv6 socket that is not plain TCP or UDP (raw, packet
+//!     and SCTP-like types, other protocols such as ICMP);
 //!   - `personality` other than 0 or a query (0xffffffff);
 //!   - `prlimit64` on any process but the caller (pid 0): glibc's
 //!     getrlimit and setrlimit pass 0, and the jail's init, the only other
@@ -35,6 +37,25 @@ const CLONE_NEW_FLAGS: [u64; 7] = [
 ];
 const TIOCSTI: u64 = 0x5412;
 const TIOCLINUX: u64 = 0x541C;
+/// The `type` argument of an IP socket may be TCP's or UDP's, with or
+/// without `SOCK_NONBLOCK` and `SOCK_CLOEXEC`: every other value is
+/// refused, so an unknown flag cannot carry a raw type past the filter.
+const IP_SOCKET_TYPES: [u64; 8] = {
+    let (stream, dgram) = (libc::SOCK_STREAM as u64, libc::SOCK_DGRAM as u64);
+    let (nb, ce) = (libc::SOCK_NONBLOCK as u64, libc::SOCK_CLOEXEC as u64);
+    [
+        stream,
+        stream | nb,
+        stream | ce,
+        stream | nb | ce,
+        dgram,
+        dgram | nb,
+        dgram | ce,
+        dgram | nb | ce,
+    ]
+};
+/// An IP socket's protocol: the type's default, TCP or UDP.
+const IP_PROTOCOLS: [u64; 3] = [0, libc::IPPROTO_TCP as u64, libc::IPPROTO_UDP as u64];
 /// `personality(0xffffffff)` only reads the current persona.
 const PERSONALITY_QUERY: u64 = 0xffff_ffff;
 
@@ -127,17 +148,11 @@ pub fn seccomp_rules(spec: &JobSpec) -> Result<SeccompRules, JailError> {
         .map(|&req| vec![check(1, Width::Dword, Cmp::Eq(req))])
         .collect();
     deny_when(&mut eperm, nr("ioctl")?, When::AnyOf(terminal_input));
-    let not_allowed: Vec<ArgCheck> = spec
-        .socket_families
-        .iter()
-        .map(|&fam| check(0, Width::Dword, Cmp::Ne(fam as u64)))
-        .collect();
-    let socket = if not_allowed.is_empty() {
-        When::Always
-    } else {
-        When::AnyOf(vec![not_allowed])
-    };
-    deny_when(&mut eperm, nr("socket")?, socket);
+    deny_when(
+        &mut eperm,
+        nr("socket")?,
+        socket_rule(&spec.socket_families),
+    );
     let set_persona = vec![vec![
         check(0, Width::Dword, Cmp::Ne(0)),
         check(0, Width::Dword, Cmp::Ne(PERSONALITY_QUERY)),
@@ -148,6 +163,34 @@ pub fn seccomp_rules(spec: &JobSpec) -> Result<SeccompRules, JailError> {
     deny_when(&mut eperm, nr("prlimit64")?, When::AnyOf(other_process));
     let enosys = BTreeMap::from([(nr("clone3")?, When::Always)]);
     Ok(SeccompRules { enosys, eperm })
+}
+
+/// `socket` is refused outside `families`, and for an IPv4 or IPv6 socket
+/// of another type or protocol than TCP's and UDP's.
+fn socket_rule(families: &[i32]) -> When {
+    let family = |cmp| check(0, Width::Dword, cmp);
+    let outside: Vec<ArgCheck> = families
+        .iter()
+        .map(|&f| family(Cmp::Ne(f as u64)))
+        .collect();
+    if outside.is_empty() {
+        return When::Always;
+    }
+    let mut rules = vec![outside];
+    for ip in [libc::AF_INET, libc::AF_INET6] {
+        if !families.contains(&ip) {
+            continue;
+        }
+        let ip = family(Cmp::Eq(ip as u64));
+        let not_any = |arg, values: &[u64]| {
+            std::iter::once(ip)
+                .chain(values.iter().map(|&v| check(arg, Width::Dword, Cmp::Ne(v))))
+                .collect()
+        };
+        rules.push(not_any(1, &IP_SOCKET_TYPES));
+        rules.push(not_any(2, &IP_PROTOCOLS));
+    }
+    When::AnyOf(rules)
 }
 
 #[cfg(test)]
@@ -240,12 +283,31 @@ mod tests {
 
     #[test]
     fn socket_is_denied_outside_the_families() {
-        let r = rules_with(&[], &[libc::AF_UNIX, libc::AF_INET, libc::AF_INET6]);
+        let r = rules_with(&[], &[libc::AF_UNIX]);
         let ne = |f: i32| check(0, Width::Dword, Cmp::Ne(f as u64));
-        assert_eq!(
-            eperm(&r, "socket"),
-            Some(&When::AnyOf(vec![vec![ne(1), ne(2), ne(10)]]))
-        );
+        assert_eq!(eperm(&r, "socket"), Some(&When::AnyOf(vec![vec![ne(1)]])));
+    }
+
+    #[test]
+    fn ip_sockets_are_tcp_and_udp_only() {
+        let r = rules_with(&[], &[libc::AF_UNIX, libc::AF_INET, libc::AF_INET6]);
+        let Some(When::AnyOf(rules)) = eperm(&r, "socket") else {
+            panic!("socket is not filtered by argument");
+        };
+        let ne = |arg, v: u64| check(arg, Width::Dword, Cmp::Ne(v));
+        assert_eq!(rules[0], [ne(0, 1), ne(0, 2), ne(0, 10)]);
+        assert_eq!(rules.len(), 5);
+        for (i, family) in [(1, 2u64), (3, 10)] {
+            let is = check(0, Width::Dword, Cmp::Eq(family));
+            // SOCK_STREAM and SOCK_DGRAM, each with SOCK_NONBLOCK (0x800)
+            // and SOCK_CLOEXEC (0x80000) or not: nothing else.
+            let types = [1, 0x801, 0x80001, 0x80801, 2, 0x802, 0x80002, 0x80802];
+            let mut want = vec![is];
+            want.extend(types.map(|t| ne(1, t)));
+            assert_eq!(rules[i], want);
+            // The type's default, IPPROTO_TCP or IPPROTO_UDP.
+            assert_eq!(rules[i + 1], [is, ne(2, 0), ne(2, 6), ne(2, 17)]);
+        }
     }
 
     #[test]

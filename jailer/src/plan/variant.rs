@@ -45,7 +45,10 @@
 //!   it instead;
 //! - **python dies with the init** ([`Variant::python_dies_with_init`]):
 //!   without a shared pid namespace, the init's end would not take python
-//!   with it.
+//!   with it;
+//! - **no `/dev/shm` of its own** ([`Variant::shm`]): each child's init
+//!   mounts one; a template's would lie under every child's, one tmpfs
+//!   shared by all of them, if covered.
 
 use prims_protocol::jail::{ForkRole, JobSpec, TEMPLATE_CHILD_UIDS};
 
@@ -99,6 +102,9 @@ pub struct Variant {
     /// python sets a parent-death signal, since the init's end does not
     /// end its pid namespace.
     pub python_dies_with_init: bool,
+    /// The jail mounts a `/dev/shm` of its own (else the directory stays
+    /// empty, on the read-only `/dev`).
+    pub shm: bool,
 }
 
 impl Variant {
@@ -110,6 +116,7 @@ impl Variant {
         per_user_rlimits: true,
         landlock: true,
         python_dies_with_init: false,
+        shm: true,
     };
 
     /// The variant `spec` asks for.
@@ -137,6 +144,7 @@ impl Variant {
             per_user_rlimits: false,
             landlock: false,
             python_dies_with_init: true,
+            shm: false,
         }
     }
 }
@@ -182,6 +190,6 @@ mod tests {
             }
         );
         assert_eq!(t.seccomp, SeccompScope::UnderChildren);
-        assert!(!t.per_user_rlimits && !t.landlock && t.python_dies_with_init);
+        assert!(!t.per_user_rlimits && !t.landlock && t.python_dies_with_init && !t.shm);
     }
 }

@@ -157,15 +157,17 @@ pub struct LimitRequest {
 #[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
 pub enum NetworkMode {
-    /// An empty network namespace: `lo` stays down.
+    /// An empty network namespace, `lo` down and no TCP: for the jobs that
+    /// run no user code (a fork template, an offline bytecode compile).
     #[default]
     None,
-    /// `lo` is up; nothing leaves the namespace.
+    /// `lo` is up, TCP and UDP on it; nothing leaves the namespace. What
+    /// every run of user code gets at least.
     Loopback,
-    /// `lo` is up, and a TCP listener on `127.0.0.1:proxy_port` inside the
-    /// jail is handed out (over the jailer's `--proxy-fd`) before any code
-    /// runs: its connections are served by a proxy outside the jail, the
-    /// only way out. TCP connects to any other port are refused.
+    /// As `Loopback`, and a TCP listener on `127.0.0.1:proxy_port` inside
+    /// the jail is handed out (over the jailer's `--proxy-fd`) before any
+    /// code runs: its connections are served by a proxy outside the jail,
+    /// the only way out.
     Proxy,
 }
 

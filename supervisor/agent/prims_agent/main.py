@@ -7,7 +7,7 @@ import os
 import sys
 import traceback
 
-from prims_agent import shell
+from prims_agent import mp_main, shell
 from prims_agent.agent import Agent, block_sigint
 from prims_agent.channel import exit_now
 from prims_agent.fork import template
@@ -36,6 +36,8 @@ def main():
     agent = Agent()
     # Before the imports, so whatever they capture as __main__ is the user's.
     agent.install_main()
+    # Spawned and forkserver children find the cells' functions in __main__.
+    mp_main.install()
     agent.shell, shell_error = shell.load(agent)
     imported, failed, import_ms = agent.prewarm()
     version = "%d.%d.%d" % sys.version_info[:3]

@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 
 /// The agent's files: each one's path in the agent's directory, and its
 /// text.
-pub(crate) const AGENT_FILES: [(&str, &str); 14] = [
+pub(crate) const AGENT_FILES: [(&str, &str); 15] = [
     ("__main__.py", include_str!("../../agent/__main__.py")),
     (
         "prims_agent/__init__.py",
@@ -41,6 +41,10 @@ pub(crate) const AGENT_FILES: [(&str, &str); 14] = [
     (
         "prims_agent/state.py",
         include_str!("../../agent/prims_agent/state.py"),
+    ),
+    (
+        "prims_agent/mp_main.py",
+        include_str!("../../agent/prims_agent/mp_main.py"),
     ),
     (
         "prims_agent/shell.py",

@@ -297,7 +297,7 @@ def _fresh_in_place(python, fds, peer, asks, sys_, go_on):
         os.kill(python, signal.SIGKILL)
         _ended(python, 0)
         _empty_jail(sys_)
-        _empty_tmp(sys_.stat)
+        _empty_dirs(sys_.stat)
         _agent_dirs()
         _no_ipc_left()
         _reseed()
@@ -386,8 +386,13 @@ def _renew(fds, sys_):
         exit_now(126)
 
 
-def _empty_tmp(stat):
-    """The jail's /tmp as a new jail's: empty."""
+# What a new jail has empty, and a fresh python in place must find so: the
+# last one's files, and its POSIX semaphores and shared memory.
+_EMPTIED = ("/tmp", "/dev/shm")
+
+
+def _empty_dirs(stat):
+    """The jail's /tmp and /dev/shm as a new jail's: empty."""
     def remove(path):
         st = os.lstat(path)
         if stat.S_ISDIR(st.st_mode):
@@ -398,8 +403,9 @@ def _empty_tmp(stat):
         else:
             os.unlink(path)
 
-    for name in os.listdir("/tmp"):
-        remove("/tmp/" + name)
+    for top in _EMPTIED:
+        for name in os.listdir(top):
+            remove(top + "/" + name)
 
 
 def _no_ipc_left():

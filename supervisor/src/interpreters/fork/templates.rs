@@ -4,8 +4,9 @@
 //! jail's confinement around the child (the architecture guide's "Fork
 //! templates"). A template starts in the background, on the first start
 //! that could have used one (the default environment's, with the server);
-//! they are capped in number (least recently used replaced first) and age,
-//! and replaced when they die.
+//! they are capped in number (least recently used replaced first), and
+//! replaced when they die, and past an age or a number of children (a
+//! successor starts while the old one goes on forking).
 
 use crate::envs::EnvLease;
 use crate::interpreters::agent::AgentDir;
@@ -63,13 +64,40 @@ struct Template {
     python: u32,
     born: Instant,
     last_used: Mutex<Instant>,
+    /// Children forked so far.
+    children: AtomicU64,
+}
+
+impl Template {
+    /// Past its age or its number of children: its children share its
+    /// address-space layout and string-hash secret, so siblings far apart
+    /// should come from different templates.
+    fn due(&self, policy: &Policy) -> bool {
+        let i = &policy.interpreters;
+        self.born.elapsed() > i.template_max_age.0
+            || self.children.load(Ordering::Relaxed) >= i.template_max_children
+    }
 }
 
 enum Entry {
-    Starting,
+    /// Starting; `serving` is the template it replaces, which forks until
+    /// its successor is up.
+    Starting {
+        serving: Option<Arc<Template>>,
+    },
     Up(Arc<Template>),
     /// When, and why.
     Failed(Instant, String),
+}
+
+impl Entry {
+    /// The template that forks for this entry now, if any.
+    fn serving(&self) -> Option<&Arc<Template>> {
+        match self {
+            Entry::Up(t) | Entry::Starting { serving: Some(t) } => Some(t),
+            Entry::Starting { serving: None } | Entry::Failed(..) => None,
+        }
+    }
 }
 
 /// Starts by path, for `/metrics`.
@@ -147,7 +175,7 @@ impl Templates {
     pub(crate) fn stats(&self) -> TemplateStats {
         let up = lock(&self.set)
             .values()
-            .filter(|e| matches!(e, Entry::Up(_)))
+            .filter(|e| e.serving().is_some())
             .count() as u64;
         TemplateStats {
             up,
@@ -167,14 +195,14 @@ impl Templates {
         s: &StartSpec,
     ) -> Option<Forked> {
         let key = key(s, policy);
-        let template = self.usable(&key, policy);
-        let Some(t) = template else {
+        let Some(t) = self.usable(&key, jails, policy, s) else {
             self.ensure(key, jails, policy, Parts::of(s, policy));
             return None;
         };
         match fork_one(&t, self.next_id.fetch_add(1, Ordering::Relaxed)).await {
             Ok((adopt, fresh)) => {
                 *lock(&t.last_used) = Instant::now();
+                t.children.fetch_add(1, Ordering::Relaxed);
                 Some(Forked {
                     adopt,
                     fresh,
@@ -189,24 +217,41 @@ impl Templates {
         }
     }
 
-    /// The template for `key` if it is up and young enough; an old one is
-    /// retired (its children live on) and a new one started.
-    fn usable(&self, key: &str, policy: &Policy) -> Option<Arc<Template>> {
-        let mut set = lock(&self.set);
-        let Some(Entry::Up(t)) = set.get(key) else {
-            return None;
+    /// The template that forks for `key`, if one is up. One that is
+    /// [`due`](Template::due) goes on forking while a successor starts in
+    /// the background; its children live on after it.
+    fn usable(
+        self: &Arc<Self>,
+        key: &str,
+        jails: &Jails,
+        policy: &Policy,
+        s: &StartSpec,
+    ) -> Option<Arc<Template>> {
+        let t = {
+            let mut set = lock(&self.set);
+            let t = set.get(key)?.serving()?.clone();
+            if !matches!(set.get(key), Some(Entry::Up(_))) || !t.due(policy) {
+                return Some(t);
+            }
+            let serving = Some(t.clone());
+            set.insert(key.to_string(), Entry::Starting { serving });
+            t
         };
-        if t.born.elapsed() > policy.interpreters.template_max_age.0 {
-            set.remove(key);
-            return None;
-        }
-        Some(t.clone())
+        tracing::info!(env = %s.env_key, "a fork template is due for replacement; starting its successor");
+        self.start_in_background(key.to_string(), jails, policy, Parts::of(s, policy));
+        Some(t)
     }
 
     fn retire(&self, key: &str, t: &Arc<Template>) {
         let mut set = lock(&self.set);
-        if matches!(set.get(key), Some(Entry::Up(u)) if Arc::ptr_eq(u, t)) {
-            set.remove(key);
+        match set.get_mut(key) {
+            Some(Entry::Up(u)) if Arc::ptr_eq(u, t) => drop(set.remove(key)),
+            Some(Entry::Starting { serving })
+                if serving.as_ref().is_some_and(|u| Arc::ptr_eq(u, t)) =>
+            {
+                *serving = None
+            }
+            _ => {}
         }
     }
 
@@ -218,7 +263,7 @@ impl Templates {
             let default = lock(&self.default).clone();
             let mut set = lock(&self.set);
             match set.get(&key) {
-                Some(Entry::Starting | Entry::Up(_)) => return,
+                Some(Entry::Starting { .. } | Entry::Up(_)) => return,
                 Some(Entry::Failed(at, _)) if at.elapsed() < RETRY_AFTER => return,
                 _ => {}
             }
@@ -230,7 +275,7 @@ impl Templates {
                     .filter_map(|(k, e)| match e {
                         Entry::Up(t) => Some((k.clone(), *lock(&t.last_used))),
                         Entry::Failed(at, _) => Some((k.clone(), *at)),
-                        Entry::Starting => None,
+                        Entry::Starting { .. } => None,
                     })
                     .min_by_key(|(_, at)| *at);
                 match oldest {
@@ -238,8 +283,21 @@ impl Templates {
                     None => return,
                 }
             }
-            set.insert(key.clone(), Entry::Starting);
+            set.insert(key.clone(), Entry::Starting { serving: None });
         }
+        self.start_in_background(key, jails, policy, parts);
+    }
+
+    /// Starts the template for `key`, whose entry says `Starting`, in the
+    /// background; it takes that entry's place when it is up (or failed),
+    /// unless the entry was removed meanwhile.
+    fn start_in_background(
+        self: &Arc<Self>,
+        key: String,
+        jails: &Jails,
+        policy: &Policy,
+        parts: Parts,
+    ) {
         let (this, jails, policy) = (self.clone(), jails.clone(), policy.clone());
         tokio::spawn(async move {
             let entry = match this.start_one(&jails, &policy, parts).await {
@@ -254,7 +312,7 @@ impl Templates {
                 }
             };
             let mut set = lock(&this.set);
-            if matches!(set.get(&key), Some(Entry::Starting)) {
+            if matches!(set.get(&key), Some(Entry::Starting { .. })) {
                 set.insert(key, entry);
             }
         });
@@ -295,9 +353,9 @@ impl Templates {
         let mut parts = Some(parts);
         loop {
             let starting = match lock(&self.set).get(&key) {
-                Some(Entry::Up(_)) => return Ok(()),
+                Some(Entry::Up(_) | Entry::Starting { serving: Some(_) }) => return Ok(()),
                 Some(Entry::Failed(_, why)) => return Err(why.clone()),
-                Some(Entry::Starting) => true,
+                Some(Entry::Starting { serving: None }) => true,
                 None => false,
             };
             if !starting {
@@ -430,6 +488,7 @@ impl Templates {
             python,
             born: Instant::now(),
             last_used: Mutex::new(Instant::now()),
+            children: AtomicU64::new(0),
         })
     }
 }
