@@ -15,6 +15,7 @@ mod mcp;
 mod newuser;
 mod original;
 mod socket;
+mod starts;
 mod stats;
 
 use anyhow::Result;
@@ -156,6 +157,23 @@ enum Bench {
         #[arg(long, default_value = "/usr/bin/python3")]
         python: PathBuf,
     },
+    /// What a new interpreter costs a new session's first call, forked and
+    /// cold, with no warm pool; with `--against`, a second build in
+    /// alternating rounds of the same run (needs root).
+    Starts {
+        /// First calls per server and round (at least 5).
+        #[arg(long, default_value_t = 40)]
+        samples: usize,
+        /// Rounds; each starts a server per build and path.
+        #[arg(long, default_value_t = 3)]
+        rounds: usize,
+        /// Another build's prims binary (its prims-jailer beside it).
+        #[arg(long)]
+        against: Option<PathBuf>,
+        /// The IPython layer the servers bind (scripts/ipython-site.sh makes it).
+        #[arg(long, default_value = "/var/lib/prims-tests/ipython-site")]
+        ipython_site: PathBuf,
+    },
 }
 
 fn main() -> Result<()> {
@@ -190,5 +208,11 @@ fn main() -> Result<()> {
             prims_per,
             python,
         } => original::main(runs, prims_per, prims, python),
+        Bench::Starts {
+            samples,
+            rounds,
+            against,
+            ipython_site,
+        } => starts::main(samples, rounds, prims, against, ipython_site),
     }
 }

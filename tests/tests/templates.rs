@@ -426,3 +426,42 @@ async fn templates_starts_are_counted_with_the_switch_off_too() {
         "{stats:?}"
     );
 }
+
+/// Siblings of one template share its string-hash secret and its address
+/// layout, so a template is replaced after `template_max_children`
+/// children (and `template_max_age`): later sessions hash otherwise. The
+/// old one forks until its successor is up, so no start goes cold.
+#[tokio::test(flavor = "multi_thread")]
+async fn templates_a_template_is_replaced_after_its_children_and_no_start_goes_cold() {
+    let d = Daemon::start(&live_policy(
+        &format!("{NO_POOL}fork_templates = true\ntemplate_max_children = 2\n"),
+        "",
+    ));
+    let c = d.client().await;
+    let secret = "import sys\nprint(hash('prims'), id(sys))";
+    let first = forked_session(&d, &c).await;
+    let old = out(&c, &first, secret).await;
+    // Starts before the first template was up went cold; none after.
+    let cold = c.stats().await.unwrap().starts_cold;
+    let second = forked_session(&d, &c).await;
+    assert_eq!(out(&c, &second, secret).await, old, "siblings of one template");
+    let deadline = std::time::Instant::now() + HANG_GUARD * 5;
+    let mut seen = vec![old.clone()];
+    loop {
+        let s = forked_session(&d, &c).await;
+        let now = out(&c, &s, secret).await;
+        seen.push(now.clone());
+        if now.split_whitespace().next() != old.split_whitespace().next() {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no successor came up: {seen:?}\n{}",
+            d.log()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let stats = c.stats().await.unwrap();
+    assert_eq!(stats.starts_cold, cold, "{stats:?}");
+    assert_eq!(stats.templates_up, 1, "the old one went: {stats:?}");
+}
