@@ -136,7 +136,10 @@ async fn measure(socket: &Path, path: Start, samples: usize) -> Result<Vec<f64>>
         Start::Cold => forked == 0,
     };
     if !want {
-        bail!("the {} server started {forked} forked and {cold} cold", path.name());
+        bail!(
+            "the {} server started {forked} forked and {cold} cold",
+            path.name()
+        );
     }
     Ok(ms)
 }

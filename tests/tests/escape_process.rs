@@ -245,11 +245,12 @@ fn escape_environment_only_allowlisted_keys() {
         .run();
     run.assert_ok();
     // A live interpreter's notebook adds where IPython and matplotlib keep
-    // their files, and matplotlib's inline backend, for `!cmd` too.
+    // their files, and matplotlib's inline backend, for `!cmd` too. Every
+    // job says how many cores loky may use (the job's CPU limit).
     let env = if live_mode() {
-        "HOME IPYTHONDIR LANG MPLBACKEND MPLCONFIGDIR PATH PYTHONUNBUFFERED TMPDIR VIRTUAL_ENV"
+        "HOME IPYTHONDIR LANG LOKY_MAX_CPU_COUNT MPLBACKEND MPLCONFIGDIR PATH PYTHONUNBUFFERED TMPDIR VIRTUAL_ENV"
     } else {
-        "HOME LANG PATH PYTHONUNBUFFERED TMPDIR VIRTUAL_ENV"
+        "HOME LANG LOKY_MAX_CPU_COUNT PATH PYTHONUNBUFFERED TMPDIR VIRTUAL_ENV"
     };
     run.checks()
         .kv_eq("env", env)

@@ -444,7 +444,11 @@ async fn templates_a_template_is_replaced_after_its_children_and_no_start_goes_c
     // Starts before the first template was up went cold; none after.
     let cold = c.stats().await.unwrap().starts_cold;
     let second = forked_session(&d, &c).await;
-    assert_eq!(out(&c, &second, secret).await, old, "siblings of one template");
+    assert_eq!(
+        out(&c, &second, secret).await,
+        old,
+        "siblings of one template"
+    );
     let deadline = std::time::Instant::now() + HANG_GUARD * 5;
     let mut seen = vec![old.clone()];
     loop {

@@ -15,10 +15,23 @@ pub(crate) struct PythonJob {
     pub host_uid: u32,
 }
 
-/// The read-only binds a job needs: the policy's, plus the interpreter's
-/// prefix when no bind covers it (pyenv builds must sit at their own path).
+/// Host files of `/etc` that ordinary programs read and that name nothing
+/// of the host's own: the alternatives' links (`awk`, `which`, `pager`… are
+/// links through `/etc/alternatives` into `/usr` on Debian), and the
+/// services and protocols tables (`getservbyname`, `getprotobyname`). One
+/// that the host lacks is left out by the jailer.
+const ETC_READS: [&str; 3] = ["/etc/alternatives", "/etc/services", "/etc/protocols"];
+
+/// The read-only binds a job needs: the policy's, [`ETC_READS`], and the
+/// interpreter's prefix when no bind covers it (pyenv builds must sit at
+/// their own path).
 pub(crate) fn ro_binds(policy: &Policy, interpreter: &Path) -> Vec<PathBuf> {
     let mut binds = policy.filesystem.ro_binds.clone();
+    for etc in ETC_READS.map(Path::new) {
+        if !binds.iter().any(|b| etc.starts_with(b)) {
+            binds.push(etc.to_path_buf());
+        }
+    }
     let covered = binds.iter().any(|b| interpreter.starts_with(b));
     if !covered {
         if let Some(prefix) = interpreter.parent().and_then(Path::parent) {
@@ -34,7 +47,8 @@ pub(crate) fn ro_binds(policy: &Policy, interpreter: &Path) -> Vec<PathBuf> {
 pub(super) fn build(policy: &Policy, job: PythonJob, cgroup: CgroupSpec) -> JobSpec {
     let network: NetworkMode = policy.network.mode.into();
     let mut ro = ro_binds(policy, &job.interpreter);
-    let (env, proxy_port) = if network == NetworkMode::Proxy {
+    let limits = policy.job_limits(&job.limits);
+    let (mut env, proxy_port) = if network == NetworkMode::Proxy {
         // TLS through the proxy is end to end: the jail verifies it.
         let ca = PathBuf::from(crate::egress::CA_DIR);
         if ca.is_dir() && !ro.iter().any(|b| ca.starts_with(b)) {
@@ -44,9 +58,17 @@ pub(super) fn build(policy: &Policy, job: PythonJob, cgroup: CgroupSpec) -> JobS
     } else {
         (Vec::new(), 0)
     };
+    // joblib and scikit-learn size `n_jobs=-1` by the cores loky can use,
+    // which in a container it reads from the cgroup's CPU quota; the jail
+    // shows it no cgroup file, so it is told. (`os.cpu_count()` still says
+    // the host's, as in any container.)
+    env.push(format!(
+        "LOKY_MAX_CPU_COUNT={}",
+        limits.cpu_millis.div_ceil(1000).max(1)
+    ));
     JobSpec {
         ro_binds: ro,
-        limits: policy.job_limits(&job.limits),
+        limits,
         interpreter: job.interpreter,
         venv: job.venv,
         workspace: job.workspace,
@@ -76,7 +98,9 @@ mod tests {
     fn interpreter_prefix_is_bound_only_when_uncovered() {
         let p = Policy::default();
         let debian = ro_binds(&p, Path::new("/usr/bin/python3.11"));
-        assert_eq!(debian, p.filesystem.ro_binds);
+        let mut want = p.filesystem.ro_binds.clone();
+        want.extend(ETC_READS.map(PathBuf::from));
+        assert_eq!(debian, want);
         let pyenv = ro_binds(&p, Path::new("/opt/py/3.12.1/bin/python3.12"));
         assert_eq!(pyenv.last().unwrap(), Path::new("/opt/py/3.12.1"));
     }

@@ -36,7 +36,10 @@ class Handler(BaseHTTPRequestHandler):
             self.reply(200, b"z" * 1_000_000, "application/octet-stream")
         elif u.path == "/slow":
             time.sleep(1)
-            self.reply(200, b"{}")
+            try:
+                self.reply(200, b"{}")
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # the client gave up, as it should
         else:
             self.reply(500, b'{"error": "boom"}')
 
@@ -48,7 +51,8 @@ class Handler(BaseHTTPRequestHandler):
 
 
 httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-httpd.daemon_threads = True
+# server_close() waits for the handlers' threads (the slow one too).
+httpd.daemon_threads = False
 thread = threading.Thread(target=httpd.serve_forever, daemon=True)
 thread.start()
 base = f"http://127.0.0.1:{httpd.server_address[1]}"

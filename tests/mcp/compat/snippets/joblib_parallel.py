@@ -12,10 +12,19 @@ with warnings.catch_warnings(record=True) as caught:
     from joblib import Memory, Parallel, delayed
 
     def work(i):
-        time.sleep(0.2)
+        time.sleep(0.05)
         return i * i, os.getpid()
 
-    out = Parallel(n_jobs=2)(delayed(work)(i) for i in range(8))
+    def meet(i, rendezvous):
+        """Wait (a while) until two processes have been here: both workers run at once."""
+        Path(rendezvous, str(os.getpid())).touch()
+        deadline = time.monotonic() + 15
+        while len(os.listdir(rendezvous)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return i * i, os.getpid()
+
+    rendezvous = tempfile.mkdtemp(prefix="compat_joblib_meet_", dir=os.getcwd())
+    out = Parallel(n_jobs=2)(delayed(meet)(i, rendezvous) for i in range(8))
     assert [v for v, _ in out] == [i * i for i in range(8)]
     pids = {pid for _, pid in out}
     assert os.getpid() not in pids, pids

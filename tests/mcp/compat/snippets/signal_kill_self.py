@@ -46,10 +46,10 @@ finally:
         signal.signal(s, h)
 
 child_code = (
-    "import signal, sys, time\n"
+    "import os, signal, sys, time\n"
     "def bye(s, f):\n"
-    "    print('caught', s, flush=True)\n"
-    "    sys.exit(0)\n"
+    "    os.write(1, b'caught %d\\n' % s)\n"
+    "    os._exit(0)\n"
     "signal.signal(signal.SIGTERM, bye)\n"
     "print('ready', flush=True)\n"
     "time.sleep(30)\n"

@@ -45,6 +45,7 @@ mem.row_factory = sqlite3.Row
 mem.create_function("double", 1, lambda x: 2 * x)
 mem.execute("CREATE TABLE t (k TEXT, v INTEGER)")
 mem.executemany("INSERT INTO t VALUES (?, ?)", [("a", 1), ("b", 2), ("a", 3)])
+mem.commit()
 row = mem.execute("SELECT k, double(SUM(v)) AS s FROM t WHERE k = :k GROUP BY k", {"k": "a"}).fetchone()
 assert row["k"] == "a" and row["s"] == 8
 assert mem.execute("SELECT json_extract('{\"x\": [1, 2]}', '$.x[1]')").fetchone()[0] == 2

@@ -52,13 +52,8 @@ with subprocess.Popen(["sh", "-c", "for i in 1 2 3; do echo line$i; done"], stdo
     for line in p.stdout:
         lines.append(line.strip())
 assert lines == ["line1", "line2", "line3"]
-found = subprocess.run(["find", str(work), "-name", "*.txt"], capture_output=True, text=True).stdout.split()
-assert sorted(Path(f).name for f in found) == ["a.txt", "b.txt"]
-awk = subprocess.run(shlex.split("awk -F, '{s += $2} END {print s}'"), input="a,1\nb,2\nc,39\n",
-                     capture_output=True, text=True)
-assert awk.stdout.strip() == "42"
-tarball = subprocess.run(["tar", "czf", "-", "-C", str(work), "a.txt"], capture_output=True, check=True).stdout
-assert subprocess.run(["tar", "tzf", "-"], input=tarball, capture_output=True, check=True).stdout == b"a.txt\n"
+cut = subprocess.run(shlex.split("cut -d, -f2"), input="a,1\nb,2\n", capture_output=True, text=True)
+assert cut.stdout == "1\n2\n"
 assert os.system("true") == 0 and os.waitstatus_to_exitcode(os.system("exit 4")) == 4
 with os.popen("echo popen") as f:
     assert f.read() == "popen\n"
