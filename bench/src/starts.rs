@@ -5,11 +5,13 @@
 //! and closes it, on a settled server.
 //!
 //! With `--against OTHER_PRIMS` the same is measured for a second build,
-//! and rounds alternate between the two builds, so that both columns share
-//! the machine's noise: how a change to the jail moves these paths is the
-//! difference of medians in one run, never two runs apart. Each server has
-//! no default packages and the tests' IPython layer (`--ipython-site`), so
-//! that it is up in seconds and the interpreter is all that is measured.
+//! whose server runs beside the first (its own state directory, uid range
+//! and cgroup), and the samples alternate between the two, so that both
+//! columns share the machine's noise: how a change moves these paths is
+//! the median of the paired differences, each pair taken a moment apart.
+//! Each server has no default packages and the tests' IPython layer
+//! (`--ipython-site`), so that it is up in seconds and the interpreter is
+//! all that is measured.
 
 use crate::live::supervisor::socket_path;
 use crate::mcp::{bench_dir, Served};
@@ -54,96 +56,107 @@ pub fn main(
         );
     }
     let builds: Vec<PathBuf> = std::iter::once(prims).chain(against).collect();
-    // [build][path]: every sample of every round.
-    let mut ms = vec![[Vec::new(), Vec::new()]; builds.len()];
-    for round in 0..rounds {
-        for (b, prims) in builds.iter().enumerate() {
-            for (p, path) in [Start::Forked, Start::Cold].into_iter().enumerate() {
-                eprintln!(
-                    "round {}/{rounds}: {} {}...",
-                    round + 1,
-                    prims.display(),
-                    path.name()
-                );
-                ms[b][p].extend(one_server(prims, path, samples, &ipython_site)?);
+    println!("| path | build | samples | min ms | p50 ms | p90 ms |\n|---|---|---|---|---|---|");
+    for start in [Start::Forked, Start::Cold] {
+        // [build]: every sample of every round.
+        let mut ms = vec![Vec::new(); builds.len()];
+        for round in 0..rounds {
+            eprintln!("{} round {}/{rounds}...", start.name(), round + 1);
+            let got = side_by_side(&builds, start, samples, &ipython_site)?;
+            for (all, some) in ms.iter_mut().zip(got) {
+                all.extend(some);
             }
         }
-    }
-    println!("\n| build | path | samples | min ms | p50 ms | p90 ms |\n|---|---|---|---|---|---|");
-    for (b, prims) in builds.iter().enumerate() {
-        for (p, path) in [Start::Forked, Start::Cold].into_iter().enumerate() {
-            let s = stats(ms[b][p].clone());
+        for (b, prims) in builds.iter().enumerate() {
+            let s = stats(ms[b].clone());
             println!(
                 "| {} | {} | {} | {:.2} | {:.2} | {:.2} |",
+                start.name(),
                 prims.display(),
-                path.name(),
-                ms[b][p].len(),
+                ms[b].len(),
                 s.min,
                 s.median,
                 s.p90
             );
         }
-    }
-    if builds.len() == 2 {
-        for (p, path) in [Start::Forked, Start::Cold].into_iter().enumerate() {
-            let (first, second) = (stats(ms[0][p].clone()), stats(ms[1][p].clone()));
+        if let [first, second] = &ms[..] {
+            let diffs: Vec<f64> = first.iter().zip(second).map(|(a, b)| a - b).collect();
+            let mean = diffs.iter().sum::<f64>() / diffs.len() as f64;
             println!(
-                "\n{}: p50 {:+.2} ms ({:.3}×) for the first build against the second",
-                path.name(),
-                first.median - second.median,
-                first.median / second.median
+                "| {} | first − second, paired | {} | | {:+.3} | (mean {:+.3}) |",
+                start.name(),
+                diffs.len(),
+                stats(diffs).median,
+                mean
             );
         }
     }
     Ok(())
 }
 
-/// A server of `prims` starting interpreters by `path`: `samples` first
-/// calls of new sessions, after a few that warm it up.
-fn one_server(prims: &Path, path: Start, samples: usize, site: &Path) -> Result<Vec<f64>> {
-    let dir = bench_dir(&format!("starts-{}", path.name()))?;
-    let policy = dir.join("policy.toml");
-    std::fs::write(
-        &policy,
-        format!(
-            "[python]\ndefault_packages = []\nipython_site = {:?}\n\
-             [interpreters]\npool_size = 0\nfork_templates = {}\n",
-            site.display().to_string(),
-            path == Start::Forked
-        ),
-    )?;
-    let served = Served::start(prims, &dir, Some(&policy))?;
+/// A server per build starting interpreters by `start`, side by side:
+/// `samples` first calls of new sessions on each, taken in turns (the
+/// order of each turn alternating), after a few that warm them up.
+fn side_by_side(builds: &[PathBuf], start: Start, samples: usize, site: &Path) -> Result<Vec<Vec<f64>>> {
+    let mut servers = Vec::new();
+    let mut sockets = Vec::new();
+    for (b, prims) in builds.iter().enumerate() {
+        let dir = bench_dir(&format!("starts-{}-{b}", start.name()))?;
+        let policy = dir.join("policy.toml");
+        std::fs::write(
+            &policy,
+            format!(
+                "[python]\ndefault_packages = []\nipython_site = {:?}\n\
+                 [interpreters]\npool_size = 0\nfork_templates = {}\n\
+                 [identity]\nuid_base = {}\nuid_count = 10000\n\
+                 [cgroup]\nparent = \"prims-bench-starts-{b}\"\n",
+                site.display().to_string(),
+                start == Start::Forked,
+                3_500_000 + 20_000 * b,
+            ),
+        )?;
+        servers.push(Served::start(prims, &dir, Some(&policy))?);
+        sockets.push(socket_path(&dir));
+    }
     let rt = tokio::runtime::Runtime::new()?;
-    let result = rt.block_on(measure(&socket_path(&dir), path, samples));
-    drop(served);
+    let result = rt.block_on(measure(&sockets, start, samples));
+    drop(servers);
     result
 }
 
-async fn measure(socket: &Path, path: Start, samples: usize) -> Result<Vec<f64>> {
-    let client = connect(socket).await?;
-    wait_ready(&client, path).await?;
-    for _ in 0..3 {
-        first_call(&client).await?;
+async fn measure(sockets: &[PathBuf], start: Start, samples: usize) -> Result<Vec<Vec<f64>>> {
+    let mut clients = Vec::new();
+    for socket in sockets {
+        let client = connect(socket).await?;
+        wait_ready(&client, start).await?;
+        for _ in 0..3 {
+            first_call(&client).await?;
+        }
+        clients.push(client);
     }
-    let mut ms = Vec::with_capacity(samples);
-    for _ in 0..samples {
-        ms.push(first_call(&client).await?);
+    let mut ms = vec![Vec::with_capacity(samples); clients.len()];
+    for i in 0..samples {
+        let mut order: Vec<usize> = (0..clients.len()).collect();
+        if i % 2 == 1 {
+            order.reverse();
+        }
+        for b in order {
+            ms[b].push(first_call(&clients[b]).await?);
+        }
     }
-    let s = client.stats().await?;
-    let (forked, cold) = (s.starts_forked, s.starts_cold);
-    let want = match path {
-        Start::Forked => cold == 0,
-        Start::Cold => forked == 0,
-    };
-    if !want {
-        bail!(
-            "the {} server started {forked} forked and {cold} cold",
-            path.name()
-        );
+    for c in &clients {
+        let s = c.stats().await?;
+        let (forked, cold) = (s.starts_forked, s.starts_cold);
+        let want = match start {
+            Start::Forked => cold == 0,
+            Start::Cold => forked == 0,
+        };
+        if !want {
+            bail!("a {} server started {forked} forked and {cold} cold", start.name());
+        }
     }
     Ok(ms)
 }
-
 async fn connect(socket: &Path) -> Result<Client> {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
