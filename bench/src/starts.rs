@@ -97,7 +97,12 @@ pub fn main(
 /// A server per build starting interpreters by `start`, side by side:
 /// `samples` first calls of new sessions on each, taken in turns (the
 /// order of each turn alternating), after a few that warm them up.
-fn side_by_side(builds: &[PathBuf], start: Start, samples: usize, site: &Path) -> Result<Vec<Vec<f64>>> {
+fn side_by_side(
+    builds: &[PathBuf],
+    start: Start,
+    samples: usize,
+    site: &Path,
+) -> Result<Vec<Vec<f64>>> {
     let mut servers = Vec::new();
     let mut sockets = Vec::new();
     for (b, prims) in builds.iter().enumerate() {
@@ -152,7 +157,10 @@ async fn measure(sockets: &[PathBuf], start: Start, samples: usize) -> Result<Ve
             Start::Cold => forked == 0,
         };
         if !want {
-            bail!("a {} server started {forked} forked and {cold} cold", start.name());
+            bail!(
+                "a {} server started {forked} forked and {cold} cold",
+                start.name()
+            );
         }
     }
     Ok(ms)
