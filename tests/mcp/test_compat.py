@@ -17,7 +17,7 @@ Every snippet runs twice:
 - in PRIMS: as a `run_code` cell, all snippets in order in ONE session of a
   `prims serve` whose base environment has the same pins (its
   `python.default_packages`; the wheels come from the same wheelhouse,
-  `target/compat-wheels`, via `python.find_links`). Two servers: one that
+  `/var/lib/prims-tests/compat-wheels`, via `python.find_links`). Two servers: one that
   forks its interpreters from a template (`interpreters.fork_templates`, the
   default) and one that starts every interpreter cold. Both keep the default
   limits (512 MiB of memory, 64 processes and threads, 30 s a call): the
@@ -64,7 +64,10 @@ SNIPPETS = {p.stem: p for p in sorted((COMPAT / "snippets").glob("*.py"))}
 REQUIREMENTS = COMPAT / "requirements.txt"
 TARGET = Path(os.environ.get("CARGO_TARGET_DIR", REPO / "target"))
 VENV = TARGET / "compat-venv"
-WHEELS = TARGET / "compat-wheels"
+# The servers bind the wheelhouse into their build jails (`python.find_links`),
+# which refuse a target under /tmp: a checkout may lie there (CI clones to
+# one), so it lives beside the tests' IPython layer instead.
+WHEELS = Path(os.environ.get("PRIMS_COMPAT_WHEELS", "/var/lib/prims-tests/compat-wheels"))
 REPORT = TARGET / "test-outputs" / "compat" / "report.json"
 HOST_PYTHON = os.environ.get("PRIMS_COMPAT_PYTHON", "/usr/bin/python3")
 
@@ -144,7 +147,7 @@ def _pip(python: Path, *args: str, timeout: float = 900) -> None:
 
 
 def ensure_venv() -> Path:
-    """target/compat-venv with the pins, and target/compat-wheels with their
+    """target/compat-venv with the pins, and the wheelhouse WHEELS with their
     wheels (what the servers install from); both only when the pins change."""
     if not Path(HOST_PYTHON).is_file():
         pytest.fail(f"{HOST_PYTHON} not found: the bare side needs Python 3.11", pytrace=False)
