@@ -157,9 +157,31 @@ fn seccomp() -> Verdict {
     }
 }
 
-/// Which path new interpreters take: forked from a template, or cold; and
-/// whether the host's per-user ceilings hold every forked session's share.
-fn start_path(policy: &Policy) -> Verdict {
+/// Which path new interpreters take: forked from a template, or cold;
+/// whether the host's per-user ceilings hold every forked session's share;
+/// and which of them the server on `state_dir` raised, to put back at its
+/// clean stop.
+fn start_path(policy: &Policy, state_dir: &Path) -> Verdict {
+    let raised: Vec<String> = prims_supervisor::fork_budgets_raised(state_dir)
+        .iter()
+        .map(|r| format!("{} from {} to {}", r.sysctl, r.was, r.set))
+        .collect();
+    let raised = if raised.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "; the server on this state directory raised {}, and puts each back at its clean stop unless something else changed it since",
+            raised.join(", ")
+        )
+    };
+    match start_path_verdict(policy) {
+        Verdict::Ok(m) => Verdict::Ok(m + &raised),
+        Verdict::Warn(m, fix) => Verdict::Warn(m + &raised, fix),
+        Verdict::Fail(m, fix) => Verdict::Fail(m + &raised, fix),
+    }
+}
+
+fn start_path_verdict(policy: &Policy) -> Verdict {
     if !policy.interpreters.fork_templates {
         return Verdict::Ok(
             "new interpreters start cold (interpreters.fork_templates = false)".into(),
@@ -176,7 +198,7 @@ fn start_path(policy: &Policy) -> Verdict {
         let whys: Vec<&str> = short.iter().map(|(w, _)| w.as_str()).collect();
         return Verdict::Warn(
             format!("fork templates: {}", whys.join("; ")),
-            "nothing to do: the supervisor raises these as its first template starts, so that each forked session keeps a cold jail's share (docs/security.md)",
+            "nothing to do: the supervisor raises these as its first template starts, so that each forked session keeps a cold jail's share (docs/security.md), and puts them back at its clean stop; to keep them up for good, set them in /etc/sysctl.d (docs/operations.md)",
         );
     }
     Verdict::Ok(
@@ -331,7 +353,7 @@ pub fn main(args: DoctorArgs) -> i32 {
         cgroups(&policy, &args.host.socket.path),
         seccomp(),
         interpreter(&policy),
-        start_path(&policy),
+        start_path(&policy, &args.host.state.dir),
         uv(&args.host.state.dir),
         state_dir(&args.host.state.dir),
         disk(&policy, &args.host.state.dir),

@@ -36,6 +36,14 @@ pub fn main(args: EgressArgs) -> i32 {
 }
 
 fn run(args: EgressArgs) -> Result<()> {
+    // The server's stop signals are the supervisor's to act on: it ends
+    // the proxy (closing the control channel) once the running calls have
+    // their answers. systemd's `KillMode=control-group` sends them to every
+    // process of the unit.
+    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT] {
+        // SAFETY: signal(2) with SIG_IGN installs no handler code.
+        unsafe { libc::signal(sig, libc::SIG_IGN) };
+    }
     if args.control_fd < 3 {
         anyhow::bail!("--control-fd {} is a standard stream", args.control_fd);
     }

@@ -107,7 +107,8 @@ fn exit_code(o: &Outcome) -> i32 {
         Status::Ok => 0,
         Status::Exit | Status::Error => o.exit_code.unwrap_or(1),
         Status::Signal => 128 + o.signal.unwrap_or(0),
-        Status::Timeout => EXIT_TIMEOUT,
+        // `prims run` has no server to stop: a Ctrl-C ends it at once.
+        Status::Timeout | Status::Stopped => EXIT_TIMEOUT,
         Status::Oom => EXIT_OOM,
         Status::SetupError => EXIT_SETUP,
     }

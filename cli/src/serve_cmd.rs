@@ -11,6 +11,7 @@ use clap::Args;
 use prims_supervisor::accounts::{self, Account, FRONTEND_USER};
 use std::net::SocketAddr;
 use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -68,7 +69,8 @@ impl Proc {
         self.child.try_wait().ok().flatten()
     }
 
-    fn stop(&mut self) {
+    /// SIGTERM: a graceful stop.
+    fn ask_to_stop(&mut self) {
         if self.exited().is_some() {
             return;
         }
@@ -76,6 +78,15 @@ impl Proc {
             // SAFETY: kill(2) of our own child, which has not been reaped.
             unsafe { libc::kill(pid, libc::SIGTERM) };
         }
+    }
+
+    fn stop(&mut self) {
+        self.ask_to_stop();
+        self.wait_stopped();
+    }
+
+    /// Waits for its end, up to the grace; then kills it.
+    fn wait_stopped(&mut self) {
         let deadline = Instant::now() + STOP_GRACE;
         while Instant::now() < deadline {
             if self.exited().is_some() {
@@ -240,13 +251,45 @@ async fn serve(args: ServeArgs, stop: CancellationToken, now: CancellationToken)
         }
     }
     eprintln!("prims serve: stopping");
-    front.stop();
-    sup.stop();
+    // Both at once: the supervisor answers the calls that run (each
+    // interrupted, with a result that says so) and saves every session's
+    // variables; the front-end hands those answers on, then ends.
+    sup.ask_to_stop();
+    front.ask_to_stop();
+    sup.wait_stopped();
+    front.wait_stopped();
     Ok(code)
 }
 
 fn spawn(name: &'static str, mut cmd: Command) -> Result<Proc> {
-    cmd.stdin(Stdio::null());
+    // A process group of its own: a terminal's Ctrl-C, or a process
+    // manager's signal to our group, reaches this process alone, which
+    // stops both children in order; the jails are in sessions of their own.
+    cmd.stdin(Stdio::null()).process_group(0);
+    // And if this process dies without stopping them (a SIGKILL), each
+    // child stops gracefully on its own.
+    let parent = std::process::id() as libc::pid_t;
+    // SAFETY: between fork and exec the hook calls only prctl, getppid,
+    // getpid and kill, which are async-signal-safe, and allocates nothing.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::prctl(
+                libc::PR_SET_PDEATHSIG,
+                libc::SIGTERM as libc::c_ulong,
+                0,
+                0,
+                0,
+            ) < 0
+            {
+                return Err(std::io::Error::last_os_error());
+            }
+            // Gone already, before the death signal was set.
+            if libc::getppid() != parent {
+                libc::kill(libc::getpid(), libc::SIGTERM);
+            }
+            Ok(())
+        });
+    }
     let child = cmd
         .spawn()
         .with_context(|| format!("starting the {name}"))?;

@@ -46,7 +46,7 @@ mod report;
 mod rootfs;
 mod seccomp;
 mod setup;
-mod signals;
+pub mod signals;
 mod sys;
 mod userns_limits;
 

@@ -18,6 +18,9 @@ use std::time::Instant;
 
 fn main() {
     let start = Instant::now();
+    // A signal meant for the server must not end a jail before the
+    // supervisor has saved its session (see `signals`).
+    prims_jailer::signals::ignore_server_stops();
     let fds = match prims_jailer::args::parse(std::env::args().skip(1)) {
         Ok(fds) => fds,
         Err(msg) => {

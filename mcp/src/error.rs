@@ -33,6 +33,10 @@ fn describe(e: &ClientError) -> String {
                 "This PRIMS node is restarting ({}). Retry in a few seconds.",
                 r.message
             ),
+            ErrorCode::Stopping => format!(
+                "The PRIMS server is stopping: {}. Retry once it is back.",
+                r.message
+            ),
             _ => r.message.clone(),
         },
         e if e.is_unavailable() => {

@@ -91,6 +91,7 @@ impl ServerHandler for PrimsServer {
             let caller = caller(&context);
             return crate::tasks::start(&self.app, request, caller, context.ct.clone()).await;
         }
+        let _call = InFlight::new(&self.app.calls);
         let tcc = ToolCallContext::new(self, request, context);
         self.tool_router.call(tcc).await
     }
@@ -175,5 +176,21 @@ impl ServerHandler for PrimsServer {
     ) -> Result<(), McpError> {
         *self.log_level.lock().unwrap_or_else(|e| e.into_inner()) = Some(request.level);
         Ok(())
+    }
+}
+
+/// Counts a tool call from its start to its answer.
+struct InFlight<'a>(&'a std::sync::atomic::AtomicUsize);
+
+impl<'a> InFlight<'a> {
+    fn new(n: &'a std::sync::atomic::AtomicUsize) -> Self {
+        n.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        InFlight(n)
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
     }
 }

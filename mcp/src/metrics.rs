@@ -192,6 +192,16 @@ impl Metrics {
                     "Fresh interpreters forked in place of a forked one, in its jail (`fresh: true`).",
                     s.starts_in_place,
                 ),
+                (
+                    "prims_autosaves_total",
+                    "Background saves of sessions' globals (interpreters.autosave_after).",
+                    s.autosaves,
+                ),
+                (
+                    "prims_autosave_cpu_milliseconds_total",
+                    "CPU the jails spent on background saves, as their cgroups count it.",
+                    s.autosave_cpu_ms,
+                ),
             ];
             for (name, help, v) in counters {
                 let _ = writeln!(

@@ -22,6 +22,8 @@ pub(crate) struct AppState {
     egress: Result<Egress, String>,
     /// The supervisor drains (see [`crate::http::drain`]).
     pub(crate) draining: std::sync::atomic::AtomicBool,
+    /// Tool calls being answered: a stopping front-end waits for them.
+    pub(crate) calls: std::sync::atomic::AtomicUsize,
 }
 
 impl AppState {
@@ -43,6 +45,7 @@ impl AppState {
             watch: Default::default(),
             egress,
             draining: Default::default(),
+            calls: Default::default(),
         }
     }
 

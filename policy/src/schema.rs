@@ -375,6 +375,10 @@ pub struct Interpreters {
     /// How long saving an interpreter's globals at a stop may take (it
     /// runs the objects' own pickling code); past it they are lost.
     pub save_timeout: HumanDuration,
+    /// A session whose globals changed is saved in the background this
+    /// long after its first unsaved call (between calls, at idle CPU
+    /// priority), so that a crash loses at most that much; 0 turns it off.
+    pub autosave_after: HumanDuration,
     /// Fork new interpreters from a per-environment template that imported
     /// `python.prewarm_imports` once (see the architecture guide's "Fork
     /// templates"); the default environment's template starts with the
@@ -404,6 +408,7 @@ impl Default for Interpreters {
             pool_size: 2,
             interrupt_grace: HumanDuration::secs(2),
             save_timeout: HumanDuration::secs(10),
+            autosave_after: HumanDuration::secs(10),
             fork_templates: true,
             max_templates: 4,
             template_memory: ByteSize(1 << 30),

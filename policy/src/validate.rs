@@ -14,7 +14,8 @@ mod findings;
 mod network;
 mod tasks;
 use bounds::{
-    MAX_INTERRUPT_GRACE, MAX_POOL_SIZE, MAX_PREWARM_IMPORTS, MAX_SAVE_TIMEOUT, MAX_WARM_UP_CODE,
+    MAX_AUTOSAVE_AFTER, MAX_INTERRUPT_GRACE, MAX_POOL_SIZE, MAX_PREWARM_IMPORTS, MAX_SAVE_TIMEOUT,
+    MAX_WARM_UP_CODE,
 };
 pub use bounds::{
     MAX_OPEN_FILES, MAX_RUN_TIME, MAX_UID_END, MIN_BUILD_DISK, MIN_BUILD_MEMORY, MIN_CPUS,
@@ -464,6 +465,15 @@ fn interpreters(p: &Policy, f: &mut Findings) {
         f.add(
             KeyPath::new(&["interpreters", "save_timeout"]),
             format!("{s} is out of range (at least 100ms, at most {MAX_SAVE_TIMEOUT})"),
+        );
+    }
+    if i.autosave_after > MAX_AUTOSAVE_AFTER {
+        f.add(
+            KeyPath::new(&["interpreters", "autosave_after"]),
+            format!(
+                "{} is too long (at most {MAX_AUTOSAVE_AFTER}; 0s turns autosave off)",
+                i.autosave_after
+            ),
         );
     }
     if i.max_templates == 0 || i.max_templates > MAX_POOL_SIZE {

@@ -457,6 +457,34 @@ const RULES: &[(&str, &str, &str, &str, &str)] = &[
         "tasks.max_result_bytes_per_tenant",
         "more than max_result_bytes (64MiB)",
     ),
+    (
+        "branches",
+        "max_checkpoint_inodes",
+        "10",
+        "branches.max_checkpoint_inodes",
+        "at least 64",
+    ),
+    (
+        "branches",
+        "max_checkpoint_inodes_per_tenant",
+        "1000",
+        "branches.max_checkpoint_inodes",
+        "more than max_checkpoint_inodes_per_tenant (1000)",
+    ),
+    (
+        "branches",
+        "max_checkpoint_bytes_total",
+        "\"4GiB\"",
+        "branches.max_checkpoint_bytes_per_tenant",
+        "more than max_checkpoint_bytes_total (4GiB)",
+    ),
+    (
+        "branches",
+        "max_checkpoint_inodes_total",
+        "1000",
+        "branches.max_checkpoint_inodes_per_tenant",
+        "more than max_checkpoint_inodes_total (1000)",
+    ),
 ];
 
 #[test]
@@ -488,6 +516,9 @@ fn valid_edges_pass() {
         "[tasks]\nmax_ttl = \"168h\"\nmax_tasks = 100000\nmax_tasks_per_tenant = 100000\n",
         "[tasks]\nmax_result_bytes = \"64KiB\"\nmax_result_bytes_per_tenant = \"64KiB\"\n",
         "[tasks]\nmax_result_bytes = \"4GiB\"\nmax_result_bytes_per_tenant = \"4GiB\"\n",
+        "[branches]\nmax_checkpoint_inodes = 64\nmax_checkpoint_inodes_per_tenant = 64\n\
+         max_checkpoint_inodes_total = 64\n",
+        "[branches]\nmax_checkpoints = 0\nmax_checkpoint_inodes = 0\n",
     ] {
         if let Err(e) = Policy::from_toml_str(text) {
             panic!("{text}\n=> {e}");

@@ -14,8 +14,9 @@ use serde::{Deserialize, Serialize};
 /// session's live interpreter: `fresh`, and the reply's [`Interpreter`].
 /// 4: runs as tasks (`start_task`, `get_task`, `cancel_task`).
 /// 5: `Drain` and `Stats::draining`, `ErrorCode::Draining`.
-/// 6: `History`, a session's runs for its notebook.
-pub const PROTOCOL_VERSION: u32 = 6;
+/// 6: `History`, a session's runs for its notebook. 7: the outcome status
+/// `Stopped` and `ErrorCode::Stopping`, a graceful stop's answers.
+pub const PROTOCOL_VERSION: u32 = 7;
 /// Largest frame either side accepts; bigger ones close the connection.
 pub const MAX_FRAME_BYTES: usize = 8 * 1024 * 1024;
 /// Largest chunk of file data in one frame.
@@ -372,6 +373,15 @@ pub struct Interpreter {
     /// session, its interpreter kept.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub installed: Vec<String>,
+    /// When the globals in `restored` were saved (Unix seconds): at a
+    /// graceful stop, an idle stop, or the last autosave before a crash.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub saved_at: Option<u64>,
+    /// The session's last call before the server went down never ended
+    /// (a crash, or a stop that could not answer it): its effects on the
+    /// workspace may be there, its variables are not.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub last_run_lost: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -484,6 +494,12 @@ pub struct Stats {
     /// A `Drain` came: no new sessions.
     #[serde(default)]
     pub draining: bool,
+    /// Background saves of sessions' globals since the supervisor started,
+    /// and the CPU their jails spent on them, as their cgroups count it.
+    #[serde(default)]
+    pub autosaves: u64,
+    #[serde(default)]
+    pub autosave_cpu_ms: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -512,6 +528,10 @@ pub enum ErrorCode {
     Internal,
     /// The node is draining and opens no new session: ask another node.
     Draining,
+    /// The server is stopping: the request was not started. The session
+    /// (its files, and its variables as saved at the stop) is there after
+    /// the server's next start.
+    Stopping,
 }
 
 // Runs detached from the connection that started them (MCP tasks): the

@@ -5,13 +5,16 @@
 //! sees this directory; a rollback copies a checkpoint back into the
 //! session's workspace, where only its own jail unpickles the globals.
 //!
-//! They are bounded per session and per tenant by count and by bytes
-//! (`[branches]`), kept across restarts (the index is read back at
-//! start-up) and removed with their session. A checkpoint is made in a
-//! `.<id>.tmp` directory and renamed into place with its `meta.json`
+//! They are bounded (`[branches]`) by count, by bytes and by inodes, each
+//! charged what it really takes of the state directory's filesystem (see
+//! `fsops::copy`): per session, per [`Account`] (a tenant, or a lineage)
+//! and on the whole node. They are kept across restarts (the index is read
+//! back at start-up) and removed with their session. A checkpoint is made
+//! in a `.<id>.tmp` directory and renamed into place with its `meta.json`
 //! already written, so a crash leaves either a whole one or a leftover
 //! that start-up removes.
 
+use crate::fsops::{CopyLimits, Usage};
 use prims_policy::Branches;
 use prims_protocol::branch::CheckpointInfo;
 use prims_protocol::wire::{ErrorCode, ErrorReply};
@@ -27,6 +30,49 @@ pub(crate) const GLOBALS: &str = "globals.pickle";
 pub(crate) const FILES: &str = "files";
 /// A label is a note for people: this long at most.
 pub(crate) const MAX_LABEL_CHARS: usize = 256;
+/// Entries a checkpoint makes beside the copies: its directory, `files/`
+/// and `meta.json`.
+pub(crate) const OWN_ENTRIES: u64 = 3;
+
+/// Whose budget (`branches.max_checkpoint*_per_tenant`) a checkpoint
+/// counts against, beside its session's and the node's.
+///
+/// With bearer tokens, its tenant's. Without, every client is the same
+/// tenant (None), and one tenant budget for all would let one client's
+/// checkpoints refuse everyone else's first. The supervisor cannot tell
+/// clients apart, but it knows which sessions one caller made from
+/// another: a session opened as such is a lineage of its own, and a
+/// branch (`fork_session`) belongs to its source's. So tenant None is
+/// budgeted per lineage: forking cannot multiply a budget, and a client
+/// filling its lineage's leaves another's untouched. A caller may open
+/// many sessions, each a lineage; `sessions.max_sessions`, the per-session
+/// budgets and the node's totals (`max_checkpoint_*_total`, and the
+/// disk's free bytes and inodes) still bound them all together.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Account {
+    Tenant(String),
+    /// The name of the session the lineage grew from.
+    Lineage(String),
+}
+
+impl Account {
+    pub fn of(tenant: Option<&str>, lineage: &str) -> Account {
+        match tenant {
+            Some(t) => Account::Tenant(t.to_string()),
+            None => Account::Lineage(lineage.to_string()),
+        }
+    }
+
+    fn whose(&self) -> &'static str {
+        match self {
+            Account::Tenant(_) => "the tenant",
+            Account::Lineage(_) => {
+                "the session's lineage (it, the session it was forked from and their \
+                 branches: without bearer tokens the tenant budgets apply per lineage)"
+            }
+        }
+    }
+}
 
 /// Every session's checkpoints. Send + Sync.
 #[derive(Debug)]
@@ -39,14 +85,39 @@ pub struct Checkpoints {
 struct Index {
     /// By session name, oldest first.
     by_session: HashMap<String, Vec<Kept>>,
-    /// Being made, by tenant: counted against its budget already.
-    pending: HashMap<Option<String>, u32>,
+    /// Being made (session and account): counted against the budgets of
+    /// checkpoints already.
+    pending: Vec<(String, Account)>,
 }
 
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 struct Kept {
     tenant: Option<String>,
+    /// Its session's lineage; absent in checkpoints made before lineages
+    /// were kept, read back as the session's own.
+    #[serde(default)]
+    lineage: Option<String>,
+    /// Its inodes on the state directory's filesystem; absent (0) in
+    /// checkpoints made before inodes were counted.
+    #[serde(default)]
+    inodes: u64,
     info: CheckpointInfo,
+}
+
+impl Kept {
+    fn account(&self) -> Account {
+        Account::of(
+            self.tenant.as_deref(),
+            self.lineage.as_deref().unwrap_or(""),
+        )
+    }
+
+    fn cost(&self) -> Usage {
+        Usage {
+            bytes: self.info.bytes,
+            inodes: self.inodes,
+        }
+    }
 }
 
 /// A checkpoint being made: its directory, not yet in the index.
@@ -56,8 +127,34 @@ pub struct Pending {
     pub dir: PathBuf,
     session: String,
     tenant: Option<String>,
-    /// Bytes it may take, within every budget.
-    pub room: u64,
+    account: Account,
+    /// What it may take, within every budget.
+    pub room: CopyLimits,
+    /// The keys whose budgets leave the least bytes and inodes: what a
+    /// copy past `room` is refused by.
+    pub bound_by: (&'static str, &'static str),
+}
+
+/// One budget: its policy key, what it allows and what is held of it.
+struct Meter {
+    key: &'static str,
+    whose: &'static str,
+    max: u64,
+    held: u64,
+}
+
+impl Meter {
+    fn left(&self) -> u64 {
+        self.max.saturating_sub(self.held)
+    }
+}
+
+/// The budgets a checkpoint of one session counts against: counts,
+/// bytes and inodes, each the session's, its account's (and the node's).
+struct Meters {
+    counts: [Meter; 2],
+    bytes: [Meter; 3],
+    inodes: [Meter; 3],
 }
 
 impl Checkpoints {
@@ -77,20 +174,7 @@ impl Checkpoints {
         for session in std::fs::read_dir(&dir)? {
             let session = session?;
             let name = session.file_name().to_string_lossy().into_owned();
-            let mut kept = Vec::new();
-            for entry in std::fs::read_dir(session.path())? {
-                let entry = entry?;
-                let meta = std::fs::read(entry.path().join(META))
-                    .ok()
-                    .and_then(|b| serde_json::from_slice::<Kept>(&b).ok());
-                match meta {
-                    Some(k) if entry.file_name().to_string_lossy() == k.info.checkpoint_id => {
-                        kept.push(k)
-                    }
-                    _ => remove(&entry.path()),
-                }
-            }
-            kept.sort_by_key(|k| k.info.created);
+            let kept = read_session(&session.path(), &name)?;
             index.by_session.insert(name, kept);
         }
         Ok(Checkpoints {
@@ -103,87 +187,89 @@ impl Checkpoints {
         self.index.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Starts a checkpoint of session `name` of `tenant`: refused when a
-    /// budget is used up; else its directory, and the bytes it may take.
+    /// Starts a checkpoint of session `name` (of `tenant`, grown from
+    /// `lineage`): refused when a budget is used up; else its directory,
+    /// and what it may take.
     pub fn begin(
         &self,
         name: &str,
-        tenant: Option<&str>,
+        (tenant, lineage): (Option<&str>, &str),
         b: &Branches,
     ) -> Result<Pending, ErrorReply> {
+        let account = Account::of(tenant, lineage);
         let mut index = self.index();
-        let mine = index.by_session.get(name).map(Vec::as_slice).unwrap_or(&[]);
-        let my_bytes: u64 = mine.iter().map(|k| k.info.bytes).sum();
-        if mine.len() as u64 >= u64::from(b.max_checkpoints) {
-            return Err(refused(format!(
-                "the session keeps {} checkpoints, its most (branches.max_checkpoints); \
-                 a new one is refused",
-                mine.len()
-            )));
+        let m = index.meters(name, &account, b);
+        for c in &m.counts {
+            if c.left() == 0 {
+                return Err(refused(format!(
+                    "{} keeps {} checkpoints, its most ({}); a new one is refused",
+                    c.whose, c.held, c.key
+                )));
+            }
         }
-        let tenant_own = tenant.map(str::to_owned);
-        let (their_count, their_bytes) = index.tenant(&tenant_own);
-        let their_count = their_count + u64::from(*index.pending.get(&tenant_own).unwrap_or(&0));
-        if their_count >= u64::from(b.max_checkpoints_per_tenant) {
-            return Err(refused(format!(
-                "the tenant keeps {their_count} checkpoints, its most \
-                 (branches.max_checkpoints_per_tenant); a new one is refused"
-            )));
+        let (bytes, inodes) = (tightest(&m.bytes), tightest(&m.inodes));
+        for (t, what) in [(bytes, "byte"), (inodes, "inode")] {
+            if t.left() == 0 {
+                return Err(refused(format!(
+                    "the checkpoint {what} budget of {} ({}) is used up; a new checkpoint is \
+                     refused",
+                    t.whose, t.key
+                )));
+            }
         }
-        let room = (b.max_checkpoint_bytes.0.saturating_sub(my_bytes)).min(
-            b.max_checkpoint_bytes_per_tenant
-                .0
-                .saturating_sub(their_bytes),
-        );
-        if room == 0 {
-            return Err(refused(
-                "the checkpoint byte budget (branches.max_checkpoint_bytes, or the \
-                 tenant's) is used up; a new checkpoint is refused"
-                    .into(),
-            ));
-        }
+        let room = CopyLimits {
+            max_bytes: bytes.left(),
+            max_inodes: inodes.left(),
+        };
+        let bound_by = (bytes.key, inodes.key);
         let id = new_id().map_err(|e| internal(format!("a checkpoint id: {e}")))?;
         let dir = self.dir.join(name).join(format!(".{id}.tmp"));
         std::fs::create_dir_all(dir.join(FILES))
             .map_err(|e| internal(format!("creating a checkpoint: {e}")))?;
-        *index.pending.entry(tenant_own.clone()).or_default() += 1;
+        index.pending.push((name.to_string(), account.clone()));
         Ok(Pending {
             id,
             dir,
             session: name.to_string(),
-            tenant: tenant_own,
+            tenant: tenant.map(str::to_owned),
+            account,
             room,
+            bound_by,
         })
     }
 
-    /// Keeps `p`, described by `info`, if the tenant's byte budget still
-    /// holds it: checkpoints of the tenant's other sessions may have been
-    /// kept while this one was copied.
+    /// Keeps `p`, described by `info` and taking `inodes`, if its budgets
+    /// still hold it: checkpoints of other sessions may have been kept
+    /// while this one was copied.
     pub fn commit(
         &self,
         p: Pending,
-        info: CheckpointInfo,
+        (info, inodes): (CheckpointInfo, u64),
         b: &Branches,
     ) -> Result<CheckpointInfo, ErrorReply> {
-        let theirs = self.index().tenant(&p.tenant).1;
-        if theirs.saturating_add(info.bytes) > b.max_checkpoint_bytes_per_tenant.0 {
-            self.abort(p);
-            return Err(refused(format!(
-                "the tenant's checkpoints would pass branches.max_checkpoint_bytes_per_tenant \
-                 ({} bytes); nothing was kept",
-                b.max_checkpoint_bytes_per_tenant.0
-            )));
-        }
         let kept = Kept {
             tenant: p.tenant.clone(),
+            lineage: match &p.account {
+                Account::Lineage(l) => Some(l.clone()),
+                Account::Tenant(_) => None,
+            },
+            inodes,
             info,
         };
+        // Held from the check to the push: two checkpoints kept side by
+        // side cannot both take the last room of a budget.
+        let mut index = self.index();
+        if let Some(why) = passed(&index.meters(&p.session, &p.account, b), kept.cost()) {
+            unpend(&mut index, &p);
+            drop(index);
+            remove(&p.dir);
+            return Err(refused(format!("{why}; nothing was kept")));
+        }
         let done = serde_json::to_vec(&kept)
             .map_err(std::io::Error::other)
             .and_then(|json| std::fs::write(p.dir.join(META), json))
             .and_then(|()| std::fs::rename(&p.dir, self.dir.join(&p.session).join(&p.id)));
-        let mut index = self.index();
-        unpend(&mut index, &p.tenant);
+        unpend(&mut index, &p);
         if let Err(e) = done {
             drop(index);
             remove(&p.dir);
@@ -199,7 +285,7 @@ impl Checkpoints {
 
     /// Gives up `p`: its directory goes.
     pub fn abort(&self, p: Pending) {
-        unpend(&mut self.index(), &p.tenant);
+        unpend(&mut self.index(), &p);
         remove(&p.dir);
     }
 
@@ -246,19 +332,147 @@ impl Checkpoints {
 }
 
 impl Index {
-    /// The checkpoints `tenant` keeps, and their bytes.
-    fn tenant(&self, tenant: &Option<String>) -> (u64, u64) {
-        self.by_session
-            .values()
-            .flatten()
-            .filter(|k| &k.tenant == tenant)
-            .fold((0, 0), |(n, s), k| (n + 1, s + k.info.bytes))
+    /// What checkpoints `keep` takes, and how many.
+    fn held(&self, keep: impl Fn(&str, &Kept) -> bool) -> (u64, Usage) {
+        let mut n = 0;
+        let mut u = Usage::default();
+        for (name, kept) in &self.by_session {
+            for k in kept.iter().filter(|k| keep(name, k)) {
+                n += 1;
+                u.bytes = u.bytes.saturating_add(k.info.bytes);
+                u.inodes = u.inodes.saturating_add(k.inodes);
+            }
+        }
+        (n, u)
+    }
+
+    fn meters(&self, name: &str, account: &Account, b: &Branches) -> Meters {
+        let (mine, my) = self.held(|n, _| n == name);
+        let (theirs, their) = self.held(|_, k| &k.account() == account);
+        let (_, all) = self.held(|_, _| true);
+        let pending = |f: &dyn Fn(&(String, Account)) -> bool| {
+            self.pending.iter().filter(|p| f(p)).count() as u64
+        };
+        let whose = account.whose();
+        let meter = |key, whose, max, held| Meter {
+            key,
+            whose,
+            max,
+            held,
+        };
+        let session = "the session";
+        let node = "this node";
+        Meters {
+            counts: [
+                meter(
+                    "branches.max_checkpoints",
+                    session,
+                    u64::from(b.max_checkpoints),
+                    mine + pending(&|p| p.0 == name),
+                ),
+                meter(
+                    "branches.max_checkpoints_per_tenant",
+                    whose,
+                    u64::from(b.max_checkpoints_per_tenant),
+                    theirs + pending(&|p| &p.1 == account),
+                ),
+            ],
+            bytes: [
+                meter(
+                    "branches.max_checkpoint_bytes",
+                    session,
+                    b.max_checkpoint_bytes.0,
+                    my.bytes,
+                ),
+                meter(
+                    "branches.max_checkpoint_bytes_per_tenant",
+                    whose,
+                    b.max_checkpoint_bytes_per_tenant.0,
+                    their.bytes,
+                ),
+                meter(
+                    "branches.max_checkpoint_bytes_total",
+                    node,
+                    b.max_checkpoint_bytes_total.0,
+                    all.bytes,
+                ),
+            ],
+            inodes: [
+                meter(
+                    "branches.max_checkpoint_inodes",
+                    session,
+                    b.max_checkpoint_inodes,
+                    my.inodes,
+                ),
+                meter(
+                    "branches.max_checkpoint_inodes_per_tenant",
+                    whose,
+                    b.max_checkpoint_inodes_per_tenant,
+                    their.inodes,
+                ),
+                meter(
+                    "branches.max_checkpoint_inodes_total",
+                    node,
+                    b.max_checkpoint_inodes_total,
+                    all.inodes,
+                ),
+            ],
+        }
     }
 }
 
-fn unpend(index: &mut Index, tenant: &Option<String>) {
-    if let Some(n) = index.pending.get_mut(tenant) {
-        *n = n.saturating_sub(1);
+/// The budget that leaves the least.
+fn tightest(meters: &[Meter; 3]) -> &Meter {
+    meters
+        .iter()
+        .fold(&meters[0], |a, m| if m.left() < a.left() { m } else { a })
+}
+
+/// Why `cost` does not fit in `m`, if it does not.
+fn passed(m: &Meters, cost: Usage) -> Option<String> {
+    let over = |meters: &[Meter], n: u64, unit: &str| {
+        meters
+            .iter()
+            .find(|m| m.held.saturating_add(n) > m.max)
+            .map(|m| {
+                format!(
+                    "the checkpoint ({n} {unit}) would pass the budget of {} ({}, {} {unit}, \
+                 {} held)",
+                    m.whose, m.key, m.max, m.held
+                )
+            })
+    };
+    over(&m.bytes, cost.bytes, "bytes").or_else(|| over(&m.inodes, cost.inodes, "inodes"))
+}
+
+/// The whole checkpoints of the session `name` under `dir`; leftovers of
+/// ones cut short are removed.
+fn read_session(dir: &Path, name: &str) -> std::io::Result<Vec<Kept>> {
+    let mut kept = Vec::new();
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        let meta = std::fs::read(entry.path().join(META))
+            .ok()
+            .and_then(|b| serde_json::from_slice::<Kept>(&b).ok());
+        match meta {
+            Some(mut k) if entry.file_name().to_string_lossy() == k.info.checkpoint_id => {
+                k.lineage.get_or_insert_with(|| name.to_string());
+                kept.push(k)
+            }
+            _ => remove(&entry.path()),
+        }
+    }
+    kept.sort_by_key(|k| k.info.created);
+    Ok(kept)
+}
+
+fn unpend(index: &mut Index, p: &Pending) {
+    if let Some(i) = index
+        .pending
+        .iter()
+        .position(|(s, a)| s == &p.session && a == &p.account)
+    {
+        index.pending.swap_remove(i);
     }
 }
 
@@ -296,3 +510,7 @@ fn internal(message: String) -> ErrorReply {
         message,
     }
 }
+
+#[cfg(test)]
+#[path = "checkpoints/tests.rs"]
+mod tests;

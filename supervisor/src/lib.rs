@@ -37,6 +37,7 @@ pub mod egress;
 pub mod envs;
 pub mod fsops;
 pub(crate) mod interpreters;
+pub use interpreters::fork::budgets::raised as fork_budgets_raised;
 pub use interpreters::fork::budgets::shortfalls as fork_budget_shortfalls;
 pub mod job;
 pub mod script;

@@ -13,7 +13,10 @@ only (an opaque origin), on a second site (an out-of-process iframe), with
 the default MCP Apps CSP as a header. The script reads what the view
 rendered inside its frame, takes a screenshot per cell (kept in
 target/test-outputs/app-view/) and prints a JSON report that these tests
-check. A host without apps (the Python SDK) still gets the usual result.
+check. Then it shows hostile Markdown (800 KB of `[a](`, of backticks, of
+nested brackets, a heading of spaces...) the same way and renders it with
+the view's own renderer, timed. A host without apps (the Python SDK) still
+gets the usual result.
 """
 
 from __future__ import annotations
@@ -41,6 +44,14 @@ TARGET = Path(os.environ.get("CARGO_TARGET_DIR", REPO / "target"))
 OUT = TARGET / "test-outputs" / "app-view"
 CELLS = ["dataframe", "plot", "print", "error", "hostile", "markdown"]
 ROW_CAP = 200  # the view shows this many body rows of a long table, then a button
+MD_CAP = 50_000  # the view renders this many characters of Markdown as Markdown, the rest as text
+# Hostile Markdown inputs of render.mjs (800 KB each): shown as outputs, and
+# those that make no elements also rendered directly, without the cap.
+HOSTILE_MD = ["links", "stars", "starsInText", "backticks", "underscores", "brackets", "heading", "tableRule", "quotes", "cell"]
+DIRECT_MD = ["links", "backticks", "underscores", "brackets", "heading", "tableRule", "quotes"]
+# Well under a second each in Chromium here (tens of ms; the view's first
+# renderer took 151 s on the links); the bound leaves room for a busy host.
+MD_RENDER_BOUND_MS = 1000
 
 
 @pytest.fixture(scope="module")
@@ -248,6 +259,51 @@ def test_markdown_and_json(report):
     assert "<img src=x onerror='window.__pwned=1'>" in md["text"], md["text"]
     assert "<script>alert(1)</script>" in md["text"], md["text"]
     assert json.loads(v["json"][0]) == {"answer": 42}, v["json"]
+
+
+def test_hostile_markdown_renders_in_bounded_time(report):
+    h = report["hostileMarkdown"]
+    # The real cell's output came through the server whole.
+    assert (h["cell"]["status"], h["cell"]["cut"]) == ("ok", None), h["cell"]
+    assert sorted(h["view"]) == sorted(HOSTILE_MD), h["view"].keys()
+    for name, r in h["view"].items():
+        assert "error" not in r, (name, r)
+        assert r["markdownChars"] == h["chars"], (name, r)
+        assert r["renderMs"] < MD_RENDER_BOUND_MS, (name, r)
+        v = r["view"]
+        assert v["status"] == "ok" and v["mimes"] == ["text/markdown"] and v["errors"] == [], (name, v)
+        assert all(p == "undefined" for p in r["pwned"]), (name, r["pwned"])
+        # The first 50,000 characters (to a line end) are Markdown; the rest
+        # is there as plain text, folded, and the view says so.
+        assert any(f"first {MD_CAP:,} characters of Markdown" in n for n in v["notes"]), (name, v["notes"])
+        rest = v["rest"]
+        assert rest and not rest["open"] and r["restIsTheTail"], (name, v)
+        assert 0 < r["markdownChars"] - rest["chars"] <= MD_CAP, (name, rest)
+        assert rest["summary"] == f"the other {rest['chars']:,} characters", (name, rest)
+    # What the Markdown part became: literal text, except these.
+    views = h["view"]
+    assert views["heading"]["view"]["markdownElements"] == 1  # h1 "a"
+    assert views["stars"]["view"]["markdownElements"] == 1  # hr
+    assert views["quotes"]["view"]["markdownElements"] == 17  # 8 nested blockquotes (div.md in each), then text
+    assert views["links"]["view"]["markdownElements"] == views["cell"]["view"]["markdownElements"] == 1  # p
+
+
+def test_hostile_markdown_renders_in_bounded_time_without_the_cap(report):
+    h = report["hostileMarkdown"]
+    assert "directSetupError" not in h, h
+    assert sorted(h["direct"]) == sorted(DIRECT_MD), h["direct"].keys()
+    for name, r in h["direct"].items():
+        assert "error" not in r, (name, r)
+        assert r["ms"] < MD_RENDER_BOUND_MS, (name, r)
+    d = h["direct"]
+    n = h["chars"]
+    # None of them is a link, code, emphasis or table: all their text stays.
+    for name in ["links", "backticks", "underscores", "brackets"]:
+        assert d[name]["tags"] == {"p": 1} and d[name]["textChars"] == n, (name, d[name])
+    assert d["heading"]["tags"] == {"h1": 1}, d["heading"]
+    assert d["tableRule"]["tags"] == {"p": 1}, d["tableRule"]
+    # Blockquotes nest 8 deep; the other 799,992 ">" are text.
+    assert d["quotes"]["tags"] == {"blockquote": 8, "div": 8, "p": 1} and d["quotes"]["textChars"] == n - 8, d["quotes"]
 
 
 def test_no_errors_or_csp_violations_in_the_browser(report):

@@ -254,11 +254,21 @@ impl Daemon {
     /// Stops the daemon as systemd does (SIGTERM, then waiting for it to
     /// exit) and starts it again on the same state.
     pub fn restart_gracefully(&mut self) {
-        if let Some(mut c) = self.child.take() {
+        self.stop_gracefully();
+        self.spawn();
+    }
+
+    /// Stops the daemon as systemd does: SIGTERM, then waits for it to
+    /// exit (its clean stop), and returns how it exited. Its state stays.
+    pub fn stop_gracefully(&mut self) -> Option<std::process::ExitStatus> {
+        let status = self.child.take().map(|mut c| {
             // SAFETY: kill(2) of our own child, which has not been reaped.
             unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
             let deadline = Instant::now() + Duration::from_secs(60);
-            while c.try_wait().ok().flatten().is_none() {
+            loop {
+                if let Some(status) = c.try_wait().ok().flatten() {
+                    break status;
+                }
                 assert!(
                     Instant::now() < deadline,
                     "the supervisor did not stop within 60 s of SIGTERM:\n{}",
@@ -266,9 +276,9 @@ impl Daemon {
                 );
                 std::thread::sleep(Duration::from_millis(20));
             }
-        }
+        });
         let _ = std::fs::remove_file(&self.socket);
-        self.spawn();
+        status
     }
 
     pub fn kill(&mut self) {

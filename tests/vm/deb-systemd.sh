@@ -71,6 +71,17 @@ expect supervisor_restarts systemctl restart prims-supervisor.service
 expect mcp_health_after_restart wait_health
 smoke after "$state" || fails=$((fails+1))
 
+echo "== KillMode=control-group: systemctl stop signals every process of the unit, jails included"
+mkdir -p /etc/systemd/system/prims-supervisor.service.d
+printf '[Service]\nKillMode=control-group\n' > /etc/systemd/system/prims-supervisor.service.d/killmode.conf
+systemctl daemon-reload
+expect killmode_is_control_group bash -c '[ "$(systemctl show -p KillMode --value prims-supervisor.service)" = control-group ]'
+expect supervisor_restarts_under_control_group systemctl restart prims-supervisor.service
+expect mcp_health_after_control_group_restart wait_health
+smoke after "$state" || fails=$((fails+1))
+rm -r /etc/systemd/system/prims-supervisor.service.d
+systemctl daemon-reload
+
 echo "== upgrade: dpkg -i again while both services run"
 before=$(systemctl show -p MainPID --value prims-supervisor.service)
 expect upgrade_installs dpkg -i "$here"/prims_*.deb

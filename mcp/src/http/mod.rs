@@ -56,7 +56,7 @@ pub enum FrontendError {
 }
 
 /// The whole HTTP application.
-fn router(opts: &FrontendOptions, app: Arc<AppState>, shutdown: &CancellationToken) -> Router {
+fn router(opts: &FrontendOptions, app: Arc<AppState>, services: &CancellationToken) -> Router {
     let mut session_config = SessionConfig::default();
     session_config.keep_alive = Some(opts.policy.sessions.idle_ttl.get() + KEEP_ALIVE_MARGIN);
     let mut manager = LocalSessionManager::default();
@@ -74,7 +74,7 @@ fn router(opts: &FrontendOptions, app: Arc<AppState>, shutdown: &CancellationTok
         // Mcp-Param-Session-Id and the call fails -32020). Legacy MCP
         // sessions are unaffected.
         .with_json_response(true)
-        .with_cancellation_token(shutdown.child_token());
+        .with_cancellation_token(services.child_token());
     let proto = PrimsServer::new(app.clone());
     let factory = move || Ok(proto.fresh());
     let mcp = match opts.node {
@@ -154,6 +154,33 @@ async fn on_delete(State(app): State<Arc<AppState>>, req: Request, next: Next) -
     resp
 }
 
+/// How long a stopping front-end waits for the tool calls under way.
+const CALLS_GRACE: Duration = Duration::from_secs(40);
+
+/// Once `shutdown` comes (no new connection is accepted from then on),
+/// waits for the tool calls under way to be answered, at most
+/// CALLS_GRACE, then ends the MCP sessions.
+async fn end_services(
+    app: Arc<AppState>,
+    shutdown: CancellationToken,
+    services: CancellationToken,
+) {
+    use std::sync::atomic::Ordering::Relaxed;
+    shutdown.cancelled().await;
+    let deadline = tokio::time::Instant::now() + CALLS_GRACE;
+    while app.calls.load(Relaxed) > 0 && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let left = app.calls.load(Relaxed);
+    if left > 0 {
+        tracing::warn!(
+            left,
+            "tool calls still unanswered when the front-end stopped"
+        );
+    }
+    services.cancel();
+}
+
 /// Serve on `listener` until `shutdown` is cancelled.
 pub async fn serve(
     listener: tokio::net::TcpListener,
@@ -166,7 +193,17 @@ pub async fn serve(
         opts.node,
     ));
     tokio::spawn(drain::watch(app.clone(), shutdown.clone()));
-    let router = router(&opts, app, &shutdown);
+    // The MCP sessions end only once the tool calls under way have their
+    // answers (a stopping supervisor interrupts its running calls and
+    // answers them), or after CALLS_GRACE: a shutdown must not cancel a
+    // call whose answer is on its way.
+    let services = CancellationToken::new();
+    tokio::spawn(end_services(
+        app.clone(),
+        shutdown.clone(),
+        services.clone(),
+    ));
+    let router = router(&opts, app, &services);
     let stop = shutdown.clone();
     // A response streams as several small writes (headers, events, the last
     // chunk): with Nagle's algorithm a kept-alive client's delayed ACK holds
@@ -180,7 +217,7 @@ pub async fn serve(
         stop.cancelled().await;
     });
     let drained = async {
-        shutdown.cancelled().await;
+        services.cancelled().await;
         tokio::time::sleep(DRAIN).await;
     };
     tokio::select! {

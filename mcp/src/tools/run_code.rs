@@ -119,6 +119,7 @@ pub(crate) async fn report(
         Status::Error => "error",
         Status::Timeout => "timeout",
         Status::Oom => "oom",
+        Status::Stopped => "stopped",
         Status::SetupError => {
             let why = o
                 .setup_error
@@ -232,7 +233,20 @@ fn output(session: &SessionRef, status: &str, reply: &RunReply) -> RunCodeOutput
             "The run hit its time limit and was stopped; the output so far is shown.".to_owned(),
         ),
         Status::Oom => notes.push("The run ran out of memory and was killed.".to_owned()),
+        Status::Stopped => notes.push(
+            "The server stopped while this call ran: the cell was interrupted and the output \
+             so far is shown. The session's variables were saved; after the server's next \
+             start the session continues from them."
+                .to_owned(),
+        ),
         _ => {}
+    }
+    if it.last_run_lost {
+        notes.push(
+            "The session's last call before the server went down never finished: its \
+             variables are not in what was restored, though it may have changed files."
+                .to_owned(),
+        );
     }
     let network = reply.network.as_ref().map(network_out);
     if let Some(d) = reply.network.as_ref().and_then(|n| n.denied.first()) {
@@ -286,18 +300,35 @@ fn output(session: &SessionRef, status: &str, reply: &RunReply) -> RunCodeOutput
             .iter()
             .map(|n| format!("{}: {}", n.name, n.why))
             .collect(),
+        saved_at: it.saved_at.map(rfc3339),
+        last_run_lost: it.last_run_lost,
         network,
     }
+}
+
+/// Unix seconds as RFC 3339 UTC (`2026-12-07T03:21:09Z`).
+fn rfc3339(secs: u64) -> String {
+    i64::try_from(secs)
+        .ok()
+        .and_then(|s| chrono::DateTime::from_timestamp(s, 0))
+        .map_or_else(
+            || secs.to_string(),
+            |t| t.format("%Y-%m-%dT%H:%M:%SZ").to_string(),
+        )
 }
 
 /// Why the variables of earlier calls are gone, and which came back.
 fn reset_note(it: &prims_protocol::wire::Interpreter) -> String {
     let why = it.reason.as_ref().map(snake).unwrap_or_default();
+    let when = it
+        .saved_at
+        .map(|s| format!(" at {}", rfc3339(s)))
+        .unwrap_or_default();
     let kept = if it.restored.is_empty() {
         String::new()
     } else {
         format!(
-            "; the ones listed in restored ({}) were saved and restored",
+            "; the ones listed in restored ({}) were saved{when} and restored",
             it.restored.join(", ")
         )
     };

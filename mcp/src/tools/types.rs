@@ -109,7 +109,8 @@ pub(crate) struct RunCodeOutput {
     /// another version of a package the session has), limits_changed,
     /// network_changed, timed_out, out_of_memory, code_exited,
     /// channel_broken, stopped_idle, stopped_for_room, cancelled or
-    /// server_restarted.
+    /// server_restarted (the globals saved before the restart, at
+    /// saved_at, are restored).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) state_reason: Option<String>,
     /// The reason in words, where it needs them: for requirements_conflict,
@@ -126,6 +127,15 @@ pub(crate) struct RunCodeOutput {
     pub(crate) restored: Vec<String>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub(crate) not_restored: Vec<String>,
+    /// After server_restarted: when the restored globals were saved (a
+    /// graceful stop's save, or the last autosave before a crash), RFC 3339
+    /// UTC.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) saved_at: Option<String>,
+    /// The session's last call before the server went down never ended:
+    /// its variables are not in the save (its files may have changed).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub(crate) last_run_lost: bool,
     pub(crate) timed_out: bool,
     pub(crate) oom_killed: bool,
     pub(crate) duration_ms: u64,

@@ -33,3 +33,5 @@ pub const MAX_WARM_UP_CODE: usize = 16 * 1024;
 pub const MAX_INTERRUPT_GRACE: HumanDuration = HumanDuration::secs(60);
 /// The longest `interpreters.save_timeout`: a save holds only its own session.
 pub const MAX_SAVE_TIMEOUT: HumanDuration = HumanDuration::secs(60);
+/// An autosave this late would bound nothing a user notices.
+pub const MAX_AUTOSAVE_AFTER: HumanDuration = HumanDuration::secs(3600);

@@ -36,6 +36,10 @@ pub enum Status {
     Timeout,
     /// The memory limit ended the run.
     Oom,
+    /// The server stopped while the call ran: its cell was interrupted
+    /// (as at a time limit), and the session's variables were saved for
+    /// the server's next start. Never a jail's own outcome.
+    Stopped,
     /// The jail could not be built; nothing ran.
     #[default]
     SetupError,

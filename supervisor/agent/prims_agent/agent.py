@@ -444,8 +444,11 @@ class Agent:
         durable = msg.get("durable", True)
         if not isinstance(durable, bool):
             return error("save's durable is true or false")
+        check = msg.get("check", False)
+        if not isinstance(check, bool):
+            return error("save's check is true or false")
         picklers = (self.pickle, self.cloudpickle)
-        return state.save(self.main.__dict__, self.hidden, picklers, path, durable)
+        return state.save(self.main.__dict__, self.hidden, picklers, path, durable, check)
 
     def restore(self, msg):
         path = msg.get("path")

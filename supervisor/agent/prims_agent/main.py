@@ -7,7 +7,7 @@ import os
 import sys
 import traceback
 
-from prims_agent import mp_main, shell
+from prims_agent import mp_main, shell, stops
 from prims_agent.agent import Agent, block_sigint
 from prims_agent.channel import exit_now
 from prims_agent.fork import template
@@ -28,6 +28,7 @@ if sys.path[:1] == [_HOME]:
 
 def main():
     block_sigint()
+    stops.shield()
     is_template = os.environ.pop(template.TEMPLATE_ENV, None) is not None
     # Read at startup; no subprocess of the user's is to inherit it.
     os.environ.pop(ALLOCATOR_ENV, None)
@@ -66,6 +67,7 @@ def forked_main(agent, ready):
     """A python forked from a template, confined, its stdio and channel on
     fds 0-3: the rest of main(), run from where it was forked. It never
     returns."""
+    stops.shield()
     try:
         agent.take_fds()
         # The template logged its own failures once.

@@ -18,6 +18,7 @@ import struct
 import sys
 import types
 
+from prims_agent import trial
 from prims_agent.text import LIST_MAX, named, short, why
 
 STATE_MAGIC = b"PRIMS-STATE-1\n"
@@ -170,11 +171,14 @@ def write_record(f, pickle, pickler, name, value):
     f.seek(end)
 
 
-def save(globals_, hidden, picklers, path, durable=True):
+def save(globals_, hidden, picklers, path, durable=True, check=False):
     """Saves what of `globals_` can be saved, but `hidden` names, to the
     directory `path` (synced to disk when `durable`: a stop's save must
     outlive the host's crash, a fork's is read at once); the `saved`
-    answer. `picklers` is (pickle, cloudpickle or None)."""
+    answer. `picklers` is (pickle, cloudpickle or None). With `check` (a
+    checkpoint's save), a value that pickled but does not load again is
+    named as skipped too (`trial`); its record stays, and a restore names
+    it again."""
     pickle, cloudpickle = picklers
     pickler = session_pickler(pickle, cloudpickle, globals_)
     saved, skipped = [], []
@@ -211,12 +215,30 @@ def save(globals_, hidden, picklers, path, durable=True):
     except BaseException:
         _remove(tmp)
         raise
+    if check:
+        for bad in trial.failures(path, lambda p, failed, largest: _load_all(p, pickle, failed, largest)):
+            if bad["name"] in saved:
+                saved.remove(bad["name"])
+                skipped.append(named(bad["name"], "saved, but loading it fails: " + bad["why"]))
     return {"op": "saved", "saved": saved[:LIST_MAX], "skipped": skipped[:LIST_MAX]}
 
 
+def _load_all(path, pickle, failed, largest):
+    """Loads every record of `path` of at most `largest` bytes into a
+    dict that is thrown away, naming those that fail in `failed`."""
+    f = Stripes(path, STRIPE_MAX, writing=False)
+    try:
+        if f.read(len(STATE_MAGIC)) == STATE_MAGIC:
+            _restore_records(f, {}, pickle, [], failed, largest)
+    finally:
+        f.close()
+
+
 def restore(globals_, pickle, path):
-    """Restores what `path` holds into `globals_`, and removes it; the
-    `restored` answer."""
+    """Restores what `path` holds into `globals_`; the `restored` answer.
+    The file stays (a corrupt one goes): it is the session's last save,
+    which a restart after a crash restores again until a newer save
+    replaces it, or the supervisor forgets it (a `fresh` interpreter)."""
     restored, failed = [], []
     _remove(path + ".tmp")
     try:
@@ -229,10 +251,14 @@ def restore(globals_, pickle, path):
     try:
         if f.read(len(STATE_MAGIC)) != STATE_MAGIC:
             failed.append(named("<state file>", "not a PRIMS state file"))
+            _remove(path)
         else:
             _restore_records(f, globals_, pickle, restored, failed)
     finally:
         f.close()
+    if any(n["name"] == "<state file>" for n in failed):
+        # Truncated or corrupt: what it held is restored and reported now; a
+        # restart would only report the same damage again.
         _remove(path)
     return {"op": "restored", "restored": restored[:LIST_MAX], "failed": failed[:LIST_MAX]}
 
@@ -388,7 +414,7 @@ class Stripes:
         self.fds = []
 
 
-def _restore_records(f, globals_, pickle, restored, failed):
+def _restore_records(f, globals_, pickle, restored, failed, largest=None):
     while True:
         head = f.read(RECORD.size)
         if not head:
@@ -406,6 +432,9 @@ def _restore_records(f, globals_, pickle, restored, failed):
             return
         name = raw_name.decode("utf-8", "surrogatepass")
         start = f.tell()
+        if largest is not None and payload_len > largest:
+            f.seek(start + payload_len)
+            continue
         try:
             if kind == b"M":
                 payload = f.read(payload_len)

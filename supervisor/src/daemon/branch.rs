@@ -8,10 +8,11 @@
 //! restores the checkpoint's globals.
 
 use super::replies::{bad_request, internal};
+use super::room::{budget_refused, room_on_host, unless_image, within};
 use super::run::unless_cancelled;
 use super::state::Daemon;
-use crate::checkpoints::{self, is_checkpoint_id};
-use crate::fsops::{self, CopyLimits, FsError};
+use crate::checkpoints::{self, is_checkpoint_id, Pending};
+use crate::fsops::{self, Copied, CopyLimits, FsError};
 use crate::interpreters::branch::{Held, Profile, BRANCH_REL, SAVED_GLOBALS, STATE_REL};
 use crate::interpreters::channel::Named;
 use crate::interpreters::ipython::IpythonLayer;
@@ -20,12 +21,9 @@ use crate::sessions::Session;
 use prims_policy::Policy;
 use prims_protocol::branch::{Branch, CheckpointInfo, ForkReply, RestoreReply};
 use prims_protocol::wire::{ErrorCode, ErrorReply, NotRestored, Reply, SessionInfo};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
-
-const ANY_SIZE: CopyLimits = CopyLimits {
-    max_bytes: u64::MAX,
-};
 
 pub(super) async fn fork(
     d: &Arc<Daemon>,
@@ -38,6 +36,20 @@ pub(super) async fn fork(
     if count == 0 || count > max {
         return Err(bad_request(format!(
             "count is {count}; a fork makes 1 to {max} sessions (branches.max_forks)"
+        )));
+    }
+    // The source and its branches must be live together: a fork past that
+    // would stop its own branches, or the source, for room as it made them.
+    let live = policy
+        .interpreters
+        .max_live_per_tenant
+        .min(policy.interpreters.max_live);
+    if count >= live {
+        return Err(bad_request(format!(
+            "count is {count}; the source and its branches must all be live at once, and this \
+             server keeps at most {live} interpreters of one client live \
+             (interpreters.max_live_per_tenant, interpreters.max_live): fork at most {}",
+            live.saturating_sub(1)
         )));
     }
     if d.draining.load(std::sync::atomic::Ordering::Relaxed) {
@@ -55,15 +67,20 @@ pub(super) async fn fork(
         .interpreters
         .spare_fits(&d.interpreters.profile(&source).await);
     let made = new_sessions(d, &policy, tenant.as_deref(), count, spare_fits).await?;
+    if let Err(e) = mark_lineage(d, &source, &made).await {
+        close_all(d, &made).await;
+        return Err(e);
+    }
     let paused = Instant::now();
-    let held = match d.interpreters.hold(&policy, &source).await {
+    let held = match d.interpreters.hold(&policy, &source, false).await {
         Ok(h) => h,
         Err(e) => {
             close_all(d, &made).await;
             return Err(internal(e));
         }
     };
-    let copied = copy_into(d, (&source, &held), &made).await;
+    let keep = policy.sessions.min_free_disk.0;
+    let copied = copy_into(d, (&source, &held), &made, keep).await;
     let source_paused_ms = paused.elapsed().as_millis() as u64;
     let profile = held.profile.clone();
     let (with_globals, unsaved) = (held.globals.is_some(), held.unsaved.clone());
@@ -151,35 +168,83 @@ async fn new_sessions(
     Ok(made)
 }
 
+/// Records each branch in `made` as of `source`'s lineage, whose budget
+/// its checkpoints share when it has no tenant (see
+/// `checkpoints::Account`).
+async fn mark_lineage(
+    d: &Arc<Daemon>,
+    source: &Session,
+    made: &[(SessionInfo, Arc<Session>)],
+) -> Result<(), ErrorReply> {
+    let lineage = source.lineage();
+    let (sessions, branches): (_, Vec<Arc<Session>>) = (
+        d.sessions.clone(),
+        made.iter().map(|(_, s)| s.clone()).collect(),
+    );
+    d.blocking(move || {
+        branches.iter().try_for_each(|b| {
+            sessions
+                .set_lineage(b, &lineage)
+                .map_err(|e| internal(format!("recording a branch's lineage: {e}")))
+        })
+    })
+    .await
+}
+
 /// The held source's files and globals, copied into each new session.
+/// Branches whose workspaces are plain directories (no quota image) take
+/// the host's disk: refused unless it holds them all, each copy bound by
+/// its share of the room.
 async fn copy_into(
     d: &Arc<Daemon>,
     (source, held): (&Arc<Session>, &Held),
     made: &[(SessionInfo, Arc<Session>)],
+    keep: u64,
 ) -> Result<(), ErrorReply> {
-    let copies = made.iter().map(|(_, branch)| {
+    let dirs: Vec<_> = made.iter().map(|(_, b)| b.workspace.clone()).collect();
+    let ws = source.workspace.clone();
+    let shares = d
+        .blocking(move || {
+            let plain: Vec<bool> = dirs.iter().map(|w| !fsops::is_mount_point(w)).collect();
+            let n = plain.iter().filter(|p| **p).count() as u64;
+            let share = match dirs.iter().zip(&plain).find(|(_, p)| **p) {
+                Some((dir, _)) => room_on_host(&ws, dir, keep, (n, "a fork"))?,
+                None => CopyLimits::ANY,
+            };
+            Ok(plain
+                .into_iter()
+                .map(|p| if p { share } else { CopyLimits::ANY })
+                .collect::<Vec<_>>())
+        })
+        .await?;
+    let copies = made.iter().zip(shares).map(|((_, branch), limits)| {
         let (from, to, globals) = (source.clone(), branch.clone(), held.globals);
-        d.blocking(move || copy_session(&from, &to, globals).map_err(|e| copy_refused(&e)))
+        d.blocking(move || copy_session(&from, &to, globals, limits).map_err(|e| copy_refused(&e)))
     });
     let copied = futures::future::join_all(copies).await;
     copied.into_iter().find_map(Result::err).map_or(Ok(()), Err)
 }
 
 /// The source's files, and its globals file as the branch's state file.
-fn copy_session(from: &Session, to: &Session, globals: Option<&str>) -> Result<(), FsError> {
-    fsops::copy_tree(
+fn copy_session(
+    from: &Session,
+    to: &Session,
+    globals: Option<&str>,
+    limits: CopyLimits,
+) -> Result<(), FsError> {
+    let files = fsops::copy_tree(
         &from.workspace,
         &to.workspace,
         to.host_uid,
         &SAVED_GLOBALS,
-        ANY_SIZE,
+        limits,
     )?;
     if let Some(g) = globals {
         fsops::copy_path(
             (&from.workspace, g),
             (&to.workspace, STATE_REL),
             to.host_uid,
-            ANY_SIZE,
+            limits.less(&files),
         )?;
     }
     Ok(())
@@ -195,10 +260,12 @@ fn copy_refused(e: &FsError) -> ErrorReply {
                  nothing was forked"
             ),
         },
-        FsError::TooLarge { .. } | FsError::TooMany { .. } => ErrorReply {
-            code: ErrorCode::Quota,
-            message: format!("the session's files cannot be copied: {e}; nothing was forked"),
-        },
+        FsError::TooLarge { .. } | FsError::TooMany { .. } | FsError::TooManyInodes { .. } => {
+            ErrorReply {
+                code: ErrorCode::Quota,
+                message: format!("the session's files cannot be copied: {e}; nothing was forked"),
+            }
+        }
         e => internal(format!("copying the session's files: {e}")),
     }
 }
@@ -275,54 +342,39 @@ pub(super) async fn checkpoint(
     }
     let s = d.session(session_id, tenant.clone()).await?;
     let turn = unless_cancelled(&ctx, s.run_lock.lock()).await?;
-    let (store, name, t, b) = (
+    let (store, name, owner, b) = (
         d.checkpoints.clone(),
         s.name.clone(),
-        tenant.clone(),
+        (tenant.clone(), s.lineage()),
         policy.branches.clone(),
     );
     let pending = d
-        .blocking(move || store.begin(&name, t.as_deref(), &b))
+        .blocking(move || store.begin(&name, (owner.0.as_deref(), &owner.1), &b))
         .await?;
     let started = Instant::now();
-    let held = match d.interpreters.hold(&policy, &s).await {
+    let held = match d.interpreters.hold(&policy, &s, true).await {
         Ok(h) => h,
         Err(e) => {
             d.checkpoints.abort(pending);
             return Err(internal(e));
         }
     };
-    let (ws, dir, globals, room) = (
-        s.workspace.clone(),
-        pending.dir.clone(),
-        held.globals,
-        pending.room,
-    );
+    let (ws, dir, globals) = (s.workspace.clone(), pending.dir.clone(), held.globals);
+    let (room, bound_by) = (pending.room, pending.bound_by);
     let keep_free = policy.sessions.min_free_disk.0;
     let copied = d
         .blocking(move || {
-            room_on_host(&ws, &dir, keep_free)?;
-            let limits = CopyLimits { max_bytes: room };
-            let g = match globals {
-                Some(g) => fsops::copy_path((&ws, g), (&dir, checkpoints::GLOBALS), 0, limits)
-                    .map_err(|e| budget_refused(&e))?
-                    .unwrap_or(0),
-                None => 0,
-            };
-            let left = CopyLimits {
-                max_bytes: room.saturating_sub(g),
-            };
-            let files = fsops::copy_tree(&ws, &dir.join(checkpoints::FILES), 0, &[".prims"], left)
-                .map_err(|e| budget_refused(&e))?;
-            Ok(g + files.bytes)
+            let host = room_on_host(&ws, &dir, keep_free, (1, "a checkpoint"))?;
+            let (limits, by) = within((room, bound_by), host);
+            save(&ws, &dir, globals, limits).map_err(|e| budget_refused(&e, by))
         })
         .await;
     let paused_ms = started.elapsed().as_millis() as u64;
     let not_saved = held.unsaved.iter().cloned().map(Into::into).collect();
     release(d, &s, held).await;
     drop(turn);
-    let bytes = match copied {
-        Ok(b) => b,
+    let cost = match copied {
+        Ok(c) => c,
         Err(e) => {
             d.checkpoints.abort(pending);
             return Err(e);
@@ -332,13 +384,62 @@ pub(super) async fn checkpoint(
         checkpoint_id: pending.id.clone(),
         label,
         created: crate::audit::now_secs(),
-        bytes,
+        bytes: cost.disk_bytes,
         not_saved,
         paused_ms,
     };
+    keep(d, pending, (info, cost.inodes), &policy).await
+}
+
+/// Keeps the checkpoint `p`, if its budgets still hold it.
+async fn keep(
+    d: &Arc<Daemon>,
+    p: Pending,
+    made: (CheckpointInfo, u64),
+    policy: &Policy,
+) -> Result<Reply, ErrorReply> {
     let (store, b) = (d.checkpoints.clone(), policy.branches.clone());
-    let kept = d.blocking(move || store.commit(pending, info, &b)).await?;
+    let kept = d.blocking(move || store.commit(p, made, &b)).await?;
     Ok(Reply::Checkpoint(kept))
+}
+
+/// The held session's globals and files (workspace `ws`), copied into the
+/// checkpoint directory `dir` within `limits`: what the checkpoint takes,
+/// its own entries (its directory, `files/`, `meta.json`) included.
+fn save(
+    ws: &Path,
+    dir: &Path,
+    globals: Option<&str>,
+    limits: CopyLimits,
+) -> Result<Copied, FsError> {
+    let block = fsops::block_size(dir);
+    let mut cost = Copied {
+        disk_bytes: checkpoints::OWN_ENTRIES * block,
+        inodes: checkpoints::OWN_ENTRIES,
+        ..Copied::default()
+    };
+    if cost.inodes > limits.max_inodes {
+        return Err(FsError::TooManyInodes {
+            path: ".".into(),
+            max: limits.max_inodes,
+        });
+    }
+    if cost.disk_bytes > limits.max_bytes {
+        return Err(FsError::TooLarge {
+            path: ".".into(),
+            max: limits.max_bytes,
+        });
+    }
+    if let Some(g) = globals {
+        let to = (dir, checkpoints::GLOBALS);
+        if let Some(c) = fsops::copy_path((ws, g), to, 0, limits.less(&cost))? {
+            cost.add(&c);
+        }
+    }
+    let files_dir = dir.join(checkpoints::FILES);
+    let files = fsops::copy_tree(ws, &files_dir, 0, &[".prims"], limits.less(&cost))?;
+    cost.add(&files);
+    Ok(cost)
 }
 
 pub(super) async fn restore(
@@ -359,20 +460,15 @@ pub(super) async fn restore(
     let started = Instant::now();
     let profile = d.interpreters.drop_interpreter(&s).await;
     let (ws, uid) = (s.workspace.clone(), s.host_uid);
+    let keep_free = d.policy().sessions.min_free_disk.0;
     d.blocking(move || {
-        let put = || -> Result<(), FsError> {
-            fsops::clear_tree(&ws, &[".prims"])?;
-            fsops::remove_path(&ws, STATE_REL)?;
-            fsops::copy_tree(&dir.join(checkpoints::FILES), &ws, uid, &[], ANY_SIZE)?;
-            fsops::copy_path(
-                (&dir, checkpoints::GLOBALS),
-                (&ws, STATE_REL),
-                uid,
-                ANY_SIZE,
-            )?;
-            Ok(())
-        };
-        put().map_err(|e| internal(format!("rolling the files back: {e}")))
+        put_back(&dir, &ws, uid, keep_free).map_err(|e| match e.code() {
+            ErrorCode::Quota => ErrorReply {
+                code: ErrorCode::Quota,
+                message: format!("the workspace cannot hold the checkpoint's files: {e}"),
+            },
+            _ => internal(format!("rolling the files back: {e}")),
+        })
     })
     .await?;
     let unsaved = info.not_saved.into_iter().map(Into::into).collect();
@@ -385,6 +481,23 @@ pub(super) async fn restore(
     }))
 }
 
+/// The files and globals of the checkpoint at `dir`, put back into the
+/// emptied workspace `ws` as `uid`'s: bounded by the workspace's quota
+/// image, or without one by the host's room beside `keep`.
+fn put_back(dir: &Path, ws: &Path, uid: u32, keep: u64) -> Result<(), FsError> {
+    fsops::clear_tree(ws, &[".prims"])?;
+    fsops::remove_path(ws, STATE_REL)?;
+    let limits = unless_image(ws, keep);
+    let files = fsops::copy_tree(&dir.join(checkpoints::FILES), ws, uid, &[], limits)?;
+    fsops::copy_path(
+        (dir, checkpoints::GLOBALS),
+        (ws, STATE_REL),
+        uid,
+        limits.less(&files),
+    )?;
+    Ok(())
+}
+
 pub(super) async fn list(
     d: &Arc<Daemon>,
     (session_id, tenant): (String, Option<String>),
@@ -393,39 +506,4 @@ pub(super) async fn list(
     Ok(Reply::Checkpoints {
         checkpoints: d.checkpoints.list(&s.name),
     })
-}
-
-/// Refuses a checkpoint the host's disk cannot hold beside
-/// `sessions.min_free_disk`, judging by what the workspace holds now.
-fn room_on_host(ws: &std::path::Path, dir: &std::path::Path, keep: u64) -> Result<(), ErrorReply> {
-    let need = fsops::disk_used(ws);
-    let free = crate::sessions::free_bytes(dir);
-    if free < need.saturating_add(keep) {
-        return Err(ErrorReply {
-            code: ErrorCode::Quota,
-            message: format!(
-                "not enough disk for a checkpoint: the session holds {need} bytes, the host \
-                 has {free} free and keeps {keep} (sessions.min_free_disk)"
-            ),
-        });
-    }
-    Ok(())
-}
-
-fn budget_refused(e: &FsError) -> ErrorReply {
-    match e {
-        FsError::TooLarge { max, .. } => ErrorReply {
-            code: ErrorCode::Quota,
-            message: format!(
-                "the checkpoint would pass its byte budget ({max} bytes left of \
-                 branches.max_checkpoint_bytes, or the tenant's); nothing was kept"
-            ),
-        },
-        FsError::NoSpace(_) => ErrorReply {
-            code: ErrorCode::Quota,
-            message: "the host's disk filled while the checkpoint was copied; nothing was kept"
-                .into(),
-        },
-        e => internal(format!("copying the session's files: {e}")),
-    }
 }

@@ -9,6 +9,7 @@ mod ready;
 mod record;
 mod replies;
 mod requirements;
+mod room;
 mod run;
 mod scheduler;
 mod startup;

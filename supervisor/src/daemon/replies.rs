@@ -15,3 +15,14 @@ pub(super) fn internal(message: impl std::fmt::Display) -> ErrorReply {
         message: message.to_string(),
     }
 }
+
+/// A request that came, or was still waiting to start, when the server
+/// began to stop.
+pub(super) fn stopping() -> ErrorReply {
+    ErrorReply {
+        code: ErrorCode::Stopping,
+        message: "the server is stopping, and this call was not started; the session, its files \
+                  and its variables are there again after the server's next start"
+            .into(),
+    }
+}

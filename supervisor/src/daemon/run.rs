@@ -4,7 +4,7 @@
 //! wrote, audit it and add it to the session's history.
 
 use super::pip;
-use super::replies::{bad_request, internal};
+use super::replies::{bad_request, internal, stopping};
 use super::requirements::{merged, plan, Plan};
 use super::scheduler::{cancelled, RunClass};
 use super::state::Daemon;
@@ -27,6 +27,72 @@ use std::sync::{Arc, Mutex};
 const MAX_CODE_BYTES: usize = 1 << 20;
 
 pub(super) async fn run(d: &Arc<Daemon>, req: RunRequest, ctx: Ctx) -> Result<Reply, ErrorReply> {
+    let _flight = InFlight::new(d);
+    if d.stopping.is_cancelled() {
+        return Err(stopping());
+    }
+    // Until its cell starts, a call the stop finds waiting (for its turn,
+    // an environment, a slot) gives up; a running cell is interrupted
+    // instead, as at a time limit (`cell::Ends`), and answers for itself.
+    let waiting = ctx.cancel.child_token();
+    let _link = stop_link(d, &waiting);
+    let ctx = Ctx {
+        cancel: waiting,
+        ..ctx
+    };
+    // Whatever ended a call that did not run to its answer once the stop
+    // began, the stop is the reason.
+    let stopped = |e: ErrorReply| {
+        if d.stopping.is_cancelled() {
+            stopping()
+        } else {
+            e
+        }
+    };
+    run_call(d, req, ctx).await.map_err(stopped)
+}
+
+/// Counts a `run` request from its start to its answer.
+struct InFlight<'a>(&'a Daemon);
+
+impl<'a> InFlight<'a> {
+    fn new(d: &'a Daemon) -> Self {
+        d.runs_in_flight
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        InFlight(d)
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0
+            .runs_in_flight
+            .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// Cancels `waiting` when the server starts to stop; the guard ends the
+/// watch.
+fn stop_link(
+    d: &Daemon,
+    waiting: &tokio_util::sync::CancellationToken,
+) -> tokio_util::sync::DropGuard {
+    let (stop, w, done) = (
+        d.stopping.clone(),
+        waiting.clone(),
+        tokio_util::sync::CancellationToken::new(),
+    );
+    let ended = done.clone();
+    tokio::spawn(async move {
+        tokio::select! {
+            _ = stop.cancelled() => w.cancel(),
+            _ = ended.cancelled() => {}
+        }
+    });
+    done.drop_guard()
+}
+
+async fn run_call(d: &Arc<Daemon>, req: RunRequest, ctx: Ctx) -> Result<Reply, ErrorReply> {
     let requirements = check(&req)?;
     let net = call_rules(&d.policy(), req.tenant.as_deref(), req.network.as_deref())?;
     let session = d
@@ -110,7 +176,7 @@ pub(super) async fn run(d: &Arc<Daemon>, req: RunRequest, ctx: Ctx) -> Result<Re
         })
         .await?;
 
-    let before = begin(d, &session).await?;
+    let (before, last_run_lost) = begin(d, &session).await?;
     ctx.events.send(Event::Started).await;
     let (env, env_built) = (lease.key.clone(), lease.built);
     let pip_added = Arc::new(Mutex::new(Vec::new()));
@@ -146,9 +212,10 @@ pub(super) async fn run(d: &Arc<Daemon>, req: RunRequest, ctx: Ctx) -> Result<Re
     let after = end(d, &session).await;
     let LiveRun {
         end: cell,
-        interpreter,
+        mut interpreter,
         network,
     } = result?;
+    interpreter.last_run_lost = last_run_lost;
     d.audit.record(&RunRecord {
         time: now_secs(),
         session: &session.name,
@@ -238,11 +305,14 @@ pub(super) async fn unless_cancelled<T>(
 }
 
 /// Marks the run in flight on disk and snapshots `output/`.
-async fn begin(d: &Arc<Daemon>, session: &Arc<Session>) -> Result<Snapshot, ErrorReply> {
+/// Marks the run in flight on disk and snapshots `output/`; and whether
+/// the session's last run before a restart was lost.
+async fn begin(d: &Arc<Daemon>, session: &Arc<Session>) -> Result<(Snapshot, bool), ErrorReply> {
     let (sessions, s) = (d.sessions.clone(), session.clone());
     d.blocking(move || {
-        sessions.run_started(&s).map_err(|e| e.to_reply())?;
-        crate::fsops::snapshot_output(&s.workspace).map_err(|e| e.to_reply())
+        let lost = sessions.run_started(&s).map_err(|e| e.to_reply())?;
+        let snapshot = crate::fsops::snapshot_output(&s.workspace).map_err(|e| e.to_reply())?;
+        Ok((snapshot, lost))
     })
     .await
 }

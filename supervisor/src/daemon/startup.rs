@@ -135,12 +135,14 @@ pub async fn start(cfg: DaemonConfig, shutdown: CancellationToken) -> Result<(),
         policy.max_concurrent_runs(),
         policy.max_concurrent_fresh_runs(),
     );
+    let stopping = CancellationToken::new();
     let interpreters = Arc::new(Interpreters::new(
         jails,
         cfg.egress.clone(),
         interpreter,
         sessions.clone(),
         agent.clone(),
+        stopping.clone(),
     ));
     let task_limits = crate::tasks::TaskLimits::from(&policy.tasks);
     let readiness = Readiness::new();
@@ -157,6 +159,8 @@ pub async fn start(cfg: DaemonConfig, shutdown: CancellationToken) -> Result<(),
         egress_allowed: Default::default(),
         egress_denied: Default::default(),
         draining: Default::default(),
+        stopping,
+        runs_in_flight: Default::default(),
     });
     {
         let d = daemon.clone();
@@ -174,12 +178,22 @@ pub async fn start(cfg: DaemonConfig, shutdown: CancellationToken) -> Result<(),
         daemon.policy(),
     ));
     tokio::spawn(sweeper(daemon.clone(), shutdown.clone()));
+    {
+        let d = daemon.clone();
+        tokio::spawn(
+            interpreters
+                .clone()
+                .keep_saved(move || d.policy(), shutdown.clone()),
+        );
+    }
     tokio::spawn(reload_on_hangup(
         daemon.clone(),
         cfg.policy_path.clone(),
         shutdown.clone(),
     ));
     tracing::info!(socket = %cfg.socket.display(), "supervisor listening; ready once the default environment and its template are up");
+    // The socket closes only once the running calls have their answers.
+    let close = CancellationToken::new();
     let served = server::serve(
         ServerConfig {
             socket: cfg.socket,
@@ -188,9 +202,19 @@ pub async fn start(cfg: DaemonConfig, shutdown: CancellationToken) -> Result<(),
             limits: ConnectionLimits::default(),
         },
         Arc::new(daemon.clone()),
-        shutdown,
-    )
-    .await
+        close.clone(),
+    );
+    tokio::pin!(served);
+    let served = tokio::select! {
+        // It could not listen, say: nothing ran.
+        served = &mut served => served,
+        _ = shutdown.cancelled() => {
+            tracing::info!("stopping: running calls are interrupted and answered, then every session's variables saved");
+            daemon.stop_calls().await;
+            close.cancel();
+            served.await
+        }
+    }
     .map_err(|e| StartError::Server(e.to_string()));
     // Live sessions keep their globals across the restart (a kill -9
     // does not give them this chance).
@@ -200,6 +224,9 @@ pub async fn start(cfg: DaemonConfig, shutdown: CancellationToken) -> Result<(),
     let sessions = daemon.sessions.clone();
     let _ = tokio::task::spawn_blocking(move || interpreters.shutdown(&sessions)).await;
     agent.unmount();
+    // Last, once no template is left: the host-wide sysctls a template
+    // raised go back to what they were, where nothing else changed them.
+    crate::interpreters::fork::budgets::restore(&cfg.state_dir);
     served
 }
 

@@ -12,6 +12,11 @@ use prims_policy::Policy;
 use prims_protocol::wire::{ErrorReply, Stats};
 use std::sync::{Arc, RwLock};
 
+/// Beyond the interrupt's grace, what a stop waits for running calls'
+/// answers: a cell killed at the end of its grace still has its output to
+/// drain and its answer to make.
+const STOP_MARGIN: std::time::Duration = std::time::Duration::from_secs(3);
+
 pub struct Daemon {
     pub(super) policy: RwLock<Arc<Policy>>,
     /// Whether what a first call needs is up (the start-up's report).
@@ -29,6 +34,10 @@ pub struct Daemon {
     pub(super) egress_denied: std::sync::atomic::AtomicU64,
     /// Set by `Drain`: no new sessions, for good (a restart clears it).
     pub(super) draining: std::sync::atomic::AtomicBool,
+    /// Cancelled when the server starts to stop ([`Daemon::stop_calls`]).
+    pub(super) stopping: tokio_util::sync::CancellationToken,
+    /// `run` requests being answered: a stop waits for their answers.
+    pub(super) runs_in_flight: std::sync::atomic::AtomicUsize,
 }
 
 impl Daemon {
@@ -91,6 +100,26 @@ impl Daemon {
         .await
     }
 
+    /// The first step of a graceful stop: from now on no call starts (each
+    /// is answered `Stopping`), and every running cell is interrupted as at
+    /// a time limit, so that its call is answered with status `stopped`
+    /// and its interpreter lives to have its variables saved. Returns once
+    /// every `run` request has its answer, or after the interrupts' grace
+    /// and a margin (a cell that ignores its interrupt is killed by then).
+    pub(super) async fn stop_calls(&self) {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.stopping.cancel();
+        let grace = self.policy().interpreters.interrupt_grace.0 + STOP_MARGIN;
+        let deadline = std::time::Instant::now() + grace;
+        while self.runs_in_flight.load(Relaxed) > 0 && std::time::Instant::now() < deadline {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        let left = self.runs_in_flight.load(Relaxed);
+        if left > 0 {
+            tracing::warn!(left, "calls still unanswered when the server stopped");
+        }
+    }
+
     /// Put a new policy in force for runs and tasks that start from now on;
     /// runs already going keep the spec they were built with. The identity range,
     /// cgroup parent and interpreter are fixed at start-up.
@@ -139,6 +168,8 @@ impl Daemon {
             starts_forked: templates.forked_starts,
             starts_cold: templates.cold_starts,
             starts_in_place: templates.in_place_starts,
+            autosaves: live.autosaves,
+            autosave_cpu_ms: live.autosave_cpu_ms,
             sessions: self.sessions.len() as u64,
             runs_active: self.scheduler.active(),
             runs_queued: self.scheduler.queued(),

@@ -84,10 +84,13 @@ impl Link {
             cmd.arg("--resolve").arg(r);
         }
         let raw = theirs.as_raw_fd();
-        // SAFETY: between fork and exec only dup2, which is async-signal-safe;
-        // it leaves fd 3 without close-on-exec.
+        // SAFETY: between fork and exec only setsid and dup2, which are
+        // async-signal-safe; it leaves fd 3 without close-on-exec.
         unsafe {
             cmd.pre_exec(move || {
+                // Away from the server's process group: a signal meant for
+                // the server ends the proxy only when the supervisor does.
+                libc::setsid();
                 if libc::dup2(raw, CONTROL_FD) < 0 {
                     return Err(std::io::Error::last_os_error());
                 }

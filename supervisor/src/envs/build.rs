@@ -278,7 +278,7 @@ fn judge(
                 message: why.unwrap_or_else(|| "the jail could not be set up".into()),
             })
         }
-        Status::Exit | Status::Signal | Status::Error => {
+        Status::Exit | Status::Signal | Status::Error | Status::Stopped => {
             let how = match (o.exit_code, o.signal) {
                 (_, Some(sig)) => format!("the {step} step was killed by signal {sig}"),
                 (Some(code), _) => format!("the {step} step exited with code {code}"),

@@ -10,6 +10,15 @@
 //! followed), FIFOs made again, sockets and devices skipped. Regular files
 //! keep their holes (only data extents are read), so a sparse file costs
 //! what it holds, not its length. Everything copied is owned by `owner`.
+//!
+//! A copy is charged what it really takes on the destination's disk, not
+//! the length of its files: every entry its allocated blocks, and at least
+//! one block of the destination's filesystem (a symlink, a FIFO, a
+//! directory or an empty file may hold none, but its inode and the name
+//! naming it take room), and one inode. A farm of symlinks to long targets
+//! holds no file data at all, yet costs a block and an inode each. The copy
+//! fails as soon as either would pass its [`CopyLimits`], and removes what
+//! it made: a failed copy leaves nothing of its own behind.
 
 use super::error::FsError;
 use super::root::open_root;
@@ -26,12 +35,43 @@ use std::path::Path;
 pub const MAX_COPY_DEPTH: usize = 128;
 /// Entries copied at most.
 pub const MAX_COPY_ENTRIES: usize = 500_000;
+/// The block charged when the destination's filesystem does not say its
+/// own (statvfs `f_frsize`).
+const DEFAULT_BLOCK: u64 = 4096;
 
-/// What a copy may take.
-#[derive(Debug, Clone, Copy)]
+/// What a copy may take of its destination.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CopyLimits {
-    /// Bytes of file data copied in all; past it the copy fails.
+    /// Bytes of disk in all ([`Copied::disk_bytes`]); past it the copy
+    /// fails.
     pub max_bytes: u64,
+    /// Inodes in all ([`Copied::inodes`]); past it the copy fails.
+    pub max_inodes: u64,
+}
+
+impl CopyLimits {
+    /// No bound but the destination's own (a quota image's blocks and
+    /// inodes).
+    pub const ANY: CopyLimits = CopyLimits {
+        max_bytes: u64::MAX,
+        max_inodes: u64::MAX,
+    };
+
+    /// What is left of these limits once `used` is taken.
+    pub fn less(self, used: &Copied) -> CopyLimits {
+        CopyLimits {
+            max_bytes: self.max_bytes.saturating_sub(used.disk_bytes),
+            max_inodes: self.max_inodes.saturating_sub(used.inodes),
+        }
+    }
+
+    /// The tighter of both limits, each bound by bound.
+    pub fn min(self, other: CopyLimits) -> CopyLimits {
+        CopyLimits {
+            max_bytes: self.max_bytes.min(other.max_bytes),
+            max_inodes: self.max_inodes.min(other.max_inodes),
+        }
+    }
 }
 
 /// What a copy did.
@@ -40,13 +80,30 @@ pub struct Copied {
     pub files: u64,
     /// Bytes of file data copied (holes excluded).
     pub bytes: u64,
+    /// What the copy takes on the destination's disk: every entry's
+    /// allocated blocks (`st_blocks`), at least one block each.
+    pub disk_bytes: u64,
+    /// Entries made (files, directories, symlinks, FIFOs): one inode each.
+    pub inodes: u64,
     /// Entries not copied (sockets, devices), relative to the root.
     pub skipped: Vec<String>,
 }
 
+impl Copied {
+    /// Both copies' costs together.
+    pub fn add(&mut self, other: &Copied) {
+        self.files += other.files;
+        self.bytes += other.bytes;
+        self.disk_bytes = self.disk_bytes.saturating_add(other.disk_bytes);
+        self.inodes = self.inodes.saturating_add(other.inodes);
+        self.skipped.extend(other.skipped.iter().cloned());
+    }
+}
+
 /// Copies the tree under `from` into the existing directory `to`, each
 /// entry owned by `owner` (uid and gid). Top-level relative paths in
-/// `leave` ("a/b" form) are not copied. Blocking.
+/// `leave` ("a/b" form) are not copied. On failure nothing it made is
+/// left. Blocking.
 pub fn copy_tree(
     from: &Path,
     to: &Path,
@@ -56,21 +113,24 @@ pub fn copy_tree(
 ) -> Result<Copied, FsError> {
     let src = open_dir(open_root(from)?.as_fd(), c".")?;
     let dst = open_dir(open_root(to)?.as_fd(), c".")?;
-    let mut walk = Walk::new(owner, leave, limits);
-    walk.dir(src.as_fd(), dst.as_fd(), "", 0)?;
+    let mut walk = Walk::new(owner, leave, limits, block_size(dst.as_fd()));
+    if let Err(e) = walk.dir(src.as_fd(), dst.as_fd(), "", 0) {
+        walk.undo(dst.as_fd());
+        return Err(e);
+    }
     Ok(walk.done)
 }
 
 /// Copies `from_rel` under `from_root` (a regular file, or a directory
 /// of them; never through a symlink) to `to_rel` under `to_root`,
-/// replacing what is there, owned by `owner`; the bytes copied.
-/// `Ok(None)` when there is nothing to copy. Blocking.
+/// replacing what is there, owned by `owner`; what it copied. `Ok(None)`
+/// when there is nothing to copy. On failure `to_rel` is gone. Blocking.
 pub fn copy_path(
     (from_root, from_rel): (&Path, &str),
     (to_root, to_rel): (&Path, &str),
     owner: u32,
     limits: CopyLimits,
-) -> Result<Option<u64>, FsError> {
+) -> Result<Option<Copied>, FsError> {
     let src_root = open_root(from_root)?;
     let name = sys::cstr(from_rel).map_err(io("opening", from_rel))?;
     let flags = libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK;
@@ -81,6 +141,9 @@ pub fn copy_path(
     };
     let st = nix::sys::stat::fstat(&from).map_err(io("reading", from_rel))?;
     let kind = SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT;
+    if !matches!(kind, SFlag::S_IFDIR | SFlag::S_IFREG) {
+        return Err(FsError::NotAFile(from_rel.to_string()));
+    }
     remove_path(to_root, to_rel)?;
     let dst_root = open_root(to_root)?;
     let (parent, base) = match to_rel.rsplit_once('/') {
@@ -92,20 +155,20 @@ pub fn copy_path(
         None => open_dir(dst_root.as_fd(), c".")?,
     };
     let base_c = sys::cstr(base).map_err(io("creating", to_rel))?;
-    let mut walk = Walk::new(owner, &[], limits);
-    match kind {
-        SFlag::S_IFDIR => {
-            nix::sys::stat::mkdirat(&dir, base_c.as_c_str(), Mode::S_IRWXU)
-                .map_err(io("creating", to_rel))?;
-            let d = open_dir(dir.as_fd(), &base_c)?;
-            walk.dir(from.as_fd(), d.as_fd(), to_rel, 0)?;
-            nix::unistd::fchown(&d, Some(uid(owner)), Some(gid(owner)))
-                .map_err(io("chown of", to_rel))?;
+    let mut walk = Walk::new(owner, &[], limits, block_size(dir.as_fd()));
+    let copied = if kind == SFlag::S_IFDIR {
+        walk.stripes(from.as_fd(), dir.as_fd(), &base_c, to_rel)
+    } else {
+        walk.file(from.as_fd(), dir.as_fd(), (&base_c, to_rel), &st)
+    };
+    if let Err(e) = copied {
+        // Whatever is there now is the copy's: what was there went first.
+        if let Err(e) = remove(dir.as_fd(), &base_c, to_rel, 0) {
+            tracing::warn!(path = %to_rel, error = %e, "could not remove a failed copy");
         }
-        SFlag::S_IFREG => walk.file(from.as_fd(), dir.as_fd(), &base_c, to_rel, &st)?,
-        _ => return Err(FsError::NotAFile(from_rel.to_string())),
+        return Err(e);
     }
-    Ok(Some(walk.done.bytes))
+    Ok(Some(walk.done))
 }
 
 /// `rel` under `root` as a directory, made (owned by `owner`) where it is
@@ -170,21 +233,34 @@ struct Walk<'a> {
     owner: u32,
     leave: &'a [&'a str],
     limits: CopyLimits,
+    /// The destination filesystem's block: the least an entry is charged.
+    block: u64,
     done: Copied,
     entries: usize,
+    /// The walk is in a directory it made: what it makes there goes with
+    /// that directory if the copy fails.
+    fresh: bool,
+    /// Entries made in directories that were there before (the root, a
+    /// new workspace's `output/`), relative to the root: what a failed
+    /// copy removes.
+    to_undo: Vec<String>,
 }
 
 impl<'a> Walk<'a> {
-    fn new(owner: u32, leave: &'a [&'a str], limits: CopyLimits) -> Walk<'a> {
+    fn new(owner: u32, leave: &'a [&'a str], limits: CopyLimits, block: u64) -> Walk<'a> {
         Walk {
             owner,
             leave,
             limits,
+            block,
             done: Copied::default(),
             entries: 0,
+            fresh: false,
+            to_undo: Vec::new(),
         }
     }
 
+    /// Copies the entries of `src` into `dst`.
     fn dir(
         &mut self,
         src: BorrowedFd<'_>,
@@ -200,68 +276,139 @@ impl<'a> Walk<'a> {
         }
         let (names, _) = sys::read_dir(src, usize::MAX).map_err(io("listing", at))?;
         for name in names {
-            self.entries += 1;
-            if self.entries > MAX_COPY_ENTRIES {
-                return Err(FsError::TooMany {
-                    path: ".".into(),
-                    max: MAX_COPY_ENTRIES,
-                });
-            }
-            let rel = join(at, &sys::display(&name));
-            if self.leave.contains(&rel.as_str()) {
-                continue;
-            }
-            let st = match fstatat(src, name.as_c_str(), AtFlags::AT_SYMLINK_NOFOLLOW) {
-                Ok(st) => st,
-                // Removed by the session's own processes meanwhile.
-                Err(Errno::ENOENT) => continue,
-                Err(e) => return Err(io("reading", &rel)(e)),
-            };
-            match SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT {
-                SFlag::S_IFDIR => {
-                    let mode = Mode::from_bits_truncate(st.st_mode & 0o777);
-                    // A new workspace has its `output/` and `mounts/`.
-                    match nix::sys::stat::mkdirat(dst, name.as_c_str(), Mode::S_IRWXU) {
-                        Ok(()) | Err(Errno::EEXIST) => {}
-                        Err(e) => return Err(io("creating", &rel)(e)),
-                    }
-                    let s = open_dir(src, &name)?;
-                    let d = open_dir(dst, &name)?;
-                    self.dir(s.as_fd(), d.as_fd(), &rel, depth + 1)?;
-                    nix::unistd::fchown(&d, Some(self.uid()), Some(self.gid()))
-                        .map_err(io("chown of", &rel))?;
-                    nix::sys::stat::fchmod(&d, mode).map_err(io("chmod of", &rel))?;
-                    times(d.as_fd(), &st);
-                }
-                SFlag::S_IFREG => self.file_at(src, dst, &name, &rel, &st)?,
-                SFlag::S_IFLNK => {
-                    let target = match nix::fcntl::readlinkat(src, name.as_c_str()) {
-                        Ok(t) => t,
-                        Err(Errno::ENOENT) => continue,
-                        Err(e) => return Err(io("reading the link", &rel)(e)),
-                    };
-                    nix::unistd::symlinkat(target.as_os_str(), dst, name.as_c_str())
-                        .map_err(io("creating the link", &rel))?;
-                    self.chown_at(dst, &name, &rel)?;
-                }
-                SFlag::S_IFIFO => {
-                    let mode = Mode::from_bits_truncate(st.st_mode & 0o777);
-                    nix::sys::stat::mknodat(dst, name.as_c_str(), SFlag::S_IFIFO, mode, 0)
-                        .map_err(io("creating the FIFO", &rel))?;
-                    self.chown_at(dst, &name, &rel)?;
-                }
-                _ => self.done.skipped.push(rel),
-            }
+            self.entry((src, dst), &name, at, depth)?;
         }
         Ok(())
     }
 
-    fn file_at(
+    /// Copies `name` of `src` into `dst`.
+    fn entry(
         &mut self,
-        src: BorrowedFd<'_>,
+        (src, dst): (BorrowedFd<'_>, BorrowedFd<'_>),
+        name: &CStr,
+        at: &str,
+        depth: usize,
+    ) -> Result<(), FsError> {
+        self.entries += 1;
+        if self.entries > MAX_COPY_ENTRIES {
+            return Err(FsError::TooMany {
+                path: ".".into(),
+                max: MAX_COPY_ENTRIES,
+            });
+        }
+        let rel = join(at, &sys::display(name));
+        if self.leave.contains(&rel.as_str()) {
+            return Ok(());
+        }
+        let st = match fstatat(src, name, AtFlags::AT_SYMLINK_NOFOLLOW) {
+            Ok(st) => st,
+            // Removed by the session's own processes meanwhile.
+            Err(Errno::ENOENT) => return Ok(()),
+            Err(e) => return Err(io("reading", &rel)(e)),
+        };
+        match SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT {
+            SFlag::S_IFDIR => self.sub_dir((src, dst), (name, &rel), &st, depth),
+            SFlag::S_IFREG => self.file_at((src, dst), (name, &rel), &st),
+            SFlag::S_IFLNK => self.symlink((src, dst), (name, &rel)),
+            SFlag::S_IFIFO => self.fifo(dst, (name, &rel), &st),
+            _ => {
+                self.done.skipped.push(rel);
+                Ok(())
+            }
+        }
+    }
+
+    fn sub_dir(
+        &mut self,
+        (src, dst): (BorrowedFd<'_>, BorrowedFd<'_>),
+        (name, rel): (&CStr, &str),
+        st: &FileStat,
+        depth: usize,
+    ) -> Result<(), FsError> {
+        let mode = Mode::from_bits_truncate(st.st_mode & 0o777);
+        self.reserve(rel)?;
+        // A new workspace has its `output/` and `mounts/`.
+        let made = match nix::sys::stat::mkdirat(dst, name, Mode::S_IRWXU) {
+            Ok(()) => true,
+            Err(Errno::EEXIST) => false,
+            Err(e) => return Err(io("creating", rel)(e)),
+        };
+        if made {
+            self.made(rel);
+        }
+        let s = open_dir(src, name)?;
+        let d = open_dir(dst, name)?;
+        let outer = self.fresh;
+        self.fresh = outer || made;
+        let copied = self.dir(s.as_fd(), d.as_fd(), rel, depth + 1);
+        self.fresh = outer;
+        copied?;
+        nix::unistd::fchown(&d, Some(self.uid()), Some(self.gid())).map_err(io("chown of", rel))?;
+        nix::sys::stat::fchmod(&d, mode).map_err(io("chmod of", rel))?;
+        times(d.as_fd(), st);
+        // A directory grows with its entries: charged once they are in.
+        let now = nix::sys::stat::fstat(&d).map_err(io("reading", rel))?;
+        self.settle(&now, rel)
+    }
+
+    /// The directory `from` (open), of regular files alone, as `name` in
+    /// `dst`: a save's stripes.
+    fn stripes(
+        &mut self,
+        from: BorrowedFd<'_>,
         dst: BorrowedFd<'_>,
         name: &CStr,
         rel: &str,
+    ) -> Result<(), FsError> {
+        self.reserve(rel)?;
+        nix::sys::stat::mkdirat(dst, name, Mode::S_IRWXU).map_err(io("creating", rel))?;
+        let d = open_dir(dst, name)?;
+        self.fresh = true;
+        self.dir(from, d.as_fd(), rel, 0)?;
+        nix::unistd::fchown(&d, Some(self.uid()), Some(self.gid())).map_err(io("chown of", rel))?;
+        let now = nix::sys::stat::fstat(&d).map_err(io("reading", rel))?;
+        self.settle(&now, rel)
+    }
+
+    fn symlink(
+        &mut self,
+        (src, dst): (BorrowedFd<'_>, BorrowedFd<'_>),
+        (name, rel): (&CStr, &str),
+    ) -> Result<(), FsError> {
+        let target = match nix::fcntl::readlinkat(src, name) {
+            Ok(t) => t,
+            Err(Errno::ENOENT) => return Ok(()),
+            Err(e) => return Err(io("reading the link", rel)(e)),
+        };
+        self.reserve(rel)?;
+        nix::unistd::symlinkat(target.as_os_str(), dst, name)
+            .map_err(io("creating the link", rel))?;
+        self.made(rel);
+        self.chown_at(dst, name, rel)?;
+        // A target too long for the inode takes blocks of its own.
+        let now = fstatat(dst, name, AtFlags::AT_SYMLINK_NOFOLLOW)
+            .map_err(io("reading the link", rel))?;
+        self.settle(&now, rel)
+    }
+
+    fn fifo(
+        &mut self,
+        dst: BorrowedFd<'_>,
+        (name, rel): (&CStr, &str),
+        st: &FileStat,
+    ) -> Result<(), FsError> {
+        let mode = Mode::from_bits_truncate(st.st_mode & 0o777);
+        self.reserve(rel)?;
+        nix::sys::stat::mknodat(dst, name, SFlag::S_IFIFO, mode, 0)
+            .map_err(io("creating the FIFO", rel))?;
+        self.made(rel);
+        self.chown_at(dst, name, rel)
+    }
+
+    fn file_at(
+        &mut self,
+        (src, dst): (BorrowedFd<'_>, BorrowedFd<'_>),
+        (name, rel): (&CStr, &str),
         st: &FileStat,
     ) -> Result<(), FsError> {
         // O_NONBLOCK: a FIFO swapped in since the stat must not hang us.
@@ -271,7 +418,7 @@ impl<'a> Walk<'a> {
             Err(Errno::ENOENT) => return Ok(()),
             Err(e) => return Err(io("opening", rel)(e)),
         };
-        self.file(from.as_fd(), dst, name, rel, st)
+        self.file(from.as_fd(), dst, (name, rel), st)
     }
 
     /// Copies the open file `from` to `name` in `dst`.
@@ -279,8 +426,7 @@ impl<'a> Walk<'a> {
         &mut self,
         from: BorrowedFd<'_>,
         dst: BorrowedFd<'_>,
-        name: &CStr,
-        rel: &str,
+        (name, rel): (&CStr, &str),
         st: &FileStat,
     ) -> Result<(), FsError> {
         let now = nix::sys::stat::fstat(from).map_err(io("reading", rel))?;
@@ -288,6 +434,7 @@ impl<'a> Walk<'a> {
             self.done.skipped.push(rel.to_string());
             return Ok(());
         }
+        self.reserve(rel)?;
         let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW;
         let to = match sys::openat2(dst, name, flags, 0o600, NO_LINKS) {
             // A file a pool spare's start left: the source's replaces it.
@@ -299,7 +446,9 @@ impl<'a> Walk<'a> {
             other => other,
         }
         .map_err(io("creating", rel))?;
-        let left = self.limits.max_bytes.saturating_sub(self.done.bytes);
+        self.made(rel);
+        // The block reserved above holds the data's first block.
+        let left = self.bytes_left().saturating_add(self.block);
         let copied = copy_data(from, to.as_fd(), now.st_size.max(0) as u64, left)
             .map_err(|e| copy_error(e, rel, self.limits))?;
         self.done.bytes += copied;
@@ -309,7 +458,63 @@ impl<'a> Walk<'a> {
         let mode = Mode::from_bits_truncate(st.st_mode & 0o777);
         nix::sys::stat::fchmod(&to, mode).map_err(io("chmod of", rel))?;
         times(to.as_fd(), &now);
+        let written = nix::sys::stat::fstat(&to).map_err(io("reading", rel))?;
+        self.settle(&written, rel)
+    }
+
+    /// Notes the entry `rel`, just made, for [`Walk::undo`].
+    fn made(&mut self, rel: &str) {
+        if !self.fresh {
+            self.to_undo.push(rel.to_string());
+        }
+    }
+
+    /// Removes, as far as it can, what a failed copy made under `root`:
+    /// each entry it made in a directory that was there before, and with
+    /// it everything below.
+    fn undo(&self, root: BorrowedFd<'_>) {
+        for rel in self.to_undo.iter().rev() {
+            if let Err(e) = remove_beneath(root, rel) {
+                tracing::warn!(path = %rel, error = %e, "could not remove part of a failed copy");
+            }
+        }
+    }
+
+    /// Charges an entry about to be made its inode and one block: refused
+    /// when either would pass the limits.
+    fn reserve(&mut self, rel: &str) -> Result<(), FsError> {
+        if self.done.inodes >= self.limits.max_inodes {
+            return Err(FsError::TooManyInodes {
+                path: rel.to_string(),
+                max: self.limits.max_inodes,
+            });
+        }
+        self.done.inodes += 1;
+        self.charge(self.block, rel)
+    }
+
+    /// Charges the entry made as `st` what it holds beyond its reserved
+    /// block: its allocated blocks (data, extent and directory blocks, a
+    /// long symlink's target; ext4 counts delayed allocations there too).
+    fn settle(&mut self, st: &FileStat, rel: &str) -> Result<(), FsError> {
+        let held = u64::try_from(st.st_blocks).unwrap_or(0).saturating_mul(512);
+        self.charge(held.saturating_sub(self.block), rel)
+    }
+
+    fn charge(&mut self, bytes: u64, rel: &str) -> Result<(), FsError> {
+        let total = self.done.disk_bytes.saturating_add(bytes);
+        if total > self.limits.max_bytes {
+            return Err(FsError::TooLarge {
+                path: rel.to_string(),
+                max: self.limits.max_bytes,
+            });
+        }
+        self.done.disk_bytes = total;
         Ok(())
+    }
+
+    fn bytes_left(&self) -> u64 {
+        self.limits.max_bytes.saturating_sub(self.done.disk_bytes)
     }
 
     fn chown_at(&self, dir: BorrowedFd<'_>, name: &CStr, rel: &str) -> Result<(), FsError> {
@@ -329,6 +534,23 @@ impl<'a> Walk<'a> {
 
     fn gid(&self) -> nix::unistd::Gid {
         gid(self.owner)
+    }
+}
+
+/// Removes `rel` (a file or a whole directory) beneath `root`, never
+/// through a symlink.
+fn remove_beneath(root: BorrowedFd<'_>, rel: &str) -> Result<(), FsError> {
+    let (parent, base) = rel.rsplit_once('/').unwrap_or((".", rel));
+    let p = sys::cstr(parent).map_err(io("opening", parent))?;
+    let b = sys::cstr(base).map_err(io("removing", rel))?;
+    remove(open_dir(root, &p)?.as_fd(), &b, rel, 0)
+}
+
+/// The block of the filesystem `fd` is on.
+fn block_size(fd: BorrowedFd<'_>) -> u64 {
+    match nix::sys::statvfs::fstatvfs(fd) {
+        Ok(s) if s.fragment_size() > 0 => s.fragment_size(),
+        _ => DEFAULT_BLOCK,
     }
 }
 

@@ -26,6 +26,8 @@ pub enum FsError {
     },
     #[error("{path:?}: more than the {max} bytes allowed arrived; nothing was written")]
     TooLarge { path: String, max: u64 },
+    #[error("{path:?}: a copy of more than the {max} inodes allowed; nothing was kept")]
+    TooManyInodes { path: String, max: u64 },
     #[error(
         "{path:?}: the upload stopped after {got} bytes without being ended; nothing was written"
     )]
@@ -49,9 +51,10 @@ impl FsError {
             | FsError::SizeMismatch { .. } => ErrorCode::BadRequest,
             FsError::Escape { .. } => ErrorCode::Forbidden,
             FsError::NotFound(_) => ErrorCode::NotFound,
-            FsError::TooMany { .. } | FsError::NoSpace(_) | FsError::TooLarge { .. } => {
-                ErrorCode::Quota
-            }
+            FsError::TooMany { .. }
+            | FsError::NoSpace(_)
+            | FsError::TooLarge { .. }
+            | FsError::TooManyInodes { .. } => ErrorCode::Quota,
             FsError::Incomplete { .. } => ErrorCode::Cancelled,
             FsError::Io { .. } => ErrorCode::Internal,
         }

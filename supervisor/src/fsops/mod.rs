@@ -25,5 +25,5 @@ pub use error::FsError;
 pub use mount::{write_mount, write_mount_up_to};
 pub use read::read_file;
 pub use snapshot::{diff, snapshot_output, Snapshot};
-pub use usage::disk_used;
 pub(crate) use usage::is_mount_point;
+pub use usage::{block_size, disk_usage, disk_used, Usage};

@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 
 /// The agent's files: each one's path in the agent's directory, and its
 /// text.
-pub(crate) const AGENT_FILES: [(&str, &str); 15] = [
+pub(crate) const AGENT_FILES: [(&str, &str); 17] = [
     ("__main__.py", include_str!("../../agent/__main__.py")),
     (
         "prims_agent/__init__.py",
@@ -55,8 +55,16 @@ pub(crate) const AGENT_FILES: [(&str, &str); 15] = [
         include_str!("../../agent/prims_agent/stdio.py"),
     ),
     (
+        "prims_agent/stops.py",
+        include_str!("../../agent/prims_agent/stops.py"),
+    ),
+    (
         "prims_agent/text.py",
         include_str!("../../agent/prims_agent/text.py"),
+    ),
+    (
+        "prims_agent/trial.py",
+        include_str!("../../agent/prims_agent/trial.py"),
     ),
     (
         "prims_agent/fork/__init__.py",

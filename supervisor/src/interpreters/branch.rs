@@ -92,7 +92,14 @@ impl Interpreters {
     /// what its last stop saved. A save that fails or runs out of time
     /// stops the interpreter (its agent may still be pickling): the
     /// session's next call gets a new one, and the error says so.
-    pub(crate) async fn hold(&self, policy: &Policy, session: &Session) -> Result<Held, String> {
+    /// With `check` (a checkpoint), a value that pickles but fails to load
+    /// again is named with the rest of what was not saved.
+    pub(crate) async fn hold(
+        &self,
+        policy: &Policy,
+        session: &Session,
+        check: bool,
+    ) -> Result<Held, String> {
         let slot = self.slot(session);
         let mut guard = slot.live.clone().lock_owned().await;
         let profile = Profile::of(&slot, guard.as_ref());
@@ -103,7 +110,7 @@ impl Interpreters {
                 // Stopped: what the stop saved, if anything, is in the
                 // workspace, and stays there for the session's next call.
                 let (globals, unsaved) = match &slot.meta().carry {
-                    Carry::Saved { unsaved } => (Some(STATE_REL), unsaved.clone()),
+                    Carry::Saved { unsaved, .. } => (Some(STATE_REL), unsaved.clone()),
                     Carry::Lost(why) => (
                         None,
                         vec![Named {
@@ -120,7 +127,7 @@ impl Interpreters {
             return Ok(Held::new(guard, None, Vec::new(), profile));
         }
         let timeout = policy.interpreters.save_timeout.0;
-        match live.save_to(BRANCH_FILE, false, timeout).await {
+        match live.save_to(BRANCH_FILE, (false, check), timeout).await {
             Ok(c) => Ok(Held::new(guard, Some(BRANCH_REL), c.missed, profile)),
             // The agent answered in turn: its channel is sound, and the
             // session goes on as it was.

@@ -89,7 +89,7 @@ impl Interpreters {
             });
         let in_place = match guard.as_mut() {
             Some(live) if unfit == Some(ResetReason::FreshRequested) => {
-                self.fresh_in_place(&slot, live, (&lease.key, &limits, net))
+                self.fresh_in_place((&slot, session), live, (&lease.key, &limits, net))
                     .await
             }
             _ => None,
@@ -132,7 +132,11 @@ impl Interpreters {
             net,
             installer: installer.as_deref(),
         };
-        let (end, network) = run_cell(live, cell, out, cancel).await?;
+        let ends = cell::Ends {
+            cancel,
+            stop: &self.stopping,
+        };
+        let (end, network) = run_cell(live, cell, out, ends).await?;
         after_cell(&slot, &mut guard, &end);
         let (restored, not_restored) = carried_report(got.carried);
         Ok(LiveRun {
@@ -140,6 +144,8 @@ impl Interpreters {
                 state,
                 reason,
                 warm: got.warm,
+                saved_at: got.saved_at,
+                last_run_lost: false,
                 result: end.result.clone(),
                 result_truncated: end.result_truncated,
                 restored,
@@ -179,11 +185,14 @@ impl Interpreters {
             .start_in(policy, session, (lease, ipython), req.limits, req.fresh)
             .await?;
         let carry = std::mem::take(&mut slot.meta().carry);
+        let saved_at = saved_at(&carry);
         let carried = carry_over(&mut live, carry, req.fresh).await;
+        self.forget_unless_restored(session, &carried);
         slot.meta().kill = Some(live.kill.clone());
         let got = Got {
             reason,
             warm: false,
+            saved_at: saved_at.filter(|_| restored(&carried)),
             carried,
         };
         Ok((live, got))
@@ -233,7 +242,7 @@ impl Interpreters {
     /// starts a new interpreter, as for any `fresh` call).
     async fn fresh_in_place(
         &self,
-        slot: &Slot,
+        (slot, session): (&Slot, &Session),
         live: &mut Live,
         (env_key, limits, net): (&str, &JobLimits, Option<&NetCall>),
     ) -> Option<Got> {
@@ -248,9 +257,11 @@ impl Interpreters {
         slot.meta().next_reason = None;
         let carry = std::mem::take(&mut slot.meta().carry);
         let carried = carry_over(live, carry, true).await;
+        self.forget_unless_restored(session, &carried);
         Some(Got {
             reason: Some(ResetReason::FreshRequested),
             warm: false,
+            saved_at: None,
             carried,
         })
     }
@@ -264,6 +275,8 @@ struct Got {
     warm: bool,
     /// What a stop saved, restored into it (or why not).
     carried: Option<Result<Carried, String>>,
+    /// When the globals it restored were saved (Unix seconds), when known.
+    saved_at: Option<u64>,
 }
 
 impl Got {
@@ -272,7 +285,31 @@ impl Got {
             reason: None,
             warm: live.warm && live.cells == 0,
             carried: None,
+            saved_at: None,
         }
+    }
+}
+
+impl Interpreters {
+    /// A new interpreter that restored nothing of the last save (a
+    /// `fresh: true` call, a reset, a save that failed): no restart may
+    /// bring that save back over what the session does from now on.
+    fn forget_unless_restored(&self, session: &Session, carried: &Option<Result<Carried, String>>) {
+        if !restored(carried) {
+            self.sessions.forget_saved_globals(session);
+        }
+    }
+}
+
+/// Something of a save came back.
+fn restored(carried: &Option<Result<Carried, String>>) -> bool {
+    matches!(carried, Some(Ok(c)) if !c.names.is_empty())
+}
+
+fn saved_at(carry: &Carry) -> Option<u64> {
+    match carry {
+        Carry::Saved { at, .. } => *at,
+        _ => None,
     }
 }
 
@@ -321,14 +358,17 @@ fn retire(slot: &Slot, live: &mut Option<Live>) {
 }
 
 /// What the call is told of its interpreter: new on the session's first
-/// call, reset on its first call since the supervisor restarted, else
-/// reset for `reason`, or kept.
+/// call, reset on its first call since the supervisor restarted (a session
+/// that ran code, or a branch that never did but holds globals saved
+/// before the restart, which `reason` then says), else reset for
+/// `reason`, or kept.
 fn reported(
     first: bool,
     ran_before_restart: bool,
     reason: Option<ResetReason>,
 ) -> (InterpreterState, Option<ResetReason>) {
-    if first && !ran_before_restart {
+    let restarted = ran_before_restart || reason == Some(ResetReason::ServerRestarted);
+    if first && !restarted {
         (InterpreterState::New, Some(ResetReason::FirstCall))
     } else if first {
         (InterpreterState::Reset, Some(ResetReason::ServerRestarted))
@@ -355,7 +395,7 @@ async fn run_cell(
     live: &mut Live,
     cell: CellCall<'_>,
     out: OutputTx,
-    cancel: &CancellationToken,
+    ends: cell::Ends<'_>,
 ) -> Result<(CellEnd, Option<NetworkReport>), StartError> {
     let CellCall {
         req,
@@ -371,16 +411,7 @@ async fn run_cell(
         },
         _ => None,
     };
-    let end = cell::run(
-        live,
-        req.code.clone(),
-        limits,
-        grace,
-        out,
-        cancel,
-        installer,
-    )
-    .await;
+    let end = cell::run(live, req.code.clone(), limits, grace, out, ends, installer).await;
     let network = match (proxied, &live.egress) {
         (Some(run), Some(jail)) => {
             let mut report = jail.end(run).await;
@@ -410,6 +441,8 @@ fn after_cell(slot: &Slot, live: &mut Option<Live>, end: &CellEnd) {
     }
     if end.gone.is_some() {
         *live = None;
+    } else {
+        super::autosave::changed(slot);
     }
 }
 
@@ -426,7 +459,7 @@ async fn carry_over(live: &mut Live, carry: Carry, fresh: bool) -> Option<Result
             None
         }
         Carry::Lost(_) if fresh => None,
-        Carry::Saved { unsaved } => Some(
+        Carry::Saved { unsaved, .. } => Some(
             live.restore()
                 .await
                 .map(|mut c| {

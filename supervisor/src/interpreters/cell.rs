@@ -54,6 +54,20 @@ enum Ending {
     Cancelled,
 }
 
+/// What ends a cell before its code does, besides its limits: the
+/// caller's cancel, which kills the interpreter (nobody waits for the
+/// result), and the server's stop, which interrupts the cell as a time
+/// limit does, so that the interpreter lives on to have its variables
+/// saved, and answers the call with status `stopped`.
+#[derive(Clone, Copy)]
+pub(crate) struct Ends<'a> {
+    pub cancel: &'a tokio_util::sync::CancellationToken,
+    pub stop: &'a tokio_util::sync::CancellationToken,
+}
+
+/// The limit kind of the server's stop.
+const STOP: &str = "stop";
+
 /// Runs `code` as the next cell of `live` under `limits`.
 pub(crate) async fn run(
     live: &mut Live,
@@ -61,7 +75,7 @@ pub(crate) async fn run(
     limits: &JobLimits,
     grace: Duration,
     out: OutputTx,
-    cancel: &tokio_util::sync::CancellationToken,
+    ends: Ends<'_>,
     installer: Option<&Installer>,
 ) -> CellEnd {
     let started = Instant::now();
@@ -84,8 +98,9 @@ pub(crate) async fn run(
                 started,
                 cpu_start: before.cpu_ns,
                 installer,
+                stop: ends.stop,
             };
-            follow(live, &waiting, &mut seen, &mut serving, cancel).await
+            follow(live, &waiting, &mut seen, &mut serving, ends.cancel).await
         }
     };
     if let Some(s) = serving.take() {
@@ -124,15 +139,21 @@ pub(crate) async fn run(
         Ending::Done(d, _) => {
             end.outcome.exit_code = d.exit_code;
             end.outcome.status = match d.status {
+                _ if timed_out == Some(STOP) => Status::Stopped,
                 _ if timed_out.is_some() => Status::Timeout,
                 CellStatus::Ok => Status::Ok,
                 CellStatus::Error => Status::Error,
                 CellStatus::Exit => Status::Exit,
             };
-            end.outcome.timeout_kind = timed_out.map(str::to_string);
+            end.outcome.timeout_kind = timed_out.filter(|k| *k != STOP).map(str::to_string);
             end.result = d.result;
             end.result_truncated = d.result_truncated;
             end.outputs_dropped = end.outputs_dropped.saturating_add(d.outputs_dropped);
+        }
+        Ending::Killed(STOP) => {
+            end.outcome.status = Status::Stopped;
+            end.outcome.signal = Some(libc::SIGKILL);
+            end.gone = Some(ResetReason::TimedOut);
         }
         Ending::Killed(_) => {
             end.outcome.status = Status::Timeout;
@@ -183,6 +204,10 @@ pub(crate) async fn run(
             ),
         );
     }
+    if end.outcome.status == Status::Stopped {
+        let killed = end.gone.is_some();
+        note(&mut end, stopped_note(killed));
+    }
     if end.outcome.oom_killed && end.gone.is_none() && end.outcome.status != Status::Timeout {
         // A child of the code was killed for memory; the interpreter lives.
         end.outcome.status = Status::Oom;
@@ -222,6 +247,20 @@ async fn mark(live: &mut Live) {
 /// Appends a note from the server to the call's stderr.
 fn note(end: &mut CellEnd, text: String) {
     end.stderr.bytes.extend_from_slice(text.as_bytes());
+}
+
+/// What a call the server's stop ended says on its stderr.
+fn stopped_note(killed: bool) -> String {
+    let how = if killed {
+        "did not stop at the interrupt and was killed, so the session's next interpreter \
+         starts from the variables saved before this call"
+    } else {
+        "was interrupted; its interpreter's variables are saved with the session"
+    };
+    format!(
+        "\n[prims] The server is stopping: this cell {how}. The session, its files and \
+         variables are there again after the server's next start.\n"
+    )
 }
 
 fn live_timeout(e: &Ending) -> Option<&'static str> {
@@ -361,6 +400,7 @@ async fn follow<'a>(
                 Next::Step(confirm.again(&live.main))
             }
             _ = tokio::time::sleep_until(wall), if interrupted.is_none() => Next::Limit("wall"),
+            _ = w.stop.cancelled(), if interrupted.is_none() => Next::Limit(STOP),
             _ = tick.tick(), if sample_cpu && interrupted.is_none() => {
                 let used = usage(live).cpu_ns.zip(cpu_start).map(|(a, b)| a.saturating_sub(b));
                 if used.is_some_and(|ns| ns >= cpu_limit_ns) {
@@ -386,7 +426,16 @@ async fn follow<'a>(
                 live.kill();
                 return Ending::Killed(interrupted.map_or("wall", |(kind, _)| kind));
             }
-            _ = cancel.cancelled() => return Ending::Cancelled,
+            // A call the server's stop cancelled is ended by the stop's own
+            // interrupt above, so that its interpreter lives to be saved.
+            // Both may turn ready in one wait (the stop cancels the call):
+            // whichever this select picks, the stop wins.
+            _ = cancel.cancelled(), if !w.stop.is_cancelled() => {
+                if !w.stop.is_cancelled() {
+                    return Ending::Cancelled;
+                }
+                if interrupted.is_none() { Next::Limit(STOP) } else { Next::Step(Step::Wait) }
+            }
         };
         let step = match next {
             Next::Step(step) => step,
@@ -472,6 +521,8 @@ struct Waiting<'a> {
     started: Instant,
     cpu_start: Option<u64>,
     installer: Option<&'a Installer>,
+    /// The server's stop: a limit like the wall time's.
+    stop: &'a tokio_util::sync::CancellationToken,
 }
 
 /// What a cell showed besides its end.
@@ -571,7 +622,10 @@ async fn died(
             },
             ResetReason::CodeExited,
         ),
-        Status::Signal | Status::SetupError => (Status::Signal, ResetReason::CodeExited),
+        // A jail's own outcome is never `stopped`.
+        Status::Signal | Status::SetupError | Status::Stopped => {
+            (Status::Signal, ResetReason::CodeExited)
+        }
     };
     if reason == ResetReason::ChannelBroken {
         // The agent's code, not the code's.

@@ -118,6 +118,9 @@ pub(crate) enum ToAgent {
         /// Synced to disk before the answer (a stop's save); a fork's,
         /// read at once, is not.
         durable: bool,
+        /// Each value loaded again in a throw-away child, and one that
+        /// fails named (a checkpoint's save: the agent's `trial`).
+        check: bool,
     },
     Restore {
         path: String,

@@ -126,20 +126,22 @@ impl Live {
     /// Asks the agent to pickle its globals into the workspace, within
     /// `deadline`; the caller kills the jail afterwards either way.
     pub(super) async fn save(&mut self, deadline: Duration) -> Result<Carried, AskError> {
-        self.save_to(STATE_FILE, true, deadline).await
+        self.save_to(STATE_FILE, (true, false), deadline).await
     }
 
     /// Asks the agent to pickle its globals into `path` (inside the jail),
-    /// synced to disk when `durable`, within `deadline`.
+    /// synced to disk when `durable`, each value loaded again on trial when
+    /// `check`, within `deadline`.
     pub(super) async fn save_to(
         &mut self,
         path: &str,
-        durable: bool,
+        (durable, check): (bool, bool),
         deadline: Duration,
     ) -> Result<Carried, AskError> {
         let msg = ToAgent::Save {
             path: path.into(),
             durable,
+            check,
         };
         match self.ask(msg, deadline).await? {
             FromAgent::Saved { saved, skipped } => Ok(Carried {

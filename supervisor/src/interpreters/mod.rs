@@ -12,7 +12,8 @@
 //!   boundary: code in the jail can write anything to it;
 //! - [`ipython`]: the IPython layer an interpreter's cells run through;
 //! - `registry`, `slot`, `pool`: the interpreters by session, the caps,
-//!   the idle stop and the warm pool;
+//!   the idle stop and the warm pool; `autosave`: each session's globals
+//!   saved in the background after calls changed them, for a crash;
 //! - `call`: one call in the session's interpreter, in phases, and why
 //!   the interpreter is kept or replaced;
 //! - [`fork`]: the fork wing: every start goes through `fork::start`,
@@ -29,6 +30,7 @@
 //! - `enforced`: what enforces each limit, as the outcome reports it.
 
 pub(crate) mod agent;
+mod autosave;
 pub(crate) mod branch;
 mod call;
 pub(crate) mod cell;

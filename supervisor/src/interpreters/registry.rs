@@ -3,7 +3,6 @@
 //! stop, and the warm pool that new sessions take from.
 
 use super::agent::AgentDir;
-use super::channel::Named;
 use super::fork::templates::{Home, Parts, TemplateStats, Templates};
 use super::ipython::IpythonLayer;
 use super::live::{Carried, Live};
@@ -44,8 +43,13 @@ pub struct Interpreters {
     pub(super) templates: Arc<Templates>,
     /// The agent's files, which every interpreter runs.
     pub(super) agent: AgentDir,
-    /// Where a graceful stop records which sessions' globals it saved.
-    sessions: Arc<SessionStore>,
+    /// Where every save of a session's globals is recorded, for a restart.
+    pub(super) sessions: Arc<SessionStore>,
+    /// Cancelled when the server starts to stop: every running cell is
+    /// interrupted, as at a time limit, and its call answered so.
+    pub(super) stopping: CancellationToken,
+    /// Background saves, and the CPU they cost (`autosave`).
+    pub(super) autosaved: Arc<super::autosave::Tally>,
 }
 
 /// What `Interpreters::stats` reports.
@@ -55,6 +59,8 @@ pub(crate) struct InterpreterStats {
     pub memory_bytes: u64,
     pub pool_ready: u64,
     pub pool_memory_bytes: u64,
+    pub autosaves: u64,
+    pub autosave_cpu_ms: u64,
 }
 
 impl Interpreters {
@@ -64,8 +70,11 @@ impl Interpreters {
         interpreter: PathBuf,
         sessions: Arc<crate::sessions::SessionStore>,
         agent: AgentDir,
+        stopping: CancellationToken,
     ) -> Interpreters {
         Interpreters {
+            stopping,
+            autosaved: Default::default(),
             jails,
             egress,
             interpreter,
@@ -81,9 +90,18 @@ impl Interpreters {
         self.slots.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// The session's slot, made on its first call. A session whose
-    /// globals a graceful stop saved gets them back in its next
-    /// interpreter, which reports the restart.
+    /// Every slot with its session's name, taken out of the lock.
+    pub(super) fn named_slots(&self) -> Vec<(String, Arc<Slot>)> {
+        self.slots()
+            .iter()
+            .map(|(n, s)| (n.clone(), s.clone()))
+            .collect()
+    }
+
+    /// The session's slot, made on its first call since the supervisor
+    /// started. A session whose globals were saved before the restart (a
+    /// graceful stop, an idle stop, an autosave before a crash) gets them
+    /// back in its next interpreter, which reports the restart.
     pub(super) fn slot(&self, session: &Session) -> Arc<Slot> {
         // Under the lock: the record is taken once, by the slot that stays.
         let mut slots = self.slots();
@@ -91,10 +109,11 @@ impl Interpreters {
             return s.clone();
         }
         let slot = Slot::new(session.tenant.clone(), None);
-        if let Some(unsaved) = self.sessions.take_saved_globals(session) {
+        if let Some((unsaved, at)) = self.sessions.saved_globals(session) {
             let mut m = slot.meta();
             m.carry = Carry::Saved {
                 unsaved: unsaved.into_iter().map(Into::into).collect(),
+                at,
             };
             m.next_reason = Some(ResetReason::ServerRestarted);
         }
@@ -170,14 +189,12 @@ impl Interpreters {
     /// `save`) run concurrently, and nothing waits for them here.
     pub(crate) fn stop_idle(&self, ttl: Duration, save: Duration) {
         let now = Instant::now();
-        let idle: Vec<Arc<Slot>> = self
-            .slots()
-            .values()
-            .filter(|s| s.is_live() && now.duration_since(s.meta().last_used) >= ttl)
-            .cloned()
-            .collect();
-        for slot in idle {
-            stop(&slot, ResetReason::StoppedIdle, save);
+        let idle = self
+            .named_slots()
+            .into_iter()
+            .filter(|(_, s)| s.is_live() && now.duration_since(s.meta().last_used) >= ttl);
+        for (name, slot) in idle {
+            self.stop(&name, &slot, ResetReason::StoppedIdle, save);
         }
     }
 
@@ -190,33 +207,32 @@ impl Interpreters {
     pub(super) fn make_room(&self, policy: &Policy, tenant: Option<&str>, me: &Arc<Slot>) {
         let cfg = &policy.interpreters;
         loop {
-            let live: Vec<Arc<Slot>> = self
-                .slots()
-                .values()
-                .filter(|s| s.is_live() && !Arc::ptr_eq(s, me))
-                .cloned()
+            let live: Vec<(String, Arc<Slot>)> = self
+                .named_slots()
+                .into_iter()
+                .filter(|(_, s)| s.is_live() && !Arc::ptr_eq(s, me))
                 .collect();
             let mine = live
                 .iter()
-                .filter(|s| s.tenant.as_deref() == tenant)
+                .filter(|(_, s)| s.tenant.as_deref() == tenant)
                 .count();
             let over_tenant = mine >= cfg.max_live_per_tenant as usize;
             if live.len() < cfg.max_live as usize && !over_tenant {
                 return;
             }
-            let mut candidates: Vec<(Instant, Arc<Slot>)> = live
+            let mut candidates: Vec<(Instant, String, Arc<Slot>)> = live
                 .into_iter()
-                .filter(|s| !over_tenant || s.tenant.as_deref() == tenant)
-                .map(|s| {
+                .filter(|(_, s)| !over_tenant || s.tenant.as_deref() == tenant)
+                .map(|(n, s)| {
                     let t = s.meta().last_used;
-                    (t, s)
+                    (t, n, s)
                 })
                 .collect();
-            candidates.sort_by_key(|(t, _)| *t);
+            candidates.sort_by_key(|(t, _, _)| *t);
             let save = cfg.save_timeout.0;
             let stopped = candidates
                 .iter()
-                .any(|(_, slot)| stop(slot, ResetReason::StoppedForRoom, save));
+                .any(|(_, name, slot)| self.stop(name, slot, ResetReason::StoppedForRoom, save));
             if !stopped {
                 tracing::warn!(
                     "every live interpreter is busy; starting one past interpreters.max_live"
@@ -239,15 +255,12 @@ impl Interpreters {
             .map(|(n, s)| (n.clone(), s.clone()))
             .collect();
         let mut saves = Vec::new();
-        let mut kept: Vec<(String, Vec<Named>)> = Vec::new();
         for (name, slot) in slots {
             let Ok(mut guard) = slot.live.clone().try_lock_owned() else {
                 continue;
             };
             if guard.is_none() {
-                if let Carry::Saved { unsaved } = &slot.meta().carry {
-                    kept.push((name, unsaved.clone()));
-                }
+                // Stopped while idle, and recorded then.
                 continue;
             }
             saves.push(async move {
@@ -275,13 +288,9 @@ impl Interpreters {
         );
         let records = saved
             .into_iter()
-            .filter_map(|(name, s)| s.map(|s| (name, s)))
-            .chain(kept);
+            .filter_map(|(name, s)| s.map(|s| (name, s)));
         for (name, unsaved) in records {
-            let unsaved = unsaved.into_iter().map(Into::into).collect();
-            if let Err(e) = self.sessions.record_saved_globals(&name, unsaved) {
-                tracing::warn!(session = %name, error = %e, "could not record the saved globals");
-            }
+            super::autosave::record(&self.sessions, &name, unsaved).await;
         }
     }
 
@@ -305,6 +314,14 @@ impl Interpreters {
         let mut st = InterpreterStats {
             pool_ready: self.pool.len() as u64,
             pool_memory_bytes: self.pool.memory_bytes(),
+            autosaves: self
+                .autosaved
+                .saves
+                .load(std::sync::atomic::Ordering::Relaxed),
+            autosave_cpu_ms: self
+                .autosaved
+                .cpu_ms
+                .load(std::sync::atomic::Ordering::Relaxed),
             ..Default::default()
         };
         for s in slots.iter().filter(|s| s.is_live()) {
@@ -496,41 +513,53 @@ impl Interpreters {
 /// of its own saves what of its globals can be pickled, within `save`, and
 /// then kills it, holding the slot's lock meanwhile: the session's next
 /// call waits for it, and nothing else does. False when busy or not live.
-fn stop(slot: &Arc<Slot>, reason: ResetReason, save: Duration) -> bool {
-    let Ok(mut guard) = slot.live.clone().try_lock_owned() else {
-        return false;
-    };
-    let Some(mut live) = guard.take() else {
-        return false;
-    };
-    slot.meta().stopping = true;
-    let slot = slot.clone();
-    tokio::spawn(async move {
-        let saved = if live.cells > 0 {
-            live.save(save).await
-        } else {
-            Ok(Carried::default())
+impl Interpreters {
+    /// Stops the slot's interpreter (session `name`'s) unless a call holds
+    /// it: its globals are saved in the background (within `save`), and
+    /// recorded for a restart; the next call gets them back. False when
+    /// busy, or when nothing lives there.
+    fn stop(&self, name: &str, slot: &Arc<Slot>, reason: ResetReason, save: Duration) -> bool {
+        let Ok(mut guard) = slot.live.clone().try_lock_owned() else {
+            return false;
         };
-        tracing::info!(job = %live.job, ?reason, saved = ?saved.as_ref().map(|c| c.names.len()), "stopping an interpreter");
-        drop(live);
-        let mut m = slot.meta();
-        m.kill = None;
-        m.stopping = false;
-        m.carry = match saved {
-            Ok(c) if !c.names.is_empty() || !c.missed.is_empty() => {
-                Carry::Saved { unsaved: c.missed }
-            }
-            Ok(_) => Carry::Nothing,
-            Err(e) => {
-                tracing::warn!(?reason, error = %e, "saving an interpreter's globals failed");
-                Carry::Lost(lost_why(&e))
-            }
+        let Some(mut live) = guard.take() else {
+            return false;
         };
-        m.next_reason = Some(reason);
-        drop(m);
-        drop(guard);
-    });
-    true
+        slot.meta().stopping = true;
+        let (slot, sessions, name) = (slot.clone(), self.sessions.clone(), name.to_string());
+        tokio::spawn(async move {
+            let saved = if live.cells > 0 {
+                live.save(save).await
+            } else {
+                Ok(Carried::default())
+            };
+            tracing::info!(job = %live.job, ?reason, saved = ?saved.as_ref().map(|c| c.names.len()), "stopping an interpreter");
+            drop(live);
+            let carry = match saved {
+                Ok(c) if !c.names.is_empty() || !c.missed.is_empty() => {
+                    super::autosave::record(&sessions, &name, c.missed.clone()).await;
+                    Carry::Saved {
+                        unsaved: c.missed,
+                        at: None,
+                    }
+                }
+                Ok(_) => Carry::Nothing,
+                Err(e) => {
+                    tracing::warn!(?reason, error = %e, "saving an interpreter's globals failed");
+                    Carry::Lost(lost_why(&e))
+                }
+            };
+            let mut m = slot.meta();
+            m.kill = None;
+            m.stopping = false;
+            m.unsaved_since = None;
+            m.carry = carry;
+            m.next_reason = Some(reason);
+            drop(m);
+            drop(guard);
+        });
+        true
+    }
 }
 
 /// What the next call is told when a stop saved nothing.

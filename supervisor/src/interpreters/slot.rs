@@ -23,8 +23,12 @@ pub(super) struct Slot {
 pub(super) enum Carry {
     #[default]
     Nothing,
-    /// Globals were saved into the workspace; `unsaved` could not be.
-    Saved { unsaved: Vec<Named> },
+    /// Globals were saved into the workspace, at `at` (Unix seconds, when
+    /// known); `unsaved` could not be.
+    Saved {
+        unsaved: Vec<Named>,
+        at: Option<u64>,
+    },
     /// None could be saved, for this reason (told to the next call).
     Lost(String),
 }
@@ -44,6 +48,11 @@ pub(super) struct SlotMeta {
     pub kill: Option<JailKiller>,
     /// Memory it held when last measured.
     pub memory: u64,
+    /// Since when calls have changed its globals with no save since (the
+    /// first such call's end): an autosave is due `autosave_after` later.
+    pub unsaved_since: Option<Instant>,
+    /// An autosave of it is under way or waits for its turn.
+    pub autosaving: bool,
     /// What the session's calls asked for so far.
     pub requirements: Option<SessionRequirements>,
 }
@@ -70,6 +79,8 @@ impl Slot {
                 cells: 0,
                 kill,
                 memory: 0,
+                unsaved_since: None,
+                autosaving: false,
                 requirements: None,
             }),
         }

@@ -197,8 +197,11 @@ fn spawn(
     let mut attr = PosixSpawnAttr::init()?;
     attr.set_sigmask(&SigSet::empty())?;
     attr.set_sigdefault(&SigSet::from(Signal::SIGPIPE))?;
+    // A session (and process group) of its own: a signal to the server's
+    // group, a terminal's Ctrl-C among them, never reaches a jail.
+    let setsid = PosixSpawnFlags::from_bits_retain(libc::POSIX_SPAWN_SETSID.into());
     attr.set_flags(
-        PosixSpawnFlags::POSIX_SPAWN_SETSIGMASK | PosixSpawnFlags::POSIX_SPAWN_SETSIGDEF,
+        PosixSpawnFlags::POSIX_SPAWN_SETSIGMASK | PosixSpawnFlags::POSIX_SPAWN_SETSIGDEF | setsid,
     )?;
     let no_env: [&std::ffi::CStr; 0] = [];
     let pid = nix::spawn::posix_spawn(program, &actions, &attr, &argv, &no_env)?;

@@ -185,7 +185,11 @@ async fn one_cell(
     let (tx, mut rx) = mpsc::unbounded_channel::<(Stream, Vec<u8>)>();
     let never = CancellationToken::new();
     let end = {
-        let cell = cell::run(live, code, limits, grace, tx, &never, None);
+        let ends = cell::Ends {
+            cancel: &never,
+            stop: &never,
+        };
+        let cell = cell::run(live, code, limits, grace, tx, ends, None);
         tokio::pin!(cell);
         loop {
             tokio::select! {

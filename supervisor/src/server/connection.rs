@@ -170,7 +170,7 @@ async fn write_loop(
     let mut wr = BufWriter::with_capacity(WRITE_BUFFER, wr);
     loop {
         let resp = tokio::select! {
-            _ = token.cancelled() => return,
+            _ = token.cancelled() => return write_queued(wr, rx, pid).await,
             resp = rx.recv() => match resp {
                 Some(resp) => resp,
                 None => return,
@@ -196,6 +196,33 @@ async fn write_loop(
         }
     }
 }
+
+/// A closing connection still writes the answers already queued (a
+/// graceful stop's answers to the calls it interrupted), for a moment.
+async fn write_queued(
+    mut wr: BufWriter<OwnedWriteHalf>,
+    mut rx: mpsc::Receiver<Response>,
+    pid: i32,
+) {
+    let written = async {
+        while let Ok(resp) = rx.try_recv() {
+            if let Some(bytes) = encode_or_substitute(&resp, pid) {
+                wr.write_all(&bytes).await?;
+            }
+        }
+        wr.flush().await
+    };
+    if tokio::time::timeout(QUEUED_WRITE, written).await.is_err() {
+        tracing::debug!(
+            pid,
+            "a closing connection's last answers were not read in time"
+        );
+    }
+}
+
+/// How long a closing connection waits for its client to read its last
+/// answers.
+const QUEUED_WRITE: Duration = Duration::from_secs(2);
 
 /// A response too big for a frame becomes an `Internal` error for its
 /// request (or is dropped, for an event), so the client is never left waiting.

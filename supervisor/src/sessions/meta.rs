@@ -45,11 +45,24 @@ pub(super) struct Meta {
     /// interpreter was lost to the restart.
     #[serde(default)]
     pub ran: bool,
-    /// A graceful stop saved the globals of its interpreter into the
-    /// workspace: the session's next interpreter restores them. The
-    /// globals that could not be saved, with why.
+    /// The globals of its interpreter are saved in the workspace (by a
+    /// stop, an autosave or a graceful stop): the session's first
+    /// interpreter after a restart restores them. The globals that could
+    /// not be saved, with why. Cleared when a new interpreter starts
+    /// without them (`fresh: true`), so that a crash never brings back
+    /// what the session chose to leave.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub saved_globals: Option<Vec<prims_protocol::wire::NotRestored>>,
+    /// When that save was made, in Unix seconds (absent in records of
+    /// older versions).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub saved_at: Option<u64>,
+    /// The name of the session its fork tree grew from, when it is a
+    /// branch (`fork_session`); absent for a session opened as such, which
+    /// is its own lineage. Checkpoints of sessions without a tenant are
+    /// budgeted per lineage (see `checkpoints`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lineage: Option<String>,
 }
 
 /// The metadata format this version writes.

@@ -35,7 +35,6 @@ mod uids;
 
 pub use error::SessionError;
 pub use key::{SessionKey, KEY_FILE};
-pub(crate) use layout::free_bytes;
 pub use meta::is_valid_id;
 pub use policy::{QuotaMode, SessionPolicy};
 pub use session::Session;

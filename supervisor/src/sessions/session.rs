@@ -79,6 +79,16 @@ impl Session {
         self.tenant.as_deref() == tenant
     }
 
+    /// The name of the session this one's fork tree grew from: its own
+    /// unless it is a branch.
+    pub fn lineage(&self) -> String {
+        lock(&self.state)
+            .meta
+            .lineage
+            .clone()
+            .unwrap_or_else(|| self.name.clone())
+    }
+
     pub fn last_used(&self) -> SystemTime {
         lock(&self.state).last_used
     }
@@ -168,6 +178,8 @@ pub(super) fn build(
         spare,
         ran: false,
         saved_globals: None,
+        saved_at: None,
+        lineage: None,
     };
     meta::write(dir, &m, meta::Durability::Durable).map_err(fail)?;
     let s = Session::from_meta(dir, m);

@@ -307,14 +307,20 @@ impl SessionStore {
     /// Records that a run starts, on disk, before it does: a crash during
     /// the run then shows as `last_run_lost` after the restart. The
     /// metadata is rewritten only when it changes (a first run, or the one
-    /// after a lost run); the in-flight mark is `run_flag`'s byte.
-    pub fn run_started(&self, s: &Session) -> Result<(), SessionError> {
+    /// after a lost run); the in-flight mark is `run_flag`'s byte. True
+    /// when the run before this one was lost: this run's answer says so,
+    /// once.
+    pub fn run_started(&self, s: &Session) -> Result<bool, SessionError> {
         if s.is_closed() {
             return Err(SessionError::NotFound);
         }
-        let stale = {
+        let (stale, lost) = {
             let st = lock(&s.state);
-            !st.meta.ran || st.meta.last_run_lost || st.meta.run_in_flight
+            let m = &st.meta;
+            (
+                !m.ran || m.last_run_lost || m.run_in_flight,
+                m.last_run_lost,
+            )
         };
         if stale {
             s.update(&self.shared.dir, meta::Durability::Atomic, |m| {
@@ -326,7 +332,8 @@ impl SessionStore {
         run_flag::raise(&self.shared.dir, &s.name).map_err(SessionError::io(format!(
             "marking a run of session {} in flight",
             s.name
-        )))
+        )))?;
+        Ok(lost)
     }
 
     /// Records a finished run in the session's history, dropping the
@@ -389,12 +396,15 @@ impl SessionStore {
         recover::sweep(&self.shared, now, before_removal)
     }
 
-    /// Records, for the next start, that a graceful stop saved the globals
-    /// of live session `name` (`unsaved`: those it could not).
+    /// Records, durably, that the globals of session `name`'s interpreter
+    /// were saved in its workspace at `at` (Unix seconds), and which could
+    /// not be: its first interpreter after a restart, even one after a
+    /// crash, restores them.
     pub fn record_saved_globals(
         &self,
         name: &str,
         unsaved: Vec<NotRestored>,
+        at: u64,
     ) -> Result<(), SessionError> {
         let s = lock(&self.shared.inner).live.get(name).cloned();
         let Some(s) = s else {
@@ -402,19 +412,43 @@ impl SessionStore {
         };
         s.update(&self.shared.dir, meta::Durability::Atomic, |m| {
             m.saved_globals = Some(unsaved);
+            m.saved_at = Some(at);
         })
     }
 
-    /// What a graceful stop saved of session `s`'s globals, if it did: the
-    /// globals it could not save, with why. Taken: the record is cleared.
-    pub fn take_saved_globals(&self, s: &Session) -> Option<Vec<NotRestored>> {
-        let saved = lock(&s.state).meta.saved_globals.clone()?;
+    /// What the last save of session `s`'s globals left for its next
+    /// interpreter, if any: the globals it could not save, with why, and
+    /// when it was made. The record stays until a newer save or
+    /// [`forget_saved_globals`](Self::forget_saved_globals) replaces it, so
+    /// that a second crash still finds it.
+    pub fn saved_globals(&self, s: &Session) -> Option<(Vec<NotRestored>, Option<u64>)> {
+        let st = lock(&s.state);
+        let saved = st.meta.saved_globals.clone()?;
+        Some((saved, st.meta.saved_at))
+    }
+
+    /// Session `s`'s interpreter starts without the saved globals (a
+    /// `fresh: true` call, a reset): no restart may bring them back.
+    pub fn forget_saved_globals(&self, s: &Session) {
+        if lock(&s.state).meta.saved_globals.is_none() {
+            return;
+        }
         if let Err(e) = s.update(&self.shared.dir, meta::Durability::Atomic, |m| {
             m.saved_globals = None;
+            m.saved_at = None;
         }) {
             tracing::warn!(session = %s.name, error = %e, "could not clear the record of saved globals");
         }
-        Some(saved)
+    }
+
+    /// Records that session `s`, a branch, belongs to the fork tree that
+    /// grew from the session named `lineage`. Lost in a crash before the
+    /// rename, it leaves `s` its own lineage: a budget of its own, still
+    /// bounded per session and on the node.
+    pub fn set_lineage(&self, s: &Session, lineage: &str) -> Result<(), SessionError> {
+        s.update(&self.shared.dir, meta::Durability::Atomic, |m| {
+            m.lineage = Some(lineage.to_string());
+        })
     }
 
     /// Whether a session of this name (see `key`) is live or closing.
@@ -430,6 +464,11 @@ impl SessionStore {
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// The state directory whose `sessions` directory this store keeps.
+    pub fn state_dir(&self) -> &Path {
+        self.shared.dir.parent().unwrap_or(&self.shared.dir)
     }
 
     /// Takes a reloaded policy: TTL and limits apply at once; quota size

@@ -24,6 +24,8 @@ fn reply(stdout: usize) -> RunReply {
             not_restored: Vec::new(),
             reason_message: None,
             installed: Vec::new(),
+            saved_at: None,
+            last_run_lost: false,
         },
         network: None,
         outputs: Vec::new(),

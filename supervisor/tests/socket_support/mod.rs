@@ -61,6 +61,8 @@ pub fn run_reply(stdout: &[u8]) -> RunReply {
             not_restored: Vec::new(),
             reason_message: None,
             installed: Vec::new(),
+            saved_at: None,
+            last_run_lost: false,
         },
         network: None,
         outputs: Vec::new(),

@@ -6,7 +6,9 @@
 //       tools/list, resources/read of the view, run_code of the test cells in one
 //       session, each result shown through the host page (host.js: the official
 //       AppBridge + PostMessageTransport) in Chromium; a screenshot per cell in DIR,
-//       the JSON report on stdout and in DIR/report.json.
+//       the JSON report on stdout and in DIR/report.json. Then hostile Markdown
+//       (800 KB each): shown as outputs, and rendered directly by the view's
+//       renderer, each timed (report.hostileMarkdown).
 //
 //   node tests/mcp/app/render.mjs --url http://127.0.0.1:PORT/mcp --out DIR --bench 20
 //       The render benchmark (not a timed test): one run_code result holding a
@@ -96,6 +98,34 @@ const CELLS = [
   { name: "hostile", code: HOSTILE, theme: "light", clickLinks: true },
   { name: "markdown", code: MARKDOWN, theme: "dark" },
 ];
+
+// Markdown that the view's first renderer (one regex for every inline rule,
+// which backtracked) took minutes or forever on: 151 s for 800 KB of `[a](`,
+// cubic in the spaces of a heading, quadratic in those of a table rule's
+// line, a stack overflow on 800,000 nested quotes. Each is 800 KB, as much
+// as one output may hold (a bundle is at most 900 KiB).
+const HOSTILE_MD_CHARS = 800_000;
+function hostileMarkdown(n) {
+  return {
+    links: "[a](".repeat(n / 4),
+    stars: "*".repeat(n), // a thematic break (hr) line
+    starsInText: "a" + "*".repeat(n - 1), // **strong** after strong
+    backticks: "a" + "`".repeat(n - 1), // not a fence: one unclosed run
+    underscores: "_a".repeat(n / 2),
+    brackets: "[".repeat(n / 2) + "a](" + "x".repeat(n / 2 - 3),
+    heading: "# a" + " ".repeat(n - 4) + "b",
+    tableRule: "a | b\n" + " ".repeat(n - 7) + "x",
+    quotes: ">".repeat(n),
+  };
+}
+// The same through the server: a real cell's display(Markdown(...)).
+const HOSTILE_MD_CELL = `from IPython.display import Markdown, display
+display(Markdown("[a](" * ${HOSTILE_MD_CHARS / 4}))`;
+// A render that takes longer is stopped (the tests want far less: 1 s).
+const HOSTILE_MD_TIMEOUT_MS = 15_000;
+// Rendered directly, without the view's cap: the inputs that make no
+// elements (the stars in text make 160,000, which time the DOM, not the parser).
+const DIRECT_MD = ["links", "backticks", "underscores", "brackets", "heading", "tableRule", "quotes"];
 
 // ------------------------------------------------------------------ MCP
 
@@ -213,7 +243,115 @@ function inspectView() {
   };
 }
 
+// What the view made of a hostile Markdown output (read inside its frame;
+// the text of the folded rest comes back whole, to compare with the input).
+function inspectMarkdown() {
+  const q = (s) => Array.from(document.querySelectorAll(s));
+  const rest = document.querySelector(".output details.md-rest");
+  return {
+    status: document.querySelector("[data-status]")?.getAttribute("data-status") ?? null,
+    mimes: q(".output").map((o) => o.getAttribute("data-mime")),
+    markdownElements: q(".md *").length,
+    notes: q(".note").map((n) => n.textContent),
+    errors: q("pre.error").map((p) => p.textContent.slice(0, 500)),
+    rest: rest ? { open: rest.open, summary: rest.querySelector("summary").textContent, text: rest.querySelector("pre").textContent } : null,
+  };
+}
+
+// Renders Markdown with the view's own renderer, without its cap, in its
+// frame; times it there.
+function renderMarkdownDirectly(md) {
+  const t0 = performance.now();
+  const box = window.primsView.renderMarkdown(md);
+  const ms = performance.now() - t0;
+  const tags = {};
+  for (const e of box.querySelectorAll("*")) tags[e.localName] = (tags[e.localName] || 0) + 1;
+  return { ms: Math.round(ms * 10) / 10, tags, textChars: box.textContent.length };
+}
+
+// Stops a script still running in the view's frame (its own renderer
+// process) after a render overran, so that the next view starts clean.
+async function stopView(browser, viewUrl) {
+  for (const t of browser.targets()) {
+    if (!t.url().startsWith(viewUrl)) continue;
+    const s = await t.createCDPSession().catch(() => null);
+    if (!s) continue;
+    await s.send("Runtime.terminateExecution").catch(() => {});
+    await s.detach().catch(() => {});
+  }
+}
+
+function withTimeout(promise, ms, what) {
+  let timer;
+  return Promise.race([
+    promise,
+    new Promise((_, reject) => (timer = setTimeout(() => reject(new Error(`timed out after ${ms} ms: ${what}`)), ms))),
+  ]).finally(() => clearTimeout(timer));
+}
+
 // ------------------------------------------------------------------ main
+
+// Each hostile input as a run_code result's one Markdown output (made here,
+// no call; the last one from a real cell), shown like the cells above; then
+// each rendered directly in the last view's frame. A render that overruns
+// is recorded as an error, and stopped.
+async function hostileMarkdownStage(client, sessionId, show, page, browser, viewUrl) {
+  const inputs = hostileMarkdown(HOSTILE_MD_CHARS);
+  const results = {};
+  for (const [name, md] of Object.entries(inputs)) {
+    results[name] = {
+      toolInput: { code: `display(Markdown(${name}))`, session_id: sessionId },
+      toolResult: {
+        content: [{ type: "text", text: "(made by render.mjs)" }],
+        structuredContent: { status: "ok", stdout: "", stderr: "", session_id: sessionId, duration_ms: 1, artifacts: [],
+          outputs: [{ type: "display", data: { "text/markdown": md, "text/plain": "<IPython.core.display.Markdown object>" } }] },
+      },
+      md,
+    };
+  }
+  const toolInput = { code: HOSTILE_MD_CELL, session_id: sessionId };
+  const cell = await callRunCode(client, toolInput);
+  const cellOut = (cell.structuredContent?.outputs || [])[0];
+  results.cell = { toolInput, toolResult: cell, md: cellOut?.data?.["text/markdown"] ?? "" };
+  const cellResult = { status: cell.structuredContent?.status, cut: cellOut?.cut ?? null };
+
+  const out = { chars: HOSTILE_MD_CHARS, cell: cellResult, view: {}, direct: {} };
+  for (const [name, { toolInput: input, toolResult, md }] of Object.entries(results)) {
+    const r = { markdownChars: md.length };
+    out.view[name] = r;
+    try {
+      const shown = await show(`markdown-${name}`, input, toolResult, "light",
+        { screenshot: false, inspect: inspectMarkdown, timeoutMs: HOSTILE_MD_TIMEOUT_MS });
+      r.renderMs = shown.host.renderMs;
+      r.roundTripMs = shown.host.roundTripMs;
+      const v = shown.view;
+      const rest = v.rest;
+      r.view = { ...v, rest: rest && { open: rest.open, summary: rest.summary, chars: rest.text.length } };
+      // The folded rest is the input's tail, every character of it.
+      r.restIsTheTail = Boolean(rest) && md.slice(md.length - rest.text.length) === rest.text;
+      r.pwned = shown.framePwned;
+    } catch (e) {
+      r.error = String(e && e.message ? e.message : e).slice(0, 1000);
+      await stopView(browser, viewUrl);
+    }
+  }
+  // Directly, in the frame of a fresh view.
+  await show("markdown-direct", { code: "" }, { content: [], structuredContent: { status: "ok", outputs: [] } }, "light",
+    { screenshot: false, inspect: false }).catch((e) => (out.directSetupError = String(e.message)));
+  const frame = page.frames().find((f) => f.url().startsWith(viewUrl));
+  for (const name of DIRECT_MD) {
+    const md = results[name].md;
+    try {
+      if (!frame) throw new Error("no view frame");
+      out.direct[name] = { markdownChars: md.length,
+        ...(await withTimeout(frame.evaluate(renderMarkdownDirectly, md), HOSTILE_MD_TIMEOUT_MS, `rendering ${name}`)) };
+    } catch (e) {
+      out.direct[name] = { markdownChars: md.length, error: String(e && e.message ? e.message : e).slice(0, 1000) };
+      await stopView(browser, viewUrl);
+    }
+  }
+  return out;
+}
 
 async function main() {
   const args = parseArgs(process.argv.slice(2));
@@ -275,18 +413,19 @@ async function main() {
     });
 
     const show = async (name, toolInput, toolResult, theme,
-      { screenshot = true, inspect = true, partialInputs = [], cancelReason = null, themeChange = null, clickLinks = false } = {}) => {
+      { screenshot = true, inspect = true, partialInputs = [], cancelReason = null, themeChange = null, clickLinks = false,
+        timeoutMs = 20000 } = {}) => {
       await page.goto(hostUrl, { waitUntil: "load" });
       const hostSide = await page.evaluate(
         (p) => window.showCall(p),
-        { viewUrl, theme, toolInput, toolResult, partialInputs, cancelReason },
+        { viewUrl, theme, toolInput, toolResult, partialInputs, cancelReason, timeoutMs },
       );
       const frames = page.frames();
       const viewFrame = frames.find((f) => f.url().startsWith(viewUrl));
       if (!viewFrame) throw new Error(`no frame at ${viewUrl}: ${frames.map((f) => f.url())}`);
       const out = { host: hostSide };
       if (inspect) {
-        out.view = await viewFrame.evaluate(inspectView);
+        out.view = await viewFrame.evaluate(typeof inspect === "function" ? inspect : inspectView);
         out.framePwned = await Promise.all(frames.map((f) => f.evaluate(() => typeof window.__pwned).catch((e) => `error: ${e.message}`)));
         out.frameCount = frames.length;
         // The view's frame is its own renderer target (an out-of-process iframe).
@@ -314,7 +453,7 @@ async function main() {
         out.themeAfterChange = await viewFrame.evaluate(() => document.documentElement.getAttribute("data-theme"));
         out.backgroundAfterChange = await viewFrame.evaluate(() => getComputedStyle(document.getElementById("root")).backgroundColor);
       }
-      if (inspect && (await viewFrame.$("button.more-rows"))) {
+      if (inspect === true && (await viewFrame.$("button.more-rows"))) {
         // The rows past the cap: shown on the button's click, and the view grows.
         const before = await page.evaluate(() => window.hostState());
         await viewFrame.click("button.more-rows");
@@ -389,6 +528,7 @@ async function main() {
       const cancelled = await show("cancelled", { code: "import time\ntime.sleep(600)" }, null, "light",
         { cancelReason: "the user stopped the call" });
       report.cells.cancelled = { theme: "light", ...cancelled };
+      report.hostileMarkdown = await hostileMarkdownStage(client, sessionId, show, page, browser, viewUrl);
     }
     report.dialogs = dialogs;
     report.pageErrors = pageErrors;

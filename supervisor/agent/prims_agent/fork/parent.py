@@ -13,6 +13,7 @@ import struct
 import sys
 import time
 
+from prims_agent import stops
 from prims_agent.channel import CHANNEL_FD, DECODER, ENCODER, exit_now
 from prims_agent.text import why
 
@@ -75,6 +76,7 @@ def become_parent(agent, ready, socks, stray, sys_, forked_main):
     asks. Each python goes on in `forked_main` from where its parent forked
     it: unwinding the frames below would cost it copy-on-write faults for
     nothing."""
+    stops.shield()
     close_all(stray)
     # The template's channel and stdio copies closed at the fork; their
     # numbers may come back, and the at-fork hook must not close them.

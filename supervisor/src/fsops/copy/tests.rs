@@ -1,9 +1,7 @@
 use super::*;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 
-const ANY: CopyLimits = CopyLimits {
-    max_bytes: u64::MAX,
-};
+const ANY: CopyLimits = CopyLimits::ANY;
 
 fn dirs() -> (tempfile::TempDir, tempfile::TempDir) {
     (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap())
@@ -87,10 +85,14 @@ fn a_copy_past_its_bytes_fails_and_says_so() {
         b.path(),
         4242,
         &[],
-        CopyLimits { max_bytes: 1 << 20 },
+        CopyLimits {
+            max_bytes: 1 << 20,
+            max_inodes: u64::MAX,
+        },
     )
     .unwrap_err();
     assert!(matches!(err, FsError::TooLarge { .. }), "{err:?}");
+    assert_eq!(names(b.path()), Vec::<String>::new(), "nothing is left");
 }
 
 #[test]
@@ -140,7 +142,7 @@ fn copy_path_copies_a_directory_of_stripes_and_replaces_what_was_there() {
         ANY,
     )
     .unwrap();
-    assert_eq!(n, Some(7));
+    assert_eq!(n.map(|c| (c.bytes, c.files, c.inodes)), Some((7, 2, 3)));
     let mut names: Vec<_> = std::fs::read_dir(b.path().join(".prims/state.pickle"))
         .unwrap()
         .map(|e| e.unwrap().file_name().into_string().unwrap())
@@ -168,4 +170,160 @@ fn paths_through_a_planted_symlink_are_refused() {
     let err = remove_path(a.path(), ".prims/branch.pickle");
     assert!(err.is_err(), "{err:?}");
     assert!(outside.path().join("branch.pickle/0").exists());
+}
+
+/// The names in `dir`, sorted.
+fn names(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    v.sort();
+    v
+}
+
+/// What the tree under `dir` (not `dir` itself) really takes: each entry's
+/// allocated blocks, at least one block of its filesystem; and its entries.
+fn real_cost(dir: &Path) -> (u64, u64) {
+    let block = super::block_size(
+        open_dir(open_root(dir).unwrap().as_fd(), c".")
+            .unwrap()
+            .as_fd(),
+    );
+    let (mut bytes, mut inodes) = (0, 0);
+    for e in std::fs::read_dir(dir).unwrap() {
+        let e = e.unwrap();
+        let m = std::fs::symlink_metadata(e.path()).unwrap();
+        bytes += (m.blocks() * 512).max(block);
+        inodes += 1;
+        if m.is_dir() {
+            let (b, i) = real_cost(&e.path());
+            bytes += b;
+            inodes += i;
+        }
+    }
+    (bytes, inodes)
+}
+
+/// `n` symlinks in `dir`, each to a different target of `len` bytes (too
+/// long to live in the inode: each takes a block of its own).
+fn symlink_farm(dir: &Path, n: usize, len: usize) {
+    std::fs::create_dir_all(dir).unwrap();
+    for i in 0..n {
+        let target = format!("{i:08}{}", "t".repeat(len - 8));
+        std::os::unix::fs::symlink(target, dir.join(format!("l{i}"))).unwrap();
+    }
+}
+
+#[test]
+fn a_symlink_farm_is_charged_its_blocks_and_inodes() {
+    let (a, b) = dirs();
+    symlink_farm(&a.path().join("farm"), 2000, 4000);
+    let done = copy_tree(a.path(), b.path(), 4242, &[], ANY).unwrap();
+    // No file data at all, yet a block (4000 bytes of target) and an
+    // inode each, and the directory that names them.
+    assert_eq!((done.files, done.bytes), (0, 0), "{done:?}");
+    assert_eq!(done.inodes, 2001, "{done:?}");
+    assert!(done.disk_bytes >= 2000 * 4096, "{done:?}");
+    assert_eq!((done.disk_bytes, done.inodes), real_cost(b.path()));
+}
+
+#[test]
+fn fifos_empty_files_and_directories_cost_a_block_and_an_inode_each() {
+    let (a, b) = dirs();
+    for i in 0..10 {
+        nix::unistd::mkfifo(
+            &a.path().join(format!("p{i}")),
+            Mode::from_bits_truncate(0o600),
+        )
+        .unwrap();
+        std::fs::write(a.path().join(format!("e{i}")), b"").unwrap();
+        std::fs::create_dir(a.path().join(format!("d{i}"))).unwrap();
+        // A short target lives in the inode: no block of its own.
+        std::os::unix::fs::symlink("x", a.path().join(format!("s{i}"))).unwrap();
+    }
+    let done = copy_tree(a.path(), b.path(), 4242, &[], ANY).unwrap();
+    let block = super::block_size(
+        open_dir(open_root(b.path()).unwrap().as_fd(), c".")
+            .unwrap()
+            .as_fd(),
+    );
+    assert_eq!(done.inodes, 40, "{done:?}");
+    assert_eq!(done.disk_bytes, 40 * block, "{done:?}");
+    assert_eq!((done.disk_bytes, done.inodes), real_cost(b.path()));
+}
+
+#[test]
+fn a_sparse_file_is_charged_its_allocated_blocks() {
+    let (a, b) = dirs();
+    let f = std::fs::File::create(a.path().join("sparse")).unwrap();
+    f.set_len(1 << 40).unwrap();
+    nix::sys::uio::pwrite(&f, b"tail", (1 << 40) - 4).unwrap();
+    drop(f);
+    let done = copy_tree(a.path(), b.path(), 4242, &[], ANY).unwrap();
+    let copy = std::fs::metadata(b.path().join("sparse")).unwrap();
+    assert_eq!(done.inodes, 1);
+    assert!(done.disk_bytes < 1 << 20, "{done:?}");
+    assert_eq!(done.disk_bytes, (copy.blocks() * 512).max(4096), "{done:?}");
+}
+
+#[test]
+fn a_copy_past_its_inodes_fails_and_leaves_nothing() {
+    let (a, b) = dirs();
+    symlink_farm(&a.path().join("farm"), 100, 16);
+    std::fs::create_dir_all(a.path().join("output/deep")).unwrap();
+    std::fs::write(a.path().join("output/deep/f"), b"data").unwrap();
+    // Like a branch's workspace: `output/` is there already, and stays.
+    std::fs::create_dir(b.path().join("output")).unwrap();
+    std::fs::write(b.path().join("output/mine"), b"kept").unwrap();
+    let limits = CopyLimits {
+        max_bytes: u64::MAX,
+        max_inodes: 50,
+    };
+    let err = copy_tree(a.path(), b.path(), 4242, &[], limits).unwrap_err();
+    assert!(
+        matches!(err, FsError::TooManyInodes { max: 50, .. }),
+        "{err:?}"
+    );
+    assert_eq!(names(b.path()), ["output"]);
+    assert_eq!(names(&b.path().join("output")), ["mine"]);
+    // Just enough: 100 links, the farm, output/, deep/ and its file.
+    let limits = CopyLimits {
+        max_bytes: u64::MAX,
+        max_inodes: 104,
+    };
+    let done = copy_tree(a.path(), b.path(), 4242, &[], limits).unwrap();
+    assert_eq!(done.inodes, 104);
+}
+
+#[test]
+fn a_copy_past_its_bytes_in_blocks_fails_and_leaves_nothing() {
+    let (a, b) = dirs();
+    symlink_farm(&a.path().join("farm"), 100, 4000);
+    // Under a tenth of the links' blocks: refused though no file data
+    // would be copied.
+    let limits = CopyLimits {
+        max_bytes: 10 * 4096,
+        max_inodes: u64::MAX,
+    };
+    let err = copy_tree(a.path(), b.path(), 4242, &[], limits).unwrap_err();
+    assert!(matches!(err, FsError::TooLarge { .. }), "{err:?}");
+    assert_eq!(names(b.path()), Vec::<String>::new());
+}
+
+#[test]
+fn a_copy_path_past_its_budget_leaves_nothing() {
+    let (a, b) = dirs();
+    std::fs::create_dir_all(a.path().join(".prims/branch.pickle")).unwrap();
+    for i in 0..8 {
+        std::fs::write(a.path().join(format!(".prims/branch.pickle/{i}")), b"s").unwrap();
+    }
+    let limits = CopyLimits {
+        max_bytes: u64::MAX,
+        max_inodes: 4,
+    };
+    let from = (a.path(), ".prims/branch.pickle");
+    let err = copy_path(from, (b.path(), "globals.pickle"), 0, limits).unwrap_err();
+    assert!(matches!(err, FsError::TooManyInodes { .. }), "{err:?}");
+    assert_eq!(names(b.path()), Vec::<String>::new());
 }

@@ -9,6 +9,7 @@ fn save(path: &Path) -> ToAgent {
     ToAgent::Save {
         path: path.to_str().unwrap().into(),
         durable: true,
+        check: false,
     }
 }
 
@@ -86,7 +87,10 @@ async fn what_pickles_survives_into_a_new_interpreter() {
     let mut saved_names = saved.clone();
     saved_names.sort_unstable();
     assert_eq!(restored_names, saved_names);
-    assert!(!path.exists(), "the state file is deleted once read");
+    assert!(
+        path.exists(),
+        "the state file stays, the last save until a newer one"
+    );
     let check =
         "(n + 1, d['b']['c'], json.dumps(d['a']), type(d['b']) is OrderedDict, big, _hidden)";
     assert_eq!(
@@ -253,5 +257,60 @@ async fn a_value_larger_than_the_file_size_limit_is_saved_in_stripes() {
             .as_deref(),
         Some("(True, 7)")
     );
-    assert!(!path.exists());
+    assert!(path.exists(), "the last save stays");
+}
+
+#[tokio::test]
+async fn a_checked_save_names_a_value_that_does_not_load_and_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(".prims/state.pickle");
+    let mut a = Live::start(dir.path()).await;
+    // Classes of an importable module: this agent has no cloudpickle for
+    // cell-defined ones. Loading a Counted runs code in __main__ and prints.
+    std::fs::write(
+        dir.path().join("fragmod.py"),
+        concat!(
+            "def refuse():\n    raise RuntimeError('cannot be rebuilt')\n",
+            "class Fragile:\n    def __reduce__(self):\n        return (refuse, ())\n",
+            "class Counted:\n    def __reduce__(self):\n",
+            "        return (exec, (\"import __main__; __main__.loads.append(1); print('loaded')\",))\n",
+        ),
+    )
+    .unwrap();
+    let dir_str = dir.path().to_str().unwrap();
+    a.ok(&format!(
+        "import sys\nsys.path.insert(0, {dir_str:?})\nimport fragmod\nloads = []\n\
+         fragile, counter, n = fragmod.Fragile(), fragmod.Counted(), 1\nhuge = bytes(2 << 20)\n1"
+    ))
+    .await;
+    let checked = ToAgent::Save {
+        path: path.to_str().unwrap().into(),
+        durable: false,
+        check: true,
+    };
+    let (saved, skipped) = match a.request(&checked).await {
+        FromAgent::Saved { saved, skipped } => (saved, skipped),
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(names(&skipped), ["fragile"]);
+    assert_eq!(
+        skipped[0].why,
+        "saved, but loading it fails: RuntimeError: cannot be rebuilt"
+    );
+    for n in ["counter", "n", "huge", "loads", "fragmod"] {
+        assert!(saved.iter().any(|s| s == n), "{n} in {saved:?}");
+    }
+    // The trial loaded `counter` in a child: the session saw nothing of it,
+    // and the channel still works (the child's print went to /dev/null).
+    assert_eq!(a.ok("len(loads)").await.as_deref(), Some("0"));
+    // The record stays: a restore names the value again.
+    let mut b = Live::start(dir.path()).await;
+    match b.request(&restore(&path)).await {
+        FromAgent::Restored { restored, failed } => {
+            // (fragmod too: this interpreter's sys.path lacks its directory.)
+            assert!(names(&failed).contains(&"fragile"), "{failed:?}");
+            assert!(restored.iter().any(|r| r == "huge"), "{restored:?}");
+        }
+        other => panic!("{other:?}"),
+    }
 }

@@ -99,6 +99,7 @@ async fn the_agent_works_on_the_oldest_and_newest_supported_python() {
             .request(&ToAgent::Save {
                 path: path_str.clone(),
                 durable: true,
+                check: false,
             })
             .await
         {

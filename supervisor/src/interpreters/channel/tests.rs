@@ -319,6 +319,7 @@ async fn the_writer_sends_the_frames_the_agent_reads() {
         .send(&ToAgent::Save {
             path: "/workspace/.prims/state.pickle".into(),
             durable: true,
+            check: false,
         })
         .await
         .unwrap();
@@ -339,7 +340,7 @@ async fn the_writer_sends_the_frames_the_agent_reads() {
     );
     assert_eq!(
         read_one(),
-        serde_json::json!({"op": "save", "path": "/workspace/.prims/state.pickle", "durable": true})
+        serde_json::json!({"op": "save", "path": "/workspace/.prims/state.pickle", "durable": true, "check": false})
     );
     assert_eq!(marker_bytes(&marker).len(), MARKER_HEX_LEN + 17);
 }

@@ -25,10 +25,23 @@
 //! pages against a ceiling the kernel keeps in bytes, 4096 times what a
 //! jail's share needs. A host where a ceiling cannot be made to hold every
 //! child's share gets no template: cold starts, as with the switch off.
+//!
+//! A sysctl this server raises is the host's, not the server's: before it
+//! writes one, it records what it found and what it sets in its state
+//! directory ([`RECORD`], written atomically), and its clean stop puts each
+//! back ([`restore`]), but only where the value is still the one it set.
+//! A value that differs was changed since by something else (an operator,
+//! another server on the host that needed more), and is left as it is.
+//! The record outlives a crash: the next clean stop of a server on the
+//! same state directory puts back what the crashed one raised.
 
 use nix::sys::resource::{getrlimit, setrlimit, Resource};
 use prims_protocol::jail::{JAIL_INOTIFY_INSTANCES, JAIL_INOTIFY_WATCHES, JAIL_PENDING_SIGNALS};
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Write};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
+use std::sync::{Mutex, MutexGuard};
 
 /// A host-wide per-user ceiling, under `/proc/sys`, and one jail's share.
 const SHARED: [(&str, u64); 2] = [
@@ -57,8 +70,16 @@ pub(crate) struct CeilingError {
 }
 
 /// Makes every shared ceiling under `proc_sys` (`/proc/sys`) hold `jails`
-/// jails' shares, raising those below; what each was and is.
-pub(crate) fn ensure(proc_sys: &Path, jails: u64) -> Result<Vec<Ceiling>, CeilingError> {
+/// jails' shares, raising those below; what each was and is. Each raise is
+/// recorded in `state_dir` first, when there is one (`prims run --live
+/// --forked` has none), for [`restore`].
+pub(crate) fn ensure(
+    proc_sys: &Path,
+    jails: u64,
+    state_dir: Option<&Path>,
+) -> Result<Vec<Ceiling>, CeilingError> {
+    // Template starts run concurrently: one read-modify-write of the record at a time.
+    let _record = lock_record();
     SHARED
         .iter()
         .map(|(file, share)| {
@@ -78,6 +99,11 @@ pub(crate) fn ensure(proc_sys: &Path, jails: u64) -> Result<Vec<Ceiling>, Ceilin
                 .parse::<u64>()
                 .map_err(|e| fail(0, std::io::Error::other(e)))?;
             if was < need {
+                // Recorded before it is written: a crash in between leaves a
+                // record whose value is not there, which `restore` leaves be.
+                if let Some(dir) = state_dir {
+                    note_raise(dir, &name, was, need);
+                }
                 std::fs::write(&path, need.to_string()).map_err(|e| fail(was, e))?;
             }
             Ok(Ceiling {
@@ -87,6 +113,205 @@ pub(crate) fn ensure(proc_sys: &Path, jails: u64) -> Result<Vec<Ceiling>, Ceilin
             })
         })
         .collect()
+}
+
+/// The file in the state directory that lists the ceilings this server
+/// raised (JSON: `{"raised": [{"sysctl", "was", "set"}]}`).
+pub(crate) const RECORD: &str = "raised-sysctls.json";
+
+/// A ceiling this server raised, as [`RECORD`] lists it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Raised {
+    /// Its sysctl name (`fs.inotify.max_user_instances`).
+    pub sysctl: String,
+    /// What it was before this server (on this state directory) first
+    /// raised it.
+    pub was: u64,
+    /// What this server set it to last.
+    pub set: u64,
+}
+
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
+struct Record {
+    raised: Vec<Raised>,
+}
+
+/// What a clean stop did with a ceiling the record lists.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Restored {
+    /// Put back from `set` to `was`.
+    Back(Raised),
+    /// Left at `now`: no longer what this server set, so something else
+    /// changed it since. Dropped from the record.
+    Changed(Raised, u64),
+    /// Could not be read or written: kept in the record for the next stop.
+    Failed(Raised, String),
+    /// Not a ceiling this server raises (a record edited by hand): dropped,
+    /// never written.
+    Unknown(Raised),
+}
+
+static RECORD_LOCK: Mutex<()> = Mutex::new(());
+
+fn lock_record() -> MutexGuard<'static, ()> {
+    RECORD_LOCK.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// What [`RECORD`] in `state_dir` lists; none when there is no record.
+fn read_record(state_dir: &Path) -> std::io::Result<Option<Record>> {
+    let mut text = Vec::new();
+    match File::open(state_dir.join(RECORD)) {
+        // Bounded: two entries are a few hundred bytes.
+        Ok(f) => f.take(64 * 1024).read_to_end(&mut text)?,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    serde_json::from_slice(&text)
+        .map(Some)
+        .map_err(std::io::Error::other)
+}
+
+/// Replaces [`RECORD`] atomically (a temporary file renamed over it, both
+/// synced: the record must outlive a power cut as the raise does), or
+/// removes it when `record` lists nothing.
+fn write_record(state_dir: &Path, record: &Record) -> std::io::Result<()> {
+    let path = state_dir.join(RECORD);
+    if record.raised.is_empty() {
+        return match std::fs::remove_file(&path) {
+            Ok(()) => File::open(state_dir)?.sync_all(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(e),
+        };
+    }
+    let text = serde_json::to_vec_pretty(record).map_err(std::io::Error::other)?;
+    let tmp = state_dir.join(format!("{RECORD}.tmp"));
+    let written = (|| {
+        let mut f = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(&tmp)?;
+        f.write_all(&text)?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, &path)?;
+        File::open(state_dir)?.sync_all()
+    })();
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written
+}
+
+/// Records in `state_dir` that `sysctl` goes from `was` to `set`. If the
+/// record says this server set it to `was` (an earlier raise, in this run
+/// or one before a crash), the value before that is kept: the one to go
+/// back to. A record that cannot be written is logged: the raise goes on
+/// (templates need it), and that ceiling will not be put back.
+fn note_raise(state_dir: &Path, sysctl: &str, was: u64, set: u64) {
+    let noted = read_record(state_dir).and_then(|record| {
+        let mut record = record.unwrap_or_default();
+        let first = match record.raised.iter().position(|r| r.sysctl == sysctl) {
+            Some(i) => {
+                let earlier = record.raised.remove(i);
+                if earlier.set == was {
+                    earlier.was
+                } else {
+                    was
+                }
+            }
+            None => was,
+        };
+        record.raised.push(Raised {
+            sysctl: sysctl.to_string(),
+            was: first,
+            set,
+        });
+        write_record(state_dir, &record)
+    });
+    if let Err(e) = noted {
+        tracing::warn!(%sysctl, was, set, error = %e,
+            "could not record {} in {}: this raise will not be put back at the server's stop",
+            RECORD, state_dir.display());
+    }
+}
+
+/// The ceilings that [`RECORD`] in `state_dir` lists as raised by the
+/// server there (for `prims doctor`); none when there is no record or it
+/// cannot be read.
+pub fn raised(state_dir: &Path) -> Vec<Raised> {
+    read_record(state_dir)
+        .ok()
+        .flatten()
+        .map(|r| r.raised)
+        .unwrap_or_default()
+}
+
+/// At a clean stop, after every template is gone: puts back each ceiling
+/// that [`RECORD`] in `state_dir` lists and that still has the value this
+/// server set, leaves the others (and says why), and logs each.
+pub fn restore(state_dir: &Path) {
+    for r in restore_under(Path::new("/proc/sys"), state_dir) {
+        match r {
+            Restored::Back(r) => tracing::info!(sysctl = %r.sysctl, from = r.set, to = r.was,
+                "put back a host-wide ceiling that this server had raised for its fork templates"),
+            Restored::Changed(r, now) => {
+                tracing::warn!(sysctl = %r.sysctl, set = r.set, now, was = r.was,
+                "left a host-wide ceiling that this server had raised as it is: it is no longer the value this server set, so something else changed it since (an operator, or another server on this host that needed more)")
+            }
+            Restored::Failed(r, error) => {
+                tracing::warn!(sysctl = %r.sysctl, set = r.set, was = r.was, %error,
+                "could not put back a host-wide ceiling that this server had raised; the next clean stop tries again")
+            }
+            Restored::Unknown(r) => tracing::warn!(sysctl = %r.sysctl,
+                "{} names a sysctl this server never raises: ignored", RECORD),
+        }
+    }
+}
+
+/// [`restore`], with the sysctls under `proc_sys`; what became of each.
+pub(crate) fn restore_under(proc_sys: &Path, state_dir: &Path) -> Vec<Restored> {
+    let _record = lock_record();
+    let record = match read_record(state_dir) {
+        Ok(Some(record)) => record,
+        Ok(None) => return Vec::new(),
+        Err(e) => {
+            tracing::warn!(error = %e, "{} in {} cannot be read: no host-wide ceiling is put back",
+                RECORD, state_dir.display());
+            return Vec::new();
+        }
+    };
+    let mut keep = Vec::new();
+    let mut out = Vec::new();
+    for r in record.raised {
+        // Only a file of ours is ever written, whatever the record says.
+        let Some((file, _)) = SHARED.iter().find(|(f, _)| f.replace('/', ".") == r.sysctl) else {
+            out.push(Restored::Unknown(r));
+            continue;
+        };
+        let path = proc_sys.join(file);
+        let now = std::fs::read_to_string(&path)
+            .and_then(|t| t.trim().parse::<u64>().map_err(std::io::Error::other));
+        // Between this read and the write another writer goes unseen; the
+        // window is one syscall wide.
+        let done = match now {
+            Ok(now) if now != r.set => Ok(Restored::Changed(r.clone(), now)),
+            Ok(_) => std::fs::write(&path, r.was.to_string()).map(|()| Restored::Back(r.clone())),
+            Err(e) => Err(e),
+        };
+        match done {
+            Ok(d) => out.push(d),
+            Err(e) => {
+                keep.push(r.clone());
+                out.push(Restored::Failed(r, e.to_string()));
+            }
+        }
+    }
+    if let Err(e) = write_record(state_dir, &Record { raised: keep }) {
+        tracing::warn!(error = %e, "could not update {} in {}", RECORD, state_dir.display());
+    }
+    out
 }
 
 /// Lifts this process's rlimits that the kernel counts per user, which
@@ -213,7 +438,7 @@ mod tests {
     #[test]
     fn a_low_ceiling_is_raised_to_every_childs_share_and_a_high_one_kept() {
         let d = sys("128\n", "10000000\n");
-        let got = ensure(d.path(), 10).unwrap();
+        let got = ensure(d.path(), 10, None).unwrap();
         assert_eq!(
             got,
             [
@@ -233,6 +458,104 @@ mod tests {
         assert_eq!(read(&d, "fs/inotify/max_user_watches"), "10000000\n");
     }
 
+    const INSTANCES: &str = "fs.inotify.max_user_instances";
+
+    fn raised(sysctl: &str, was: u64, set: u64) -> Raised {
+        Raised {
+            sysctl: sysctl.into(),
+            was,
+            set,
+        }
+    }
+
+    #[test]
+    fn a_raise_is_recorded_and_put_back_at_the_stop() {
+        let d = sys("128\n", "10000000\n");
+        let state = tempfile::tempdir().unwrap();
+        ensure(d.path(), 10, Some(state.path())).unwrap();
+        assert_eq!(super::raised(state.path()), [raised(INSTANCES, 128, 640)]);
+        // A later raise (more sessions after a reload) keeps the first value.
+        ensure(d.path(), 11, Some(state.path())).unwrap();
+        assert_eq!(super::raised(state.path()), [raised(INSTANCES, 128, 704)]);
+        // What does not need raising is neither written nor recorded.
+        assert_eq!(read(&d, "fs/inotify/max_user_watches"), "10000000\n");
+        assert_eq!(
+            restore_under(d.path(), state.path()),
+            [Restored::Back(raised(INSTANCES, 128, 704))]
+        );
+        assert_eq!(read(&d, "fs/inotify/max_user_instances"), "128");
+        assert!(!state.path().join(RECORD).exists());
+        // Nothing left to do at the next stop.
+        assert_eq!(restore_under(d.path(), state.path()), []);
+    }
+
+    #[test]
+    fn a_ceiling_changed_since_is_left_as_it_is() {
+        let d = sys("128\n", "10000000\n");
+        let state = tempfile::tempdir().unwrap();
+        ensure(d.path(), 10, Some(state.path())).unwrap();
+        std::fs::write(d.path().join("fs/inotify/max_user_instances"), "1000\n").unwrap();
+        assert_eq!(
+            restore_under(d.path(), state.path()),
+            [Restored::Changed(raised(INSTANCES, 128, 640), 1000)]
+        );
+        assert_eq!(read(&d, "fs/inotify/max_user_instances"), "1000\n");
+        assert!(!state.path().join(RECORD).exists());
+    }
+
+    #[test]
+    fn the_record_outlives_a_crash_and_a_restart_that_needs_no_raise() {
+        let d = sys("128\n", "10000000\n");
+        let state = tempfile::tempdir().unwrap();
+        ensure(d.path(), 10, Some(state.path())).unwrap();
+        // The next server on this state directory finds the ceiling high enough.
+        ensure(d.path(), 10, Some(state.path())).unwrap();
+        assert_eq!(super::raised(state.path()), [raised(INSTANCES, 128, 640)]);
+        restore_under(d.path(), state.path());
+        assert_eq!(read(&d, "fs/inotify/max_user_instances"), "128");
+    }
+
+    #[test]
+    fn a_raise_over_a_value_someone_else_set_goes_back_to_that_value() {
+        let d = sys("128\n", "10000000\n");
+        let state = tempfile::tempdir().unwrap();
+        ensure(d.path(), 2, Some(state.path())).unwrap();
+        std::fs::write(d.path().join("fs/inotify/max_user_instances"), "200").unwrap();
+        ensure(d.path(), 10, Some(state.path())).unwrap();
+        assert_eq!(super::raised(state.path()), [raised(INSTANCES, 200, 640)]);
+    }
+
+    #[test]
+    fn a_record_names_only_our_sysctls_and_a_failed_put_back_stays_recorded() {
+        let d = sys("640\n", "10000000\n");
+        let state = tempfile::tempdir().unwrap();
+        let record = Record {
+            raised: vec![
+                raised("kernel.core_pattern", 1, 2),
+                raised(INSTANCES, 128, 640),
+                raised("fs.inotify.max_user_watches", 8192, 10_000_000),
+            ],
+        };
+        write_record(state.path(), &record).unwrap();
+        // The watches cannot be written back (here: a directory in its place).
+        std::fs::remove_file(d.path().join("fs/inotify/max_user_watches")).unwrap();
+        std::fs::create_dir(d.path().join("fs/inotify/max_user_watches")).unwrap();
+        let got = restore_under(d.path(), state.path());
+        assert_eq!(
+            got[0],
+            Restored::Unknown(raised("kernel.core_pattern", 1, 2))
+        );
+        assert_eq!(got[1], Restored::Back(raised(INSTANCES, 128, 640)));
+        assert!(
+            matches!(&got[2], Restored::Failed(r, _) if r.sysctl == "fs.inotify.max_user_watches")
+        );
+        assert!(!d.path().join("kernel").exists());
+        assert_eq!(
+            super::raised(state.path()),
+            [raised("fs.inotify.max_user_watches", 8192, 10_000_000)]
+        );
+    }
+
     #[test]
     fn the_rlimits_hold_every_childs_share_or_say_which_does_not() {
         // Either lifted (CAP_SYS_RESOURCE) or checked against the hard
@@ -248,13 +571,13 @@ mod tests {
     #[test]
     fn a_ceiling_that_cannot_be_read_or_raised_says_which_and_why() {
         let d = sys("many", "1");
-        let e = ensure(d.path(), 2).unwrap_err().to_string();
+        let e = ensure(d.path(), 2, None).unwrap_err().to_string();
         assert!(
             e.starts_with("fs.inotify.max_user_instances is 0, under the 128"),
             "{e}"
         );
         let missing = tempfile::tempdir().unwrap();
-        let e = ensure(missing.path(), 2).unwrap_err().to_string();
+        let e = ensure(missing.path(), 2, None).unwrap_err().to_string();
         assert!(e.contains("No such file"), "{e}");
     }
 

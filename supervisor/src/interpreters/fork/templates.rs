@@ -424,8 +424,15 @@ impl Templates {
         let failed = |why: String| StartError::NotReady(format!("a fork template: {why}"));
         // No child may share a kernel budget with its siblings.
         let jails_at_once = super::budgets::children(policy);
-        let ceilings = super::budgets::ensure(std::path::Path::new("/proc/sys"), jails_at_once)
-            .map_err(|e| failed(e.to_string()))?;
+        // What it raises is recorded in the server's state directory and
+        // put back at its clean stop (`budgets::restore`).
+        let state_dir = match &self.home {
+            Home::Store(store) => Some(store.state_dir()),
+            Home::Dir { .. } => None,
+        };
+        let ceilings =
+            super::budgets::ensure(std::path::Path::new("/proc/sys"), jails_at_once, state_dir)
+                .map_err(|e| failed(e.to_string()))?;
         super::budgets::lift_rlimits(jails_at_once, policy.limits.pids)
             .map_err(|e| failed(e.to_string()))?;
         for c in ceilings.iter().filter(|c| c.now != c.was) {

@@ -1,0 +1,34 @@
+"""A server's stop signal is not the session's.
+
+A stopping server saves each idle session's variables inside its jail
+first, and then ends the jails itself (SIGKILL). But systemd's
+`KillMode=control-group` sends SIGTERM to every process of the
+supervisor's unit, jails included, and a SIGTERM's default action would end
+python before its variables were saved. So the agent's own processes (a
+cold or forked python, a fork template, python's parent) outlive SIGTERM,
+through a handler rather than SIG_IGN, which a program that user code runs
+would inherit across `exec`. A process that user code forks from one of
+them (a `multiprocessing` worker) ends at a SIGTERM as it would anywhere:
+`Pool.terminate()` and the like rely on it.
+"""
+
+import os
+import signal
+
+_owner = None
+
+
+def shield():
+    """This process, the agent's own, outlives SIGTERM. Called again in
+    each process the agent forks for itself."""
+    global _owner
+    _owner = os.getpid()
+    signal.signal(signal.SIGTERM, _on_sigterm)
+
+
+def _on_sigterm(signum, frame):
+    if os.getpid() == _owner:
+        return
+    # A process user code forked: the signal's default action.
+    signal.signal(signum, signal.SIG_DFL)
+    os.kill(os.getpid(), signum)
