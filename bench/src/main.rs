@@ -4,6 +4,7 @@
 //! It owns the measurements behind `docs/performance.md`. It is never a
 //! test: it asserts no timing and fails no build, and it is not shipped.
 
+mod autosave;
 mod branch;
 mod cluster;
 mod egress;
@@ -174,6 +175,23 @@ enum Bench {
         #[arg(long, default_value = "/var/lib/prims-tests/ipython-site")]
         ipython_site: PathBuf,
     },
+    /// What the background save of a session's globals costs: CPU per
+    /// save, and print(1) latency with autosave on (the default) and off,
+    /// side by side (needs root).
+    Autosave {
+        /// Seconds of calls per round.
+        #[arg(long, default_value_t = 60)]
+        seconds: u64,
+        /// Rounds; each starts both servers.
+        #[arg(long, default_value_t = 3)]
+        rounds: usize,
+        /// The session's state: small, or large (about 12 MB more).
+        #[arg(long, default_value = "small")]
+        state: String,
+        /// The IPython layer the servers bind (scripts/ipython-site.sh makes it).
+        #[arg(long, default_value = "/var/lib/prims-tests/ipython-site")]
+        ipython_site: PathBuf,
+    },
 }
 
 fn main() -> Result<()> {
@@ -214,5 +232,11 @@ fn main() -> Result<()> {
             against,
             ipython_site,
         } => starts::main(samples, rounds, prims, against, ipython_site),
+        Bench::Autosave {
+            seconds,
+            rounds,
+            state,
+            ipython_site,
+        } => autosave::main(seconds, rounds, state, prims, ipython_site),
     }
 }
