@@ -39,4 +39,38 @@ if [ "$up" -eq 1 ]; then
 else
   echo "FAIL entrypoint_serves_with_privilege: $(cat "$tmp/log")"; fails=$((fails+1))
 fi
+# As a container runs it: the entry point is PID 1 of its own PID namespace
+# (docker stop, a pod's SIGTERM, send SIGTERM to PID 1 alone). A session's
+# variables outlive the stop: the same state directory, served again, has
+# them.
+py=${PRIMS_MCP_TEST_VENV:-$PWD/target/mcp-test-venv}/bin/python
+serve_as_pid1() {
+  port=$((20000 + RANDOM % 20000))
+  PRIMS_STATE_DIR=$tmp/c unshare --pid --fork --mount --propagation private --mount-proc \
+    packaging/container/entrypoint.sh --listen "127.0.0.1:$port" >>"$tmp/log1" 2>&1 &
+  outer=$!
+  for _ in $(seq 1 300); do
+    curl -fsS "http://127.0.0.1:$port/health" >/dev/null 2>&1 && return 0
+    kill -0 "$outer" 2>/dev/null || return 1
+    sleep 0.2
+  done
+  return 1
+}
+stop_pid1() {
+  local init
+  init=$(pgrep -P "$outer" | head -1)
+  [ -n "$init" ] && kill -TERM "$init"
+  wait "$outer"
+}
+if [ ! -x "$py" ]; then
+  echo "FAIL entrypoint_as_pid1_keeps_sessions_at_sigterm: no MCP test client at $py (tests/mcp/setup.sh makes it)"; fails=$((fails+1))
+elif serve_as_pid1 && sid=$("$py" tests/container_session.py "http://127.0.0.1:$port/mcp" define) \
+     && stop_pid1 && serve_as_pid1 \
+     && kept=$("$py" tests/container_session.py "http://127.0.0.1:$port/mcp" check "$sid") && [ "$kept" = kept ]; then
+  stop_pid1 || true
+  echo "PASS entrypoint_as_pid1_keeps_sessions_at_sigterm"
+else
+  kill -KILL "$outer" 2>/dev/null || true
+  echo "FAIL entrypoint_as_pid1_keeps_sessions_at_sigterm: $(tail -40 "$tmp/log1")"; fails=$((fails+1))
+fi
 exit $((fails > 0))
