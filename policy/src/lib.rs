@@ -32,8 +32,9 @@ pub use merge::{
     FLOOR_CPU_TIME_MS, FLOOR_MEMORY_BYTES, FLOOR_OUTPUT_BYTES, FLOOR_PIDS, FLOOR_WALL_TIME_MS,
 };
 pub use schema::{
-    Branches, Cgroup, Egress, Filesystem, Identity, Landlock, Limits, Network, NetworkPolicy,
-    Policy, Python, Seccomp, SessionQuota, Sessions, SocketFamily, Tasks,
+    Allowed, Branches, Cgroup, Egress, Filesystem, Identity, Landlock, Limits, Network,
+    NetworkPolicy, Policy, Python, Seccomp, Secret, SecretKind, SecretSource, SessionQuota,
+    Sessions, SocketFamily, Tasks, Tls,
 };
 pub use spans::Location;
 pub use units::{ByteSize, HumanDuration};
@@ -102,6 +103,21 @@ impl Policy {
 
     /// Facts about this host that do not make the policy invalid but will
     /// probably make runs fail or differ from what the admin expects.
+    /// What this policy asks for that this build does not do yet, each
+    /// naming its key: the supervisor refuses such a policy at start and
+    /// at a reload, rather than run without what the admin wrote.
+    pub fn not_in_force(&self) -> Vec<String> {
+        self.secrets
+            .keys()
+            .map(|name| {
+                format!(
+                    "secrets.{name}: this build's egress proxy does not place secrets yet (it \
+                     does not inspect TLS), so the server refuses a policy with [secrets]"
+                )
+            })
+            .collect()
+    }
+
     pub fn warnings(&self) -> Vec<String> {
         let mut out = Vec::new();
         for (i, bind) in self.filesystem.ro_binds.iter().enumerate() {

@@ -80,7 +80,7 @@ impl HostPattern {
     }
 
     /// Whether every host this pattern matches, `other` matches too.
-    fn within(&self, other: &HostPattern) -> bool {
+    pub fn within(&self, other: &HostPattern) -> bool {
         match (self, other) {
             (HostPattern::Name(n), o) => o.matches_name(n),
             (HostPattern::Below(s), HostPattern::Below(o)) => s == o || below(s, o),

@@ -8,9 +8,13 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
+mod allow;
 mod branches;
+mod secrets;
 mod tasks;
+pub use allow::{Allowed, Tls};
 pub use branches::Branches;
+pub use secrets::{Secret, SecretKind, SecretSource};
 pub use tasks::Tasks;
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -29,6 +33,9 @@ pub struct Policy {
     pub egress: Egress,
     pub tasks: Tasks,
     pub branches: Branches,
+    /// Credentials the egress proxy places for jailed code, by the name of
+    /// the environment variable that holds each one's placeholder.
+    pub secrets: BTreeMap<String, Secret>,
 }
 
 /// Per-run ceilings; a request can only lower them.
@@ -81,8 +88,13 @@ impl Default for Limits {
 pub struct Network {
     pub mode: NetworkPolicy,
     /// What jailed code may reach in `allowlist` mode; see
-    /// [`crate::network`] for the entries.
-    pub allow: Vec<String>,
+    /// [`crate::network`] for the entries. An entry is the host text, or
+    /// a table `{ host, tls }` for one whose TLS is tunnelled
+    /// (`tls = "passthrough"`) instead of inspected.
+    pub allow: Vec<Allowed>,
+    /// PEM files of roots the egress proxy trusts for upstreams, besides
+    /// the system's.
+    pub upstream_ca: Vec<PathBuf>,
     /// Ports of the entries that name none.
     pub ports: Vec<u16>,
     /// Bytes one run may move through the proxy, both directions.
@@ -99,11 +111,19 @@ impl Default for Network {
         Network {
             mode: NetworkPolicy::None,
             allow: Vec::new(),
+            upstream_ca: Vec::new(),
             ports: vec![80, 443],
             max_bytes: ByteSize::mib(256),
             max_connections: 64,
             tenants: BTreeMap::new(),
         }
+    }
+}
+
+impl Network {
+    /// The allow-list's entries as written, tables' hosts included.
+    pub fn allow_entries(&self) -> Vec<String> {
+        self.allow.iter().map(|a| a.host.clone()).collect()
     }
 }
 

@@ -12,6 +12,7 @@ mod branches;
 mod egress;
 mod findings;
 mod network;
+mod secrets;
 mod tasks;
 use bounds::{
     MAX_AUTOSAVE_AFTER, MAX_INTERRUPT_GRACE, MAX_POOL_SIZE, MAX_PREWARM_IMPORTS, MAX_SAVE_TIMEOUT,
@@ -38,6 +39,7 @@ pub fn check(p: &Policy) -> Vec<Finding> {
     interpreters(p, &mut f);
     egress::check(p, &mut f);
     network::check(p, &mut f);
+    secrets::check(p, &mut f);
     tasks::check(p, &mut f);
     branches::check(p, &mut f);
     f.0

@@ -129,6 +129,53 @@ fn the_supervisor_will_not_list_nobody() {
     }
 }
 
+/// `[secrets]` is checked, but nothing places a secret yet: `prims policy
+/// check` accepts the documented table with a warning, and the supervisor
+/// refuses to start on it (as a reload refuses it) rather than run without
+/// what the admin asked for.
+#[test]
+fn a_policy_with_secrets_is_checked_and_refused_at_start() {
+    require_root();
+    let dir = tempfile::tempdir().unwrap();
+    let policy = dir.path().join("policy.toml");
+    std::fs::write(
+        &policy,
+        "[network]\nmode = \"allowlist\"\nallow = [\"api.example.com\"]\n\
+         upstream_ca = [\"/etc/prims/extra-roots.pem\"]\n\
+         [secrets.EXAMPLE_TOKEN]\nfile = \"/etc/prims/secrets/example-token\"\n\
+         hosts = [\"api.example.com\"]\nheader = \"Authorization\"\ntenants = [\"acme\"]\n",
+    )
+    .unwrap();
+    let mut check = Command::new(prims_bin());
+    check.args(["policy", "check"]).arg(&policy);
+    let out = run_with_timeout(check, Duration::from_secs(30));
+    assert_eq!(out.code, Some(0), "{}", out.describe());
+    assert!(
+        out.stderr_str().contains(
+            "warning: secrets.EXAMPLE_TOKEN: this build's egress proxy does not place secrets yet"
+        ),
+        "{}",
+        out.describe()
+    );
+    let mut cmd = Command::new(prims_bin());
+    cmd.arg("supervisor")
+        .arg("--state-dir")
+        .arg(dir.path().join("state"))
+        .arg("--socket")
+        .arg(dir.path().join("s.sock"))
+        .arg("--policy")
+        .arg(&policy);
+    let out = run_with_timeout(cmd, Duration::from_secs(60));
+    assert_eq!(out.code, Some(1), "{}", out.describe());
+    assert!(
+        out.stderr_str()
+            .contains("the policy asks for what this build does not do: secrets.EXAMPLE_TOKEN"),
+        "{}",
+        out.describe()
+    );
+    assert!(!dir.path().join("s.sock").exists());
+}
+
 /// From /proc/<pid>/status, in bytes.
 fn status_bytes(pid: u32, key: &str) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();

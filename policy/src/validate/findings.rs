@@ -19,4 +19,13 @@ impl Findings {
             message,
         });
     }
+
+    /// A finding about `path`, located at `or` when the file lacks `path`
+    /// (a missing key is found at its table).
+    pub(super) fn add_or(&mut self, path: KeyPath, or: KeyPath, message: String) {
+        self.0.push(Finding {
+            paths: vec![path, or],
+            message,
+        });
+    }
 }

@@ -19,7 +19,8 @@ pub(super) fn check(p: &Policy, f: &mut Findings) {
     let n = &p.network;
     let at = |k: &str| KeyPath::new(&["network", k]);
     let mut parsed = Vec::new();
-    entries(&n.allow, at("allow"), f, &mut parsed);
+    entries(&n.allow_entries(), at("allow"), f, &mut parsed);
+    upstream_ca(&n.upstream_ca, f);
     if n.ports.len() > MAX_PORTS {
         f.add(
             at("ports"),
@@ -75,6 +76,31 @@ pub(super) fn check(p: &Policy, f: &mut Findings) {
                     ),
                 );
             }
+        }
+    }
+}
+
+/// The most `upstream_ca` files.
+const MAX_UPSTREAM_CA: usize = 16;
+
+/// Paths the supervisor reads at start: absolute, and few.
+fn upstream_ca(files: &[std::path::PathBuf], f: &mut Findings) {
+    let key = KeyPath::new(&["network", "upstream_ca"]);
+    if files.len() > MAX_UPSTREAM_CA {
+        f.add(
+            key.clone(),
+            format!(
+                "{} files is too many (at most {MAX_UPSTREAM_CA})",
+                files.len()
+            ),
+        );
+    }
+    for (i, file) in files.iter().enumerate() {
+        if !file.is_absolute() {
+            f.add(
+                key.clone().index(i),
+                format!("{} is not an absolute path", file.display()),
+            );
         }
     }
 }

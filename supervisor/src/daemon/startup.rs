@@ -60,6 +60,8 @@ pub enum StartError {
     Agent(String),
     #[error("socket: {0}")]
     Server(String),
+    #[error("the policy asks for what this build does not do: {}", .0.join("; "))]
+    NotInForce(Vec<String>),
 }
 
 /// The uid that environment builds run as: the last of the identity range,
@@ -84,6 +86,10 @@ fn prepare_cgroups(policy: &Policy, instance: &InstanceId) -> Result<Parents, St
 
 pub async fn start(cfg: DaemonConfig, shutdown: CancellationToken) -> Result<(), StartError> {
     let policy = cfg.policy;
+    let missing = policy.not_in_force();
+    if !missing.is_empty() {
+        return Err(StartError::NotInForce(missing));
+    }
     let dir_err = |source| StartError::StateDir {
         path: cfg.state_dir.clone(),
         source,
@@ -251,6 +257,10 @@ async fn reload_on_hangup(d: Arc<Daemon>, path: Option<PathBuf>, shutdown: Cance
             continue;
         };
         match tokio::task::spawn_blocking(move || Policy::load(&p)).await {
+            Ok(Ok(policy)) if !policy.not_in_force().is_empty() => tracing::error!(
+                "policy reload refused, the old policy stays in force: {}",
+                policy.not_in_force().join("; ")
+            ),
             Ok(Ok(policy)) => d.reload(policy),
             Ok(Err(e)) => {
                 tracing::error!("policy reload refused, the old policy stays in force:\n{e}")

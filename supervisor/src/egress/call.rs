@@ -44,7 +44,7 @@ pub(crate) fn call_rules(
             .collect::<Result<Vec<_>, _>>()
     };
     // The policy was validated when it was loaded.
-    let mut list = AllowList::parse(&n.allow, &n.ports).unwrap_or_default();
+    let mut list = AllowList::parse(&n.allow_entries(), &n.ports).unwrap_or_default();
     if let Some(own) = tenant.and_then(|t| n.tenants.get(t)) {
         let own = parse(own).unwrap_or_default();
         list = list.narrow(&own, &n.ports).0;
