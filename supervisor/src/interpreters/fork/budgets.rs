@@ -237,7 +237,7 @@ fn note_raise(state_dir: &Path, sysctl: &str, was: u64, set: u64) {
     }
 }
 
-/// The ceilings that [`RECORD`] in `state_dir` lists as raised by the
+/// The ceilings that `raised-sysctls.json` in `state_dir` lists as raised by the
 /// server there (for `prims doctor`); none when there is no record or it
 /// cannot be read.
 pub fn raised(state_dir: &Path) -> Vec<Raised> {
