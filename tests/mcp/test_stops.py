@@ -204,18 +204,27 @@ def _with_policy(server: PrimsServer, extra: str) -> None:
     server.policy.write_text(server.policy.read_text() + extra)
 
 
-@pytest.fixture
-def quick_idle_server():
-    """A server whose interpreters stop after 2 s idle, and whose client
-    may keep 3 live: a fork of 3 would stop its own branches."""
+def _server_with(extra: str):
     s = PrimsServer()
-    _with_policy(s, "[interpreters]\nidle_ttl = \"2s\"\nmax_live_per_tenant = 3\n"
-                    "[branches]\nmax_forks = 8\n")
+    _with_policy(s, extra)
     try:
         s.start()
         yield s
     finally:
         s.stop()
+
+
+@pytest.fixture
+def quick_idle_server():
+    """A server whose interpreters stop after 2 s idle."""
+    yield from _server_with("[interpreters]\nidle_ttl = \"2s\"\n")
+
+
+@pytest.fixture
+def few_live_server():
+    """A server whose client may keep 3 interpreters live, and fork up to
+    8: a fork of 3 would stop its own branches."""
+    yield from _server_with("[interpreters]\nmax_live_per_tenant = 3\n[branches]\nmax_forks = 8\n")
 
 
 async def _tool(c, name: str, **args) -> dict:
@@ -224,8 +233,8 @@ async def _tool(c, name: str, **args) -> dict:
     return r.structured_content
 
 
-async def test_a_fork_the_client_cannot_keep_live_is_refused(quick_idle_server):
-    async with connect(quick_idle_server, "auto") as c:
+async def test_a_fork_the_client_cannot_keep_live_is_refused(few_live_server):
+    async with connect(few_live_server, "auto") as c:
         sid = (await run_ok(c, DEFINE))["session_id"]
         r = await c.call_tool("fork_session", {"session_id": sid, "count": 3})
         assert r.is_error, describe(r)
