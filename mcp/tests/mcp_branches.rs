@@ -64,7 +64,7 @@ async fn three_branches_try_three_approaches_and_the_source_keeps_its_own() {
     let e = err(&call(&b, "fork_session", json!({"session_id": sid})).await);
     assert!(e.contains("does not exist"), "{e}");
     let e = err(&call(&c, "fork_session", json!({"session_id": sid, "count": 0})).await);
-    assert!(e.contains("1 to 8"), "{e}");
+    assert!(e.contains("1 to 4"), "{e}");
 }
 
 #[tokio::test(flavor = "multi_thread")]
