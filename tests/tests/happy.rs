@@ -87,15 +87,23 @@ fn happy_signal_reported() {
     assert_eq!(run.signal(), Some(9), "{}", run.describe());
     assert!(run.exit_code().is_none(), "{}", run.describe());
     assert_eq!(run.prims_exit(), Some(128 + 9), "{}", run.describe());
-    let raw = Job::new("import os\nos.kill(os.getpid(), 15)\n")
+    let raw = Job::new("import os\nos.kill(os.getpid(), 15)\nprint('after')\n")
         .raw()
         .run_raw();
-    assert_eq!(
-        raw.code,
-        Some(128 + 15),
-        "without --json:\n{}",
-        raw.describe()
-    );
+    if prims_tests::harness::live_mode() {
+        // A live interpreter's own python outlives SIGTERM (prims_agent.stops:
+        // a process manager's stop must not end it before its session is
+        // saved), so the cell goes on; a process user code starts does not.
+        assert_eq!(raw.code, Some(0), "without --json:\n{}", raw.describe());
+        assert_eq!(raw.stdout_str(), "after\n", "{}", raw.describe());
+    } else {
+        assert_eq!(
+            raw.code,
+            Some(128 + 15),
+            "without --json:\n{}",
+            raw.describe()
+        );
+    }
 }
 
 fn output_file_owner_check(policy: &str, expected_uid: u32) {

@@ -19,27 +19,19 @@
 //! A save that fails (past `save_timeout`, the workspace full) leaves the
 //! last good save on record and is tried again a period later.
 
-use super::channel::Named;
 use super::registry::Interpreters;
+use super::saves::{record, Tally};
 use super::slot::Slot;
 use crate::sessions::SessionStore;
 use prims_cgroup::CpuPriority;
 use prims_policy::Policy;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
 /// How often the watch looks for sessions due a save.
 const WATCH_EVERY: Duration = Duration::from_secs(1);
-
-/// Background saves since the supervisor started, and the CPU their
-/// jails spent on them.
-#[derive(Debug, Default)]
-pub(crate) struct Tally {
-    pub saves: AtomicU64,
-    pub cpu_ms: AtomicU64,
-}
 
 impl Interpreters {
     /// Saves unsaved sessions in the background until `shutdown` (the
@@ -161,24 +153,5 @@ fn set_priority(live: &super::live::Live, p: CpuPriority) {
         if let Err(e) = cg.set_cpu_priority(p) {
             tracing::debug!(job = %live.job, error = %e, "could not set an interpreter's CPU priority for its autosave");
         }
-    }
-}
-
-/// Writes, durably and off the async threads, that session `name`'s
-/// globals were saved now, but for `missed`.
-pub(super) async fn record(sessions: &Arc<SessionStore>, name: &str, missed: Vec<Named>) {
-    let (sessions, name) = (sessions.clone(), name.to_string());
-    let at = SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
-    let written = tokio::task::spawn_blocking(move || {
-        let unsaved = missed.into_iter().map(Into::into).collect();
-        sessions
-            .record_saved_globals(&name, unsaved, at)
-            .map_err(|e| (name, e))
-    })
-    .await;
-    if let Ok(Err((name, e))) = written {
-        tracing::warn!(session = %name, error = %e, "could not record a save of its globals");
     }
 }

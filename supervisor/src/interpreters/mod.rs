@@ -44,6 +44,7 @@ pub(crate) mod output;
 mod pool;
 mod pumps;
 mod registry;
+mod saves;
 mod settled;
 mod slot;
 pub(crate) mod start;

@@ -49,7 +49,7 @@ pub struct Interpreters {
     /// interrupted, as at a time limit, and its call answered so.
     pub(super) stopping: CancellationToken,
     /// Background saves, and the CPU they cost (`autosave`).
-    pub(super) autosaved: Arc<super::autosave::Tally>,
+    pub(super) autosaved: Arc<super::saves::Tally>,
 }
 
 /// What `Interpreters::stats` reports.
@@ -290,7 +290,7 @@ impl Interpreters {
             .into_iter()
             .filter_map(|(name, s)| s.map(|s| (name, s)));
         for (name, unsaved) in records {
-            super::autosave::record(&self.sessions, &name, unsaved).await;
+            super::saves::record(&self.sessions, &name, unsaved).await;
         }
     }
 
@@ -537,7 +537,7 @@ impl Interpreters {
             drop(live);
             let carry = match saved {
                 Ok(c) if !c.names.is_empty() || !c.missed.is_empty() => {
-                    super::autosave::record(&sessions, &name, c.missed.clone()).await;
+                    super::saves::record(&sessions, &name, c.missed.clone()).await;
                     Carry::Saved {
                         unsaved: c.missed,
                         at: None,

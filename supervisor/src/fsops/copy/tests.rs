@@ -185,7 +185,7 @@ fn names(dir: &Path) -> Vec<String> {
 /// What the tree under `dir` (not `dir` itself) really takes: each entry's
 /// allocated blocks, at least one block of its filesystem; and its entries.
 fn real_cost(dir: &Path) -> (u64, u64) {
-    let block = super::block_size(
+    let block = block_size(
         open_dir(open_root(dir).unwrap().as_fd(), c".")
             .unwrap()
             .as_fd(),
@@ -243,7 +243,7 @@ fn fifos_empty_files_and_directories_cost_a_block_and_an_inode_each() {
         std::os::unix::fs::symlink("x", a.path().join(format!("s{i}"))).unwrap();
     }
     let done = copy_tree(a.path(), b.path(), 4242, &[], ANY).unwrap();
-    let block = super::block_size(
+    let block = block_size(
         open_dir(open_root(b.path()).unwrap().as_fd(), c".")
             .unwrap()
             .as_fd(),
