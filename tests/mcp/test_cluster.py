@@ -25,7 +25,7 @@ import pytest
 
 from mcp.shared.exceptions import MCPError
 
-from conftest import PRIMS, REPO, check_prims_binary
+from conftest import PRIMS, REPO, check_prims_binary, descendants
 from prims_test_util import connect, connect_legacy_observed, err, ok, run, run_ok, text_of
 
 SCRIPT = REPO / "scripts" / "cluster-local.sh"
@@ -111,10 +111,14 @@ class Cluster:
         return int((self.dir / f"node{node}" / "serve.pid").read_text())
 
     def kill(self, node: int) -> None:
-        """SIGKILL the whole node (serve, supervisor, front-end) and wait
-        until its port refuses connections: a request racing the kill may
-        die with the node, which no failure model can answer."""
-        os.killpg(self.pid(node), signal.SIGKILL)
+        """SIGKILL the whole node (serve, supervisor, front-end, jails: each
+        has a process group of its own) and wait until its port refuses
+        connections: a request racing the kill may die with the node, which
+        no failure model can answer."""
+        serve = self.pid(node)
+        for pid in [serve, *descendants(serve)]:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
         (self.dir / f"node{node}" / "serve.pid").unlink()
         port = int((self.dir / f"node{node}" / "port").read_text())
         deadline = time.monotonic() + 10
