@@ -17,7 +17,8 @@
 
 use crate::live::supervisor::socket_path;
 use crate::mcp::{bench_dir, Served};
-use anyhow::{bail, Context, Result};
+use crate::starts::connect;
+use anyhow::{bail, Result};
 use prims_protocol::client::Client;
 use prims_protocol::jail::Status;
 use prims_protocol::wire::RunRequest;
@@ -132,7 +133,7 @@ fn side_by_side(prims: &Path, define: &str, seconds: u64, site: &Path) -> Result
 async fn measure(sockets: &[PathBuf], define: &str, seconds: u64) -> Result<Round> {
     let mut sessions = Vec::new();
     for socket in sockets {
-        let client = connect(socket).await?;
+        let client = connect(socket, "prims-bench autosave").await?;
         wait_ready(&client).await?;
         let id = client.open_session(None).await?.session_id;
         call(&client, &id, define).await?;
@@ -180,19 +181,6 @@ async fn call(client: &Client, id: &str, code: &str) -> Result<f64> {
         bail!("{code:?} answered unexpectedly: {reply:?}");
     }
     Ok(ms)
-}
-
-async fn connect(socket: &Path) -> Result<Client> {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        match Client::connect(socket, "prims-bench autosave").await {
-            Ok(c) => return Ok(c),
-            Err(e) if Instant::now() > deadline => {
-                return Err(e).with_context(|| format!("connecting to {}", socket.display()))
-            }
-            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
-        }
-    }
 }
 
 async fn wait_ready(client: &Client) -> Result<()> {

@@ -132,7 +132,7 @@ fn side_by_side(
 async fn measure(sockets: &[PathBuf], start: Start, samples: usize) -> Result<Vec<Vec<f64>>> {
     let mut clients = Vec::new();
     for socket in sockets {
-        let client = connect(socket).await?;
+        let client = connect(socket, "prims-bench starts").await?;
         wait_ready(&client, start).await?;
         for _ in 0..3 {
             first_call(&client).await?;
@@ -165,10 +165,11 @@ async fn measure(sockets: &[PathBuf], start: Start, samples: usize) -> Result<Ve
     }
     Ok(ms)
 }
-async fn connect(socket: &Path) -> Result<Client> {
+/// A client of the supervisor at `socket`, retried while it starts.
+pub(crate) async fn connect(socket: &Path, who: &str) -> Result<Client> {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        match Client::connect(socket, "prims-bench starts").await {
+        match Client::connect(socket, who).await {
             Ok(c) => return Ok(c),
             Err(e) if Instant::now() > deadline => {
                 return Err(e).with_context(|| format!("connecting to {}", socket.display()))

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import PrimsServer
+from conftest import running_server
 from prims_test_util import connect, describe, run_ok
 
 LINKS = 12_000
@@ -33,12 +33,9 @@ FARM = (
 
 @pytest.fixture
 def own_server():
-    s = PrimsServer()
-    try:
-        s.start()
+    """A server of the test's own, which it may stop and start again."""
+    with running_server() as s:
         yield s
-    finally:
-        s.stop()
 
 
 async def checkpoint(c, sid: str):

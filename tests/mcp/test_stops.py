@@ -24,7 +24,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-from conftest import PrimsServer, descendants
+from conftest import PrimsServer, descendants, running_server
 from prims_test_util import connect, describe, run, run_ok
 
 DEFINE = (
@@ -39,13 +39,9 @@ CHECK = "print(f(x), C.v)"
 
 @pytest.fixture
 def own_server():
-    """A server of the test's own, which it stops and starts again."""
-    s = PrimsServer()
-    try:
-        s.start()
+    """A server of the test's own, which it may stop and start again."""
+    with running_server() as s:
         yield s
-    finally:
-        s.stop()
 
 
 async def define(server) -> str:
