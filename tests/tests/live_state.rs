@@ -577,15 +577,19 @@ fn cpu_ticks(pid: u32) -> u64 {
 async fn live_state_a_background_flood_between_calls_blocks_and_costs_the_supervisor_nothing() {
     let (d, c, s) = session("").await;
     let marker = unique("flood");
+    // The flood waits for a file the test writes once the call is over, so
+    // none of it can reach the call that starts it.
     let start = format!(
         "import subprocess, sys\n\
          flood = subprocess.Popen([sys.executable, '-c', \
-         'import os\\nwhile True: os.write(1, b\"y\" * 65536)', '{marker}'])\n\
+         'import os, time\\nwhile not os.path.exists(\"/workspace/go\"): time.sleep(0.01)\\n\
+         while True: os.write(1, b\"y\" * 65536)', '{marker}'])\n\
          print('started')"
     );
     let started = run(&c, &s, &start).await;
     assert_eq!(stdout(&started), "started\n", "{started:?}");
     let pid = pid_with_marker(&marker);
+    std::fs::write(d.workspace(&s).join("go"), "").expect("the flood's trigger");
     // No call runs: nothing reads the pipe, so the flood fills it and waits.
     std::thread::sleep(Duration::from_millis(300));
     let (wrote, ticks) = (written(pid), cpu_ticks(d.pid()));
