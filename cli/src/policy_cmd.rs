@@ -9,9 +9,6 @@ pub fn check(file: &Path) -> i32 {
             for w in policy.warnings() {
                 eprintln!("warning: {w}");
             }
-            for n in policy.not_in_force() {
-                eprintln!("warning: {n}");
-            }
             print!("{}", policy.to_toml_string());
             0
         }

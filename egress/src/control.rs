@@ -3,7 +3,8 @@
 //! socket riding along with `Attach` (SCM_RIGHTS). The supervisor is the
 //! proxy's only source of rules: nothing a jail can write reaches them.
 
-use prims_policy::network::AllowList;
+use crate::secrets::{Placement, SecretText, SecretValue};
+use prims_policy::network::{AllowList, HostPattern};
 use prims_protocol::egress::NetworkReport;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -21,6 +22,17 @@ pub enum ToProxy {
     /// Serve the listening socket that comes with this message as jail
     /// `jail`; it refuses every connection until a run begins.
     Attach { jail: u64 },
+    /// What inspecting TLS needs, and every secret's value: sent first,
+    /// and again at each reload of the policy (a rotation takes effect
+    /// for the next request of every run).
+    Configure {
+        /// The server's CA (the key comes only this way).
+        ca_cert: String,
+        ca_key: SecretText,
+        /// PEM texts of `network.upstream_ca`.
+        upstream_ca: Vec<String>,
+        secrets: Vec<SecretValue>,
+    },
     /// Run `run` of the jail starts: new connections get these rules and
     /// budgets and are recorded for it.
     Begin {
@@ -30,6 +42,10 @@ pub enum ToProxy {
         trust_named_addresses: bool,
         max_bytes: u64,
         max_connections: u64,
+        /// Tunnels are inspected (but to `passthrough` hosts).
+        inspect: bool,
+        passthrough: Vec<HostPattern>,
+        placements: Vec<Placement>,
     },
     /// Run `run` is over: answer with its [`FromProxy::Report`]; new
     /// connections are refused until the next run.
@@ -39,6 +55,10 @@ pub enum ToProxy {
     /// Answer with [`FromProxy::Pong`]: the supervisor's watchdog.
     Ping { seq: u64 },
 }
+
+/// What the proxy tells the supervisor about a [`ToProxy::Configure`]:
+/// sent only when it could not be used.
+pub const CONFIGURE_FAILED: u64 = 0;
 
 /// What the proxy tells the supervisor.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -54,7 +74,8 @@ pub enum FromProxy {
         run: u64,
         report: NetworkReport,
     },
-    /// An `Attach` the proxy could not serve.
+    /// A `Configure` the proxy could not use (jail 0), or an `Attach`
+    /// it could not serve.
     Refused {
         jail: u64,
         why: String,

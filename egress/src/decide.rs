@@ -5,7 +5,8 @@
 
 use crate::guard::{blocked_name, classify};
 use crate::resolve::Resolver;
-use prims_policy::network::{AllowList, Target};
+use crate::secrets::Placement;
+use prims_policy::network::{AllowList, HostPattern, Target};
 use std::net::{IpAddr, SocketAddr};
 
 /// The rules of one run.
@@ -17,6 +18,23 @@ pub struct Rules {
     pub trust_named_addresses: bool,
     /// Refuses everything, for this reason (no run is in progress).
     pub closed: Option<String>,
+    /// TLS to allowed hosts ends at the proxy, which checks each request
+    /// ([`crate::inspect`]); but for the `passthrough` hosts, tunnelled.
+    pub inspect: bool,
+    pub passthrough: Vec<HostPattern>,
+    /// The secrets the run's session may use.
+    pub placements: Vec<Placement>,
+}
+
+impl Rules {
+    /// Whether a tunnel to `host` is inspected.
+    pub fn inspects(&self, host: &str) -> bool {
+        let through = match host.parse::<IpAddr>() {
+            Ok(ip) => self.passthrough.iter().any(|p| p.contains_ip(ip)),
+            Err(_) => self.passthrough.iter().any(|p| p.matches_name(host)),
+        };
+        self.inspect && !through
+    }
 }
 
 /// Where to connect, or why not (one sentence for the agent).
@@ -100,7 +118,7 @@ mod tests {
         Rules {
             list: AllowList::new(&e, &[80, 443]),
             trust_named_addresses: false,
-            closed: None,
+            ..Rules::default()
         }
     }
 

@@ -223,7 +223,7 @@ fn split_host_port(s: &str, default: Option<u16>) -> Result<(String, u16), &'sta
 
 /// `host:port`, `[v6]:port` or a bare host: the host lowercased, and the
 /// port if one is given.
-fn split_authority(s: &str) -> Result<(String, Option<u16>), &'static str> {
+pub(crate) fn split_authority(s: &str) -> Result<(String, Option<u16>), &'static str> {
     let (host, port) = if let Some(v6) = s.strip_prefix('[') {
         let (h, after) = v6.split_once(']').ok_or("malformed IPv6 host")?;
         match after.strip_prefix(':') {

@@ -6,8 +6,11 @@
 //!   head (its lines checked by [`headers`]), [`decide`] judges its target
 //!   against the run's allow-list and the guard (names resolved by
 //!   [`resolve`]), [`serve`] applies the budgets of the [`run`] while
-//!   [`relay`] splices the bytes, and [`log`] records every decision for
-//!   the run's result;
+//!   [`relay`] splices the bytes of a tunnel it does not inspect, and
+//!   [`log`] records every decision for the run's result;
+//! - inspection: [`tls`] ends a jail's TLS with a leaf of the server's CA
+//!   and verifies the upstream's; [`inspect`] checks each request in
+//!   between, where [`secrets`] puts values in place of placeholders;
 //! - the proxy process: [`identity`] makes it its own account's, out of
 //!   reach of every other process but root's, [`confine`] drops what it
 //!   does not need, then [`process`] serves what the supervisor sends over
@@ -33,9 +36,12 @@ pub mod guard;
 pub mod headers;
 pub mod http;
 pub mod identity;
+pub mod inspect;
 pub mod log;
 pub mod process;
 pub mod relay;
 pub mod resolve;
 pub mod run;
+pub mod secrets;
 pub mod serve;
+pub mod tls;

@@ -3,11 +3,16 @@
 //! reports each run's record when the run ends. It exits when the
 //! supervisor's end of the control channel closes.
 
-use crate::control::{Channel, FromProxy, ToProxy};
+use crate::control::{Channel, FromProxy, ToProxy, CONFIGURE_FAILED};
 use crate::decide::Rules;
+use crate::inspect::{Inspection, Tls};
 use crate::resolve::Resolver;
 use crate::run::{Budget, Current, Run};
+use crate::secrets::SecretText;
 use crate::serve::serve;
+use crate::serve::Edge;
+use crate::tls::authority::{Authority, CaPem};
+use crate::tls::upstream::client_config;
 use std::collections::HashMap;
 use std::io;
 use std::os::fd::OwnedFd;
@@ -55,16 +60,36 @@ pub fn raise_fd_limit() -> nix::Result<u64> {
 /// Serves until the supervisor goes away.
 pub async fn run(control: Channel, resolver: Resolver) -> io::Result<()> {
     let control = Arc::new(control);
+    let inspection = Inspection::default();
     let mut jails: HashMap<u64, Jail> = HashMap::new();
     let stop_all = CancellationToken::new();
     let _stop_on_exit = stop_all.clone().drop_guard();
     while let Some((msg, fd)) = control.recv::<ToProxy>().await? {
         match msg {
+            ToProxy::Configure {
+                ca_cert,
+                ca_key,
+                upstream_ca,
+                secrets,
+            } => {
+                inspection.values.replace(secrets);
+                if let Err(why) = configure(&inspection, ca_cert, ca_key, &upstream_ca) {
+                    tracing::error!(why, "egress: could not configure TLS inspection");
+                    let jail = CONFIGURE_FAILED;
+                    control
+                        .send(&FromProxy::Refused { jail, why }, None)
+                        .await?;
+                }
+            }
             ToProxy::Attach { jail } => match listener(fd) {
                 Ok(l) => {
                     let current = Current::new(idle());
                     let stop = stop_all.child_token();
-                    tokio::spawn(serve(l, current.clone(), resolver.clone(), stop.clone()));
+                    let edge = Edge {
+                        resolver: resolver.clone(),
+                        inspection: inspection.clone(),
+                    };
+                    tokio::spawn(serve(l, current.clone(), edge, stop.clone()));
                     if let Some(old) = jails.insert(
                         jail,
                         Jail {
@@ -90,6 +115,9 @@ pub async fn run(control: Channel, resolver: Resolver) -> io::Result<()> {
                 trust_named_addresses,
                 max_bytes,
                 max_connections,
+                inspect,
+                passthrough,
+                placements,
             } => {
                 let Some(j) = jails.get_mut(&jail) else {
                     tracing::warn!(jail, run, "egress: a run began in a jail never attached");
@@ -99,6 +127,9 @@ pub async fn run(control: Channel, resolver: Resolver) -> io::Result<()> {
                     list,
                     trust_named_addresses,
                     closed: None,
+                    inspect,
+                    passthrough,
+                    placements,
                 };
                 let r = Run::new(
                     rules,
@@ -145,6 +176,26 @@ pub async fn run(control: Channel, resolver: Resolver) -> io::Result<()> {
         }
     }
     tracing::info!("egress: the supervisor closed the control channel; exiting");
+    Ok(())
+}
+
+/// Inspection with the supervisor's CA and roots.
+fn configure(
+    inspection: &Inspection,
+    ca_cert: String,
+    ca_key: SecretText,
+    upstream_ca: &[String],
+) -> Result<(), String> {
+    let ca = CaPem {
+        cert: ca_cert,
+        key: zeroize::Zeroizing::new(ca_key.expose().to_string()),
+    };
+    let authority = Authority::new(&ca).map_err(|e| e.to_string())?;
+    let upstream = client_config(upstream_ca).map_err(|e| e.to_string())?;
+    inspection.set(Tls {
+        authority,
+        upstream,
+    });
     Ok(())
 }
 

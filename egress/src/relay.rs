@@ -20,6 +20,8 @@ pub enum Stop {
     Cut,
     /// A socket or the pipe failed: the peer went away, most often.
     Broken,
+    /// A plain-HTTP request carried the placeholder of this secret.
+    Placeholder(String),
 }
 
 struct Pipe {
@@ -78,6 +80,51 @@ pub async fn pump(
             match to.try_io(Interest::WRITABLE, || splice(&pipe.read, to, left)) {
                 Ok(0) => return Err(Stop::Broken),
                 Ok(m) => left -= m,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                Err(_) => return Err(Stop::Broken),
+            }
+        }
+    }
+}
+
+/// [`pump`] through the proxy's memory, for a plain-HTTP request's body
+/// when the run has secrets: the bytes are searched for placeholders,
+/// which never go out unencrypted.
+pub async fn pump_watching(
+    from: &TcpStream,
+    to: &TcpStream,
+    run: &Run,
+    (host, port): (&str, u16),
+    scanner: &mut crate::secrets::stream::Scanner,
+) -> Result<(), Stop> {
+    let mut buf = vec![0u8; CHUNK];
+    loop {
+        from.readable().await.map_err(|_| Stop::Broken)?;
+        let n = match from.try_read(&mut buf) {
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+            Err(_) => return Err(Stop::Broken),
+        };
+        if n == 0 {
+            let _ = nix::sys::socket::shutdown(
+                std::os::fd::AsRawFd::as_raw_fd(to),
+                nix::sys::socket::Shutdown::Write,
+            );
+            return Ok(());
+        }
+        if let Some(name) = scanner.feed(&buf[..n]) {
+            return Err(Stop::Placeholder(name.to_string()));
+        }
+        if !run.take_bytes(n) {
+            return Err(Stop::Cut);
+        }
+        run.log.moved(host, port, n as u64);
+        let mut sent = 0;
+        while sent < n {
+            to.writable().await.map_err(|_| Stop::Broken)?;
+            match to.try_write(&buf[sent..n]) {
+                Ok(0) => return Err(Stop::Broken),
+                Ok(m) => sent += m,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
                 Err(_) => return Err(Stop::Broken),
             }

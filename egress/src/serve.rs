@@ -5,9 +5,11 @@
 
 use crate::decide::decide;
 use crate::http::{read_head, reply, Refused, Request};
-use crate::relay::{pump, Stop};
+use crate::inspect::Inspection;
+use crate::relay::{pump, pump_watching, Stop};
 use crate::resolve::Resolver;
 use crate::run::{Current, Run};
+use crate::secrets::stream::Scanner;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,14 +23,16 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
 /// Connections one listener serves at once, whatever the run's budget.
 const MAX_CONCURRENT: usize = 64;
 
+/// What every listener of the proxy shares.
+#[derive(Debug, Clone)]
+pub struct Edge {
+    pub resolver: Resolver,
+    pub inspection: Inspection,
+}
+
 /// Serves `listener` until `stop`, each connection under the run current
 /// when it arrived, and for no longer than that run lasts.
-pub async fn serve(
-    listener: TcpListener,
-    current: Current,
-    resolver: Resolver,
-    stop: CancellationToken,
-) {
+pub async fn serve(listener: TcpListener, current: Current, edge: Edge, stop: CancellationToken) {
     let slots = Arc::new(Semaphore::new(MAX_CONCURRENT));
     loop {
         let (conn, permit) = tokio::select! {
@@ -45,12 +49,12 @@ pub async fn serve(
             }
         };
         let run = current.get();
-        let (resolver, stop, current) = (resolver.clone(), stop.clone(), current.clone());
+        let (edge, stop, current) = (edge.clone(), stop.clone(), current.clone());
         let work = {
             let run = run.clone();
             async move {
                 tokio::select! {
-                    _ = handle(conn, &run, &current, &resolver) => {}
+                    _ = handle(conn, run, &current, &edge) => {}
                     _ = stop.cancelled() => {}
                 }
                 drop(permit);
@@ -61,7 +65,7 @@ pub async fn serve(
 }
 
 /// One client connection: read its head, then relay or refuse.
-async fn handle(mut conn: TcpStream, run: &Run, current: &Current, resolver: &Resolver) {
+async fn handle(mut conn: TcpStream, run: Arc<Run>, current: &Current, edge: &Edge) {
     let head = match tokio::time::timeout(HEAD_TIMEOUT, read_head(&mut conn)).await {
         Ok(Ok(h)) => h,
         Ok(Err(why)) => return reply(&mut conn, 400, "Bad Request", why).await,
@@ -84,7 +88,7 @@ async fn handle(mut conn: TcpStream, run: &Run, current: &Current, resolver: &Re
         }
     };
     let (host, port) = (req.host.as_str(), req.port);
-    let refused = match decide(&run.rules, resolver, host, port).await {
+    let refused = match decide(&run.rules, &edge.resolver, host, port).await {
         Err(reason) => Err(reason),
         Ok(_) if run.out_of_bytes() => Err(format!(
             "the run already moved its {} bytes through the proxy (network.max_bytes)",
@@ -94,7 +98,16 @@ async fn handle(mut conn: TcpStream, run: &Run, current: &Current, resolver: &Re
             "the run opened its {} connections already (network.max_connections)",
             run.budget.max_connections
         )),
-        Ok(addrs) => Ok(addrs),
+        Ok(addrs) => match &req.forward {
+            // Plain HTTP is never inspected: a placeholder there is refused.
+            Some(head) => match placeholder_in(&run, head) {
+                Some(name) => Err(format!(
+                    "the placeholder of secret {name} was sent over plain HTTP, where it is never placed; use https://"
+                )),
+                None => Ok(addrs),
+            },
+            None => Ok(addrs),
+        },
     };
     let addrs = match refused {
         Ok(addrs) => addrs,
@@ -118,6 +131,23 @@ async fn handle(mut conn: TcpStream, run: &Run, current: &Current, resolver: &Re
     };
     run.log.allowed(host, port);
     tracing::info!(host, port, "egress: allowed");
+    if req.forward.is_none() && run.rules.inspects(host) {
+        if conn
+            .write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")
+            .await
+            .is_err()
+        {
+            return;
+        }
+        let _ = conn.set_nodelay(true);
+        let _ = upstream.set_nodelay(true);
+        if !head.rest.is_empty() {
+            let why = "the client sent bytes before its tunnel was established";
+            return run.log.denied(host, port, why);
+        }
+        return crate::inspect::tunnel(conn, upstream, host, port, run.clone(), &edge.inspection)
+            .await;
+    }
     let first: Vec<u8> = match &req.forward {
         None => {
             if conn
@@ -131,9 +161,13 @@ async fn handle(mut conn: TcpStream, run: &Run, current: &Current, resolver: &Re
         }
         Some(rewritten) => [rewritten.as_slice(), &head.rest].concat(),
     };
+    let mut scanner = placeholders(&run);
     if !first.is_empty() {
+        if let Some(name) = scanner.feed(&first) {
+            return refused_body(&run, host, port, name);
+        }
         if !run.take_bytes(first.len()) {
-            return cut(run, host, port);
+            return cut(&run, host, port);
         }
         run.log.moved(host, port, first.len() as u64);
         if upstream.write_all(&first).await.is_err() {
@@ -143,13 +177,46 @@ async fn handle(mut conn: TcpStream, run: &Run, current: &Current, resolver: &Re
     // Small writes (a response head) go out at once, as they would directly.
     let _ = conn.set_nodelay(true);
     let _ = upstream.set_nodelay(true);
-    let both = tokio::try_join!(
-        pump(&conn, &upstream, run, host, port),
-        pump(&upstream, &conn, run, host, port)
-    );
-    if let Err(Stop::Cut) = both {
-        cut(run, host, port);
+    let outward = async {
+        if scanner.is_empty() {
+            pump(&conn, &upstream, &run, host, port).await
+        } else {
+            pump_watching(&conn, &upstream, &run, (host, port), &mut scanner).await
+        }
+    };
+    let both = tokio::try_join!(outward, pump(&upstream, &conn, &run, host, port));
+    match both {
+        Err(Stop::Cut) => cut(&run, host, port),
+        Err(Stop::Placeholder(name)) => refused_body(&run, host, port, &name),
+        _ => {}
     }
+}
+
+/// The session's placeholders, to search plain HTTP for.
+fn placeholders(run: &Run) -> Scanner {
+    Scanner::new(
+        run.rules
+            .placements
+            .iter()
+            .flat_map(|p| {
+                p.placeholders()
+                    .map(|ph| (ph.as_bytes().to_vec(), p.name.clone()))
+            })
+            .collect(),
+    )
+}
+
+fn placeholder_in(run: &Run, head: &[u8]) -> Option<String> {
+    let mut s = placeholders(run);
+    s.feed(head).map(str::to_string)
+}
+
+fn refused_body(run: &Run, host: &str, port: u16, name: &str) {
+    let reason = format!(
+        "cut: the placeholder of secret {name} was sent over plain HTTP, where it is never placed; use https://"
+    );
+    tracing::info!(host, port, "egress: {reason}");
+    run.log.denied(host, port, &reason);
 }
 
 fn cut(run: &Run, host: &str, port: u16) {

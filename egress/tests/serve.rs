@@ -4,7 +4,7 @@
 use prims_egress::decide::Rules;
 use prims_egress::resolve::Resolver;
 use prims_egress::run::{Budget, Current, Run};
-use prims_egress::serve::serve;
+use prims_egress::serve::{serve, Edge};
 use prims_policy::network::{parse_allow_entry, AllowList};
 use prims_tests::http::{self, HttpServer};
 use std::net::SocketAddr;
@@ -39,14 +39,19 @@ async fn proxy(entries: &[String], budget: Budget, names: &[String]) -> Proxy {
     let rules = Rules {
         list: AllowList::new(&e, &[80, 443]),
         trust_named_addresses: false,
-        closed: None,
+        // These tests tunnel: inspection has its own (tests/inspect.rs).
+        ..Rules::default()
     };
     let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = l.local_addr().unwrap();
     let current = Current::new(Run::new(rules, budget));
     let stop = CancellationToken::new();
     let resolver = Resolver::fixed(names).unwrap();
-    tokio::spawn(serve(l, current.clone(), resolver, stop.clone()));
+    let edge = Edge {
+        resolver,
+        inspection: Default::default(),
+    };
+    tokio::spawn(serve(l, current.clone(), edge, stop.clone()));
     Proxy {
         addr,
         current,

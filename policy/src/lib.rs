@@ -103,23 +103,18 @@ impl Policy {
 
     /// Facts about this host that do not make the policy invalid but will
     /// probably make runs fail or differ from what the admin expects.
-    /// What this policy asks for that this build does not do yet, each
-    /// naming its key: the supervisor refuses such a policy at start and
-    /// at a reload, rather than run without what the admin wrote.
-    pub fn not_in_force(&self) -> Vec<String> {
-        self.secrets
-            .keys()
-            .map(|name| {
-                format!(
-                    "secrets.{name}: this build's egress proxy does not place secrets yet (it \
-                     does not inspect TLS), so the server refuses a policy with [secrets]"
-                )
-            })
-            .collect()
-    }
-
     pub fn warnings(&self) -> Vec<String> {
         let mut out = Vec::new();
+        for (name, secret) in &self.secrets {
+            if let Some(schema::SecretSource::File(f)) = secret.source() {
+                if std::fs::metadata(f).is_err() {
+                    out.push(format!(
+                        "secrets.{name}: {} cannot be read on this host; the server refuses to start without it",
+                        f.display()
+                    ));
+                }
+            }
+        }
         for (i, bind) in self.filesystem.ro_binds.iter().enumerate() {
             if std::fs::symlink_metadata(bind).is_err() {
                 out.push(format!(

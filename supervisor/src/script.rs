@@ -91,6 +91,7 @@ pub fn run_script(
         jailer: script.jailer,
         parents: resolve_parents(policy).map_err(ScriptError::Cgroup)?,
         names: JobNames::of_process(),
+        trust: None,
     };
     let job = PythonJob {
         code: script.code,

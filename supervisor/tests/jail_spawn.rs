@@ -74,6 +74,7 @@ impl Setup {
                 jailer: jailer_bin(),
                 parents,
                 names: JobNames::of_process(),
+                trust: None,
             },
             parent,
             files: JailFiles::new(HOST_UID),

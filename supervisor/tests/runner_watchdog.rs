@@ -28,6 +28,7 @@ fn a_hung_jailer_is_killed_and_reported() {
         jailer: hung,
         parents: Parents::none(),
         names: JobNames::of_process(),
+        trust: None,
     };
     let r = jails
         .run(&spec(1), &|_, _| {}, &Cancel::default(), None)

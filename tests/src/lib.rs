@@ -49,6 +49,8 @@
 //!   workspace directories, file owners, host python runs;
 //! - [`teardown`]: unmounting and removing what a killed supervisor left;
 //! - [`netns`]: a test host in a network namespace of the test's own;
+//! - [`tls_upstream`]: a TLS upstream with a CA of the test's own, which
+//!   answers each request with what it received;
 //! - [`web`]: test HTTP and HTTPS servers (python's), on loopback or in
 //!   such a host;
 //! - [`http`]: [`HttpServer`], an in-process HTTP/1.1 server whose handler
@@ -71,6 +73,7 @@ pub mod policy;
 pub mod probes;
 pub mod python;
 pub mod teardown;
+pub mod tls_upstream;
 pub mod web;
 
 pub use checks::{errno_name, Checks};

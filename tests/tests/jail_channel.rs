@@ -39,6 +39,7 @@ fn jails() -> Jails {
         jailer: jailer_bin(),
         parents: Parents::none(),
         names: JobNames::of_process(),
+        trust: None,
     }
 }
 

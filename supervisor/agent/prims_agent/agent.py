@@ -11,6 +11,7 @@ import builtins
 import importlib
 import linecache
 import os
+import re
 import signal
 import sys
 import time
@@ -51,6 +52,9 @@ PREWARM_ENV = "PRIMS_PREWARM"
 SITE_ENV = "PRIMS_SITE"
 # Cell sources kept for tracebacks (linecache); the oldest go first.
 SOURCE_CACHE_MAX = 32 * 1024 * 1024
+# A secret's variable: the policy's table key, or AWS's own names.
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
+ENV_VALUE_MAX = 256
 
 _SIGINT = {signal.SIGINT}
 _HEX = frozenset("0123456789abcdef")
@@ -484,6 +488,27 @@ class Agent:
             return error("sync needs a string nonce")
         return {"op": "synced", "nonce": short(nonce)}
 
+    def environ(self, msg):
+        """Sets the session's secrets' placeholders in its environment.
+
+        Only the supervisor writes to this channel; the names and values
+        are checked all the same, since a variable's name reaches every
+        process the session starts.
+        """
+        set_ = msg.get("set")
+        unset = msg.get("unset")
+        if not isinstance(set_, dict) or not isinstance(unset, list):
+            return error("environ needs a set table and an unset list")
+        for name, value in list(set_.items()) + [(n, "") for n in unset]:
+            if not (isinstance(name, str) and ENV_NAME.fullmatch(name) and isinstance(value, str)):
+                return error("environ: %r is not a variable name with a text value" % (name,))
+            if len(value) > ENV_VALUE_MAX or "\0" in value:
+                return error("environ: the value of %s is too long or holds NUL" % (name,))
+        for name in unset:
+            os.environ.pop(name, None)
+        os.environ.update(set_)
+        return {"op": "environ_set"}
+
     # --- the loop ---
 
     def serve(self):
@@ -495,6 +520,7 @@ class Agent:
             "discard": self.discard,
             "sync": self.sync,
             "warm_up": self.warm_up,
+            "environ": self.environ,
         }
         while True:
             msg = self.recv()

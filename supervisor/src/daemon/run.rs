@@ -94,10 +94,16 @@ fn stop_link(
 
 async fn run_call(d: &Arc<Daemon>, req: RunRequest, ctx: Ctx) -> Result<Reply, ErrorReply> {
     let requirements = check(&req)?;
-    let net = call_rules(&d.policy(), req.tenant.as_deref(), req.network.as_deref())?;
+    let policy = d.policy();
+    let net = call_rules(&policy, req.tenant.as_deref(), req.network.as_deref())?;
     let session = d
         .session(req.session_id.clone(), req.tenant.clone())
         .await?;
+    let net = net.map(|n| {
+        n.with_secrets(&policy, session.tenant.as_deref(), |secret| {
+            d.sessions.placeholder(&session, secret)
+        })
+    });
     // Runs in one session are serialized; sessions run in parallel.
     let _turn = unless_cancelled(&ctx, session.run_lock.lock()).await?;
     let events = ctx.events.clone();

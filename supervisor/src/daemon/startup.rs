@@ -60,8 +60,8 @@ pub enum StartError {
     Agent(String),
     #[error("socket: {0}")]
     Server(String),
-    #[error("the policy asks for what this build does not do: {}", .0.join("; "))]
-    NotInForce(Vec<String>),
+    #[error("TLS inspection and secrets: {0}")]
+    Egress(String),
 }
 
 /// The uid that environment builds run as: the last of the identity range,
@@ -86,10 +86,6 @@ fn prepare_cgroups(policy: &Policy, instance: &InstanceId) -> Result<Parents, St
 
 pub async fn start(cfg: DaemonConfig, shutdown: CancellationToken) -> Result<(), StartError> {
     let policy = cfg.policy;
-    let missing = policy.not_in_force();
-    if !missing.is_empty() {
-        return Err(StartError::NotInForce(missing));
-    }
     let dir_err = |source| StartError::StateDir {
         path: cfg.state_dir.clone(),
         source,
@@ -102,12 +98,21 @@ pub async fn start(cfg: DaemonConfig, shutdown: CancellationToken) -> Result<(),
         .default_interpreter()
         .map(|(v, p)| (v.to_string(), p.to_path_buf()))
         .ok_or_else(|| StartError::NoInterpreter(policy.filesystem.default_interpreter.clone()))?;
+    // The CA is made at first start; the proxy gets it, the admin's roots
+    // and every secret's value before it serves a jail.
+    let trust = crate::egress::Trust::prepare(&cfg.state_dir).map_err(StartError::Egress)?;
+    let configure = trust.configure(&policy).map_err(StartError::Egress)?;
+    cfg.egress
+        .configure(configure)
+        .await
+        .map_err(|e| StartError::Egress(e.to_string()))?;
     let instance = InstanceId::of_state_dir(&cfg.state_dir)?;
     tracing::info!(%instance, "job cgroups of this supervisor are named job-{instance}-…");
     let jails = Jails {
         jailer: cfg.jailer,
         parents: prepare_cgroups(&policy, &instance)?,
         names: JobNames::of_instance(&instance),
+        trust: Some(trust.dir.clone()),
     };
     // Before anything of ours forks (environment builds do).
     let agent = AgentDir::mount(&cfg.state_dir.join("agent"))
@@ -194,6 +199,7 @@ pub async fn start(cfg: DaemonConfig, shutdown: CancellationToken) -> Result<(),
     }
     tokio::spawn(reload_on_hangup(
         daemon.clone(),
+        (trust, cfg.egress.clone()),
         cfg.policy_path.clone(),
         shutdown.clone(),
     ));
@@ -239,7 +245,12 @@ pub async fn start(cfg: DaemonConfig, shutdown: CancellationToken) -> Result<(),
 /// `systemctl reload` sends SIGHUP: re-read the policy file. An invalid
 /// file is refused with the errors `prims policy check` prints, and the
 /// policy in force stays.
-async fn reload_on_hangup(d: Arc<Daemon>, path: Option<PathBuf>, shutdown: CancellationToken) {
+async fn reload_on_hangup(
+    d: Arc<Daemon>,
+    (trust, egress): (crate::egress::Trust, Arc<crate::egress::EgressProxy>),
+    path: Option<PathBuf>,
+    shutdown: CancellationToken,
+) {
     use tokio::signal::unix::{signal, SignalKind};
     let Ok(mut hup) = signal(SignalKind::hangup()) else {
         tracing::error!("cannot listen for SIGHUP; policy reload is off");
@@ -257,11 +268,18 @@ async fn reload_on_hangup(d: Arc<Daemon>, path: Option<PathBuf>, shutdown: Cance
             continue;
         };
         match tokio::task::spawn_blocking(move || Policy::load(&p)).await {
-            Ok(Ok(policy)) if !policy.not_in_force().is_empty() => tracing::error!(
-                "policy reload refused, the old policy stays in force: {}",
-                policy.not_in_force().join("; ")
-            ),
-            Ok(Ok(policy)) => d.reload(policy),
+            Ok(Ok(policy)) => match trust.configure(&policy) {
+                // New values take effect for every session's next request.
+                Ok(configure) => match egress.configure(configure).await {
+                    Ok(()) => d.reload(policy),
+                    Err(e) => tracing::error!(
+                        "policy reload refused, the old policy stays in force: the egress proxy: {e}"
+                    ),
+                },
+                Err(e) => tracing::error!(
+                    "policy reload refused, the old policy stays in force: {e}"
+                ),
+            },
             Ok(Err(e)) => {
                 tracing::error!("policy reload refused, the old policy stays in force:\n{e}")
             }

@@ -15,6 +15,25 @@ pub(crate) struct NetCall {
     pub budget: Budget,
     /// The call's entries the list in force does not cover.
     pub ignored: Vec<String>,
+    /// The session's secrets, as variables of its interpreter: the name
+    /// and its placeholder (set by [`NetCall::with_secrets`]).
+    pub secret_env: Vec<(String, String)>,
+}
+
+impl NetCall {
+    /// The secrets of a session of `tenant` placed in its run, and their
+    /// placeholders for its interpreter.
+    pub(crate) fn with_secrets(
+        mut self,
+        policy: &Policy,
+        tenant: Option<&str>,
+        placeholder: impl Fn(&str) -> String,
+    ) -> NetCall {
+        let (placements, env) = super::session_secrets(policy, tenant, placeholder);
+        self.rules.placements = placements;
+        self.secret_env = env;
+        self
+    }
 }
 
 /// The run's list, or `None` when the policy gives jailed code no way out.
@@ -74,6 +93,8 @@ pub(crate) fn call_rules(
     Ok(Some(NetCall {
         rules: Rules {
             list,
+            inspect: true,
+            passthrough: super::passthrough(policy),
             ..Rules::default()
         },
         budget: Budget {
@@ -81,6 +102,7 @@ pub(crate) fn call_rules(
             max_connections: u64::from(n.max_connections),
         },
         ignored,
+        secret_env: Vec::new(),
     }))
 }
 

@@ -33,9 +33,15 @@ pub(crate) fn proxy_env() -> Vec<String> {
 }
 
 /// [`proxy_env`] for a run's jail, whose own loopback (servers the code
-/// starts itself) is reached directly.
-pub(crate) fn run_env() -> Vec<String> {
+/// starts itself) is reached directly. With `bundle` (the system's roots
+/// and the server's inspection CA, inside the jail), every client's CA
+/// variable names it instead.
+pub(crate) fn run_env(bundle: Option<&str>) -> Vec<String> {
     let mut env = proxy_env();
+    if let Some(bundle) = bundle {
+        env.retain(|v| !v.starts_with("SSL_CERT_FILE="));
+        env.extend(super::CA_VARIABLES.iter().map(|v| format!("{v}={bundle}")));
+    }
     env.push("NO_PROXY=localhost,127.0.0.1,::1".into());
     env.push("no_proxy=localhost,127.0.0.1,::1".into());
     env

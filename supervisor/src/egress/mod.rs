@@ -8,12 +8,15 @@
 
 mod call;
 mod error;
+mod inspection;
 mod jail;
 mod link;
 mod listener;
 
 pub(crate) use call::{call_rules, NetCall};
 pub use error::EgressError;
+pub(crate) use inspection::{passthrough, session_secrets, CA_VARIABLES, TRUST_IN_JAIL};
+pub use inspection::{read_values, Trust};
 pub(crate) use jail::{proxy_env, run_env, CA_BUNDLE, CA_DIR, JAIL_PORT};
 pub(crate) use listener::receive_listener;
 
@@ -49,6 +52,8 @@ pub struct EgressProxy {
     next_jail: AtomicU64,
     next_run: AtomicU64,
     last_start: Mutex<Option<Instant>>,
+    /// What a process is told first: the CA, roots and secrets in force.
+    config: Mutex<Option<ToProxy>>,
 }
 
 #[derive(Debug)]
@@ -86,7 +91,19 @@ impl EgressProxy {
             next_jail: AtomicU64::new(1),
             next_run: AtomicU64::new(1),
             last_start: Mutex::default(),
+            config: Mutex::default(),
         })
+    }
+
+    /// Puts `config` (a [`ToProxy::Configure`]) in force: in the running
+    /// process now, and first in every process started from now on.
+    pub async fn configure(self: &Arc<Self>, config: ToProxy) -> Result<(), EgressError> {
+        *lock(&self.config) = Some(config.clone());
+        let link = self.link.lock().await.clone();
+        if let Some(l) = link.filter(|l| l.is_alive()) {
+            l.send(&config, None).await?;
+        }
+        Ok(())
     }
 
     /// The live process, started if there is none, with every attached
@@ -111,6 +128,10 @@ impl EgressProxy {
             self.account,
             move || restart(me),
         )?);
+        let config = lock(&self.config).clone();
+        if let Some(config) = config {
+            l.send(&config, None).await?;
+        }
         let jails: Vec<(u64, Arc<OwnedFd>, Option<ToProxy>)> = lock(&self.jails)
             .iter()
             .map(|(j, e)| (*j, e.listener.clone(), e.run.clone()))
@@ -193,6 +214,9 @@ impl Attached {
             trust_named_addresses: rules.trust_named_addresses,
             max_bytes: budget.max_bytes,
             max_connections: budget.max_connections,
+            inspect: rules.inspect,
+            passthrough: rules.passthrough.clone(),
+            placements: rules.placements.clone(),
         };
         let begun = link.expect(Awaited::Begun, self.jail, run);
         link.send(&msg, None).await?;

@@ -64,7 +64,9 @@ pub(super) fn index_rules(s: &Settings) -> Rules {
     Rules {
         list: AllowList::new(&entries, &[]),
         trust_named_addresses: true,
-        closed: None,
+        // An install's TLS is tunnelled: the admin's index hosts, and no
+        // secret of a session's.
+        ..Rules::default()
     }
 }
 

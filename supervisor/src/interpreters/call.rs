@@ -411,6 +411,16 @@ async fn run_cell(
         },
         _ => None,
     };
+    if let Some(n) = net {
+        if let Err(e) = live.set_secret_env(&n.secret_env).await {
+            if let (Some(run), Some(jail)) = (proxied, &live.egress) {
+                jail.end(run).await;
+            }
+            return Err(StartError::NotReady(format!(
+                "the session's secrets could not be set in its interpreter: {e}"
+            )));
+        }
+    }
     let end = cell::run(live, req.code.clone(), limits, grace, out, ends, installer).await;
     let network = match (proxied, &live.egress) {
         (Some(run), Some(jail)) => {

@@ -148,6 +148,12 @@ pub(crate) enum ToAgent {
     Fork {
         id: u64,
     },
+    /// Set these variables of the session's environment (its secrets'
+    /// placeholders), and remove those.
+    Environ {
+        set: std::collections::BTreeMap<String, String>,
+        unset: Vec<String>,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -183,6 +189,7 @@ pub(crate) enum FromAgent {
     Synced {
         nonce: String,
     },
+    EnvironSet {},
     /// The running cell asks for packages (`%pip install`).
     Install {
         id: u64,
@@ -209,6 +216,7 @@ impl FromAgent {
             FromAgent::Discarded {} => "discarded",
             FromAgent::WarmedUp { .. } => "warmed_up",
             FromAgent::Synced { .. } => "synced",
+            FromAgent::EnvironSet {} => "environ_set",
             FromAgent::Install { .. } => "install",
             FromAgent::Forked { .. } => "forked",
             FromAgent::Error { .. } => "error",
@@ -490,7 +498,7 @@ fn check(msg: &FromAgent) -> Result<(), String> {
             names("restored.restored", restored)?;
             named("restored.failed", failed)
         }
-        FromAgent::Discarded {} | FromAgent::Forked { .. } => Ok(()),
+        FromAgent::Discarded {} | FromAgent::Forked { .. } | FromAgent::EnvironSet {} => Ok(()),
         FromAgent::WarmedUp { error } => match error {
             Some(e) => chars("warmed_up.error", e, MESSAGE_MAX_CHARS),
             None => Ok(()),

@@ -49,6 +49,8 @@ pub(crate) struct Live {
     pub enforced: Enforced,
     /// Cells run so far; 0 means no user code ever ran in it.
     pub cells: u64,
+    /// The secrets' placeholders its environment holds (name, value).
+    pub secret_env: Vec<(String, String)>,
     /// It came from the warm pool.
     pub warm: bool,
     /// It runs at batch CPU weight: a `fresh: true` call started it.
@@ -176,6 +178,35 @@ impl Live {
             .await?
         {
             FromAgent::Discarded {} => Ok(()),
+            other => Err(AskError::Unexpected(other.op())),
+        }
+    }
+
+    /// Makes the session's environment hold `env` (its secrets'
+    /// placeholders) and nothing of what it held before.
+    pub(super) async fn set_secret_env(
+        &mut self,
+        env: &[(String, String)],
+    ) -> Result<(), AskError> {
+        if self.secret_env == env {
+            return Ok(());
+        }
+        let unset = self
+            .secret_env
+            .iter()
+            .filter(|(k, _)| !env.iter().any(|(n, _)| n == k))
+            .map(|(k, _)| k.clone())
+            .collect();
+        let msg = ToAgent::Environ {
+            set: env.iter().cloned().collect(),
+            unset,
+        };
+        match self.ask(msg, RESTORE_DEADLINE).await? {
+            FromAgent::EnvironSet {} => {
+                self.secret_env = env.to_vec();
+                Ok(())
+            }
+            FromAgent::Error { message } => Err(AskError::Refused(message)),
             other => Err(AskError::Unexpected(other.op())),
         }
     }

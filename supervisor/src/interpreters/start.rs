@@ -127,6 +127,7 @@ impl Launched {
             enforced: enforced(spec, up.cgroup.is_some()),
             cgroup: up.cgroup,
             cells: 0,
+            secret_env: Vec::new(),
             warm: s.warm,
             batch: s.batch,
             forked: false,

@@ -49,6 +49,9 @@ pub struct Jails {
     pub jailer: PathBuf,
     pub parents: Parents,
     pub names: JobNames,
+    /// The host directory of the bundle proxied jails trust TLS with (the
+    /// server's inspection CA); `None` outside a server.
+    pub trust: Option<PathBuf>,
 }
 
 impl Jails {
@@ -104,7 +107,7 @@ impl Jails {
     /// The spec of python `job` as job `name` under `policy`, for
     /// [`Jails::run`] or [`Jails::spawn`].
     pub(crate) fn python_spec(&self, policy: &Policy, name: &str, job: PythonJob) -> JobSpec {
-        spec::build(policy, job, self.cgroup(name))
+        spec::build(policy, job, self.cgroup(name), self.trust.as_deref())
     }
 
     /// Runs python `job` as job `name` under `policy` (`prims run`).

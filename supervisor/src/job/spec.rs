@@ -1,7 +1,7 @@
 //! Turning policy plus a request into the job spec a jailer runs.
 
 use prims_policy::Policy;
-use prims_protocol::jail::{CgroupSpec, JobSpec, LimitRequest, NetworkMode};
+use prims_protocol::jail::{Bind, CgroupSpec, JobSpec, LimitRequest, NetworkMode};
 use std::path::{Path, PathBuf};
 
 /// Python code to run, and where on the host it runs.
@@ -43,18 +43,37 @@ pub(crate) fn ro_binds(policy: &Policy, interpreter: &Path) -> Vec<PathBuf> {
     binds
 }
 
-/// The spec of `job` under `policy`, in `cgroup`.
-pub(super) fn build(policy: &Policy, job: PythonJob, cgroup: CgroupSpec) -> JobSpec {
+/// The spec of `job` under `policy`, in `cgroup`; `trust` is the host
+/// directory of the bundle that trusts the server's inspection CA.
+pub(super) fn build(
+    policy: &Policy,
+    job: PythonJob,
+    cgroup: CgroupSpec,
+    trust: Option<&Path>,
+) -> JobSpec {
     let network: NetworkMode = policy.network.mode.into();
     let mut ro = ro_binds(policy, &job.interpreter);
     let limits = policy.job_limits(&job.limits);
+    let mut binds = Vec::new();
     let (mut env, proxy_port) = if network == NetworkMode::Proxy {
-        // TLS through the proxy is end to end: the jail verifies it.
+        // The system's roots, for tunnels the proxy does not inspect.
         let ca = PathBuf::from(crate::egress::CA_DIR);
         if ca.is_dir() && !ro.iter().any(|b| ca.starts_with(b)) {
             ro.push(ca);
         }
-        (crate::egress::run_env(), crate::egress::JAIL_PORT)
+        // And the server's CA, for those it does.
+        let bundle = trust.map(|dir| {
+            binds.push(Bind {
+                source: dir.to_path_buf(),
+                target: PathBuf::from(crate::egress::TRUST_IN_JAIL),
+                writable: false,
+            });
+            crate::egress::Trust::bundle_in_jail()
+        });
+        (
+            crate::egress::run_env(bundle.as_deref()),
+            crate::egress::JAIL_PORT,
+        )
     } else {
         (Vec::new(), 0)
     };
@@ -82,7 +101,7 @@ pub(super) fn build(policy: &Policy, job: PythonJob, cgroup: CgroupSpec) -> JobS
         host_gid: job.host_uid,
         argv: Vec::new(),
         env,
-        binds: Vec::new(),
+        binds,
         venv_writable: false,
         proxy_port,
         cpu: Default::default(),
@@ -122,7 +141,7 @@ mod tests {
             parents: Default::default(),
             job: "job-1".into(),
         };
-        let spec = build(&Policy::default(), job, cgroup.clone());
+        let spec = build(&Policy::default(), job, cgroup.clone(), None);
         assert_eq!(spec.cpu, prims_protocol::jail::CpuClass::Normal);
         assert_eq!(spec.cgroup, cgroup);
     }

@@ -93,6 +93,23 @@ impl SessionKey {
         mac.update(id.as_bytes());
         hex::encode(&mac.finalize().into_bytes()[..16])
     }
+
+    /// The placeholder of secret `secret` in the sessions of `lineage` (a
+    /// session and its branches share it, so a value a branch inherited
+    /// still works there): keyed, so it means nothing to another lineage
+    /// or another server.
+    pub fn placeholder(&self, lineage: &str, secret: &str) -> String {
+        let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(&self.0)
+            .unwrap_or_else(|_| unreachable!("HMAC takes a key of any length"));
+        mac.update(b"secret-placeholder\0");
+        mac.update(lineage.as_bytes());
+        mac.update(b"\0");
+        mac.update(secret.as_bytes());
+        format!(
+            "prims-secret-{}",
+            hex::encode(&mac.finalize().into_bytes()[..16])
+        )
+    }
 }
 
 #[cfg(test)]

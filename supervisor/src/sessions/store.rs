@@ -451,6 +451,12 @@ impl SessionStore {
         })
     }
 
+    /// The placeholder of secret `secret` in session `s` (and its
+    /// lineage's other sessions).
+    pub fn placeholder(&self, s: &Session, secret: &str) -> String {
+        self.shared.key.placeholder(&s.lineage(), secret)
+    }
+
     /// Whether a session of this name (see `key`) is live or closing.
     pub fn has(&self, name: &str) -> bool {
         let inner = lock(&self.shared.inner);

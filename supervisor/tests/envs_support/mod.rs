@@ -86,6 +86,7 @@ pub fn jails() -> Jails {
         jailer: jailer(),
         parents: Parents::none(),
         names: JobNames::of_process(),
+        trust: None,
     }
 }
 

@@ -1,0 +1,29 @@
+//! TLS in the egress proxy, for hosts it inspects: the jail's side is
+//! served a leaf of the server's own CA ([`authority`]) once its server
+//! name is checked ([`accept`]), and the upstream's side is verified
+//! against the system's roots and the admin's `network.upstream_ca`
+//! ([`upstream`]), whatever the jail would have accepted.
+
+pub mod accept;
+pub mod authority;
+pub mod upstream;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    #[error("making a certificate: {0}")]
+    Mint(rcgen::Error),
+    #[error("a PEM that does not parse: {0}")]
+    Pem(String),
+    #[error("TLS configuration: {0}")]
+    Config(rustls::Error),
+    #[error("{path}: {1}", path = .0.display())]
+    Files(PathBuf, std::io::Error),
+}
+
+/// The one crypto provider of both sides.
+pub fn provider() -> Arc<rustls::crypto::CryptoProvider> {
+    Arc::new(rustls::crypto::aws_lc_rs::default_provider())
+}
