@@ -435,7 +435,8 @@ async fn requests_and_pip_download_reach_an_allowed_index() {
 
 /// Servers in a network namespace of the test's own, at a private address:
 /// reached when an entry names that address, over HTTP and over a CONNECT
-/// tunnel to HTTPS, refused by a name that merely resolves there, and
+/// tunnel to HTTPS (passed through: the jail verifies the server's own
+/// certificate), refused by a name that merely resolves there, and
 /// never reached by a raw socket from the jail.
 #[tokio::test(flavor = "multi_thread")]
 async fn servers_behind_a_real_route_are_reached_only_as_named() {
@@ -448,7 +449,7 @@ async fn servers_behind_a_real_route_are_reached_only_as_named() {
     web::in_netns(&mut host, 80, "never", None);
     let policy = format!(
         "[network]\nmode = \"allowlist\"\n\
-         allow = [\"{ns}:{http}\", \"intra.test.example:{https}\", \"{ns}:{https}\", \"private.test.example\"]\n\
+         allow = [\"{ns}:{http}\", {{ host = \"intra.test.example:{https}\", tls = \"passthrough\" }}, \"{ns}:{https}\", \"private.test.example\"]\n\
          [interpreters]\npool_size = 0\n"
     );
     let d = Daemon::start_with_args(
@@ -928,7 +929,7 @@ async fn https_goes_end_to_end_through_a_connect_tunnel() {
     let port = web::in_netns(&mut host, 0, "secret", Some((&cert, &key)));
     let cert = std::fs::read(&cert).unwrap();
     let policy = format!(
-        "[network]\nmode = \"allowlist\"\nallow = [\"files.test.example:{port}\", \"{ns}:{port}\"]\n\
+        "[network]\nmode = \"allowlist\"\nallow = [{{ host = \"files.test.example:{port}\", tls = \"passthrough\" }}, \"{ns}:{port}\"]\n\
          [interpreters]\npool_size = 0\n"
     );
     let d = Daemon::start_with_args(
@@ -938,8 +939,8 @@ async fn https_goes_end_to_end_through_a_connect_tunnel() {
     let c = d.client().await;
     let s = c.open_session(None).await.unwrap().session_id;
     std::fs::write(d.workspace(&s).join("ca.pem"), &cert).unwrap();
-    // The jail verifies the server's certificate itself: the proxy only
-    // relays the bytes of the tunnel.
+    // A passed-through tunnel: the jail verifies the server's certificate
+    // itself, and the proxy only relays the bytes.
     let code = format!(
         "import ssl, urllib.request\n\
          ctx = ssl.create_default_context(cafile='/workspace/ca.pem')\n\

@@ -64,11 +64,12 @@ impl Sink {
     }
 }
 
+/// The sink speaks no TLS: its tunnels are passed through, not inspected.
 fn daemon(up: SocketAddr) -> Daemon {
     let (ip, port) = (up.ip(), up.port());
     let policy = format!(
         "[network]\nmode = \"allowlist\"\n\
-         allow = [\"sink.test.example:{port}\", \"{ip}:{port}\"]\n\
+         allow = [{{ host = \"sink.test.example:{port}\", tls = \"passthrough\" }}, \"{ip}:{port}\"]\n\
          [interpreters]\npool_size = 0\n"
     );
     Daemon::start_with_args(

@@ -129,34 +129,35 @@ fn the_supervisor_will_not_list_nobody() {
     }
 }
 
-/// `[secrets]` is checked, but nothing places a secret yet: `prims policy
-/// check` accepts the documented table with a warning, and the supervisor
-/// refuses to start on it (as a reload refuses it) rather than run without
-/// what the admin asked for.
+/// A secret whose value cannot be read: `prims policy check` accepts the
+/// table with a warning naming the file, and the supervisor refuses to
+/// start (as a reload refuses it) rather than run without what the admin
+/// asked for.
 #[test]
-fn a_policy_with_secrets_is_checked_and_refused_at_start() {
+fn a_secret_that_cannot_be_read_is_named_by_the_check_and_refused_at_start() {
     require_root();
     let dir = tempfile::tempdir().unwrap();
     let policy = dir.path().join("policy.toml");
+    let missing = dir.path().join("example-token");
     std::fs::write(
         &policy,
-        "[network]\nmode = \"allowlist\"\nallow = [\"api.example.com\"]\n\
-         upstream_ca = [\"/etc/prims/extra-roots.pem\"]\n\
-         [secrets.EXAMPLE_TOKEN]\nfile = \"/etc/prims/secrets/example-token\"\n\
-         hosts = [\"api.example.com\"]\nheader = \"Authorization\"\ntenants = [\"acme\"]\n",
+        format!(
+            "[network]\nmode = \"allowlist\"\nallow = [\"api.example.com\"]\n\
+             [secrets.EXAMPLE_TOKEN]\nfile = \"{}\"\n\
+             hosts = [\"api.example.com\"]\nheader = \"Authorization\"\ntenants = [\"acme\"]\n",
+            missing.display()
+        ),
     )
     .unwrap();
     let mut check = Command::new(prims_bin());
     check.args(["policy", "check"]).arg(&policy);
     let out = run_with_timeout(check, Duration::from_secs(30));
     assert_eq!(out.code, Some(0), "{}", out.describe());
-    assert!(
-        out.stderr_str().contains(
-            "warning: secrets.EXAMPLE_TOKEN: this build's egress proxy does not place secrets yet"
-        ),
-        "{}",
-        out.describe()
+    let warning = format!(
+        "warning: secrets.EXAMPLE_TOKEN: {} cannot be read on this host",
+        missing.display()
     );
+    assert!(out.stderr_str().contains(&warning), "{}", out.describe());
     let mut cmd = Command::new(prims_bin());
     cmd.arg("supervisor")
         .arg("--state-dir")
@@ -167,12 +168,11 @@ fn a_policy_with_secrets_is_checked_and_refused_at_start() {
         .arg(&policy);
     let out = run_with_timeout(cmd, Duration::from_secs(60));
     assert_eq!(out.code, Some(1), "{}", out.describe());
-    assert!(
-        out.stderr_str()
-            .contains("the policy asks for what this build does not do: secrets.EXAMPLE_TOKEN"),
-        "{}",
-        out.describe()
+    let refused = format!(
+        "TLS inspection and secrets: secrets.EXAMPLE_TOKEN: {}: No such file",
+        missing.display()
     );
+    assert!(out.stderr_str().contains(&refused), "{}", out.describe());
     assert!(!dir.path().join("s.sock").exists());
 }
 

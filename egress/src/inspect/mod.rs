@@ -4,7 +4,7 @@
 //! request in between is read whole-head: its `Host` must name the tunnel's
 //! host (domain fronting is refused), its budget must hold, and only then
 //! are secrets placed ([`crate::secrets::place`]). Bodies stream through
-//! [`body::Watched`].
+//! `body::Watched`, which charges them to the run and watches them.
 
 mod body;
 mod exchange;

@@ -41,7 +41,7 @@ pub(crate) const CA_VARIABLES: [&str; 8] = [
 #[derive(Debug)]
 pub struct Trust {
     pub ca: CaPem,
-    /// The host directory bound at [`TRUST_IN_JAIL`].
+    /// The host directory bound at `/etc/prims` in a proxied jail.
     pub dir: PathBuf,
 }
 
