@@ -5,7 +5,6 @@
 //! placeholders again.
 
 use super::body::{Boxed, Stopped, Watch, Watched};
-use super::Sender;
 use crate::run::Run;
 use crate::secrets::place::place;
 use crate::secrets::stream::{Redactor, Scanner};
@@ -16,6 +15,9 @@ use http::{Request, Response, StatusCode};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use std::sync::Arc;
+
+/// The proxy's side of HTTP/1.1 to the upstream.
+pub(super) type Sender = hyper::client::conn::http1::SendRequest<Boxed>;
 
 pub(super) struct Exchange {
     host: String,

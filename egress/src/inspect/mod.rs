@@ -15,7 +15,7 @@ use crate::run::Run;
 use crate::secrets::Values;
 use crate::tls::authority::Authority;
 use crate::tls::upstream::server_name;
-use exchange::Exchange;
+use exchange::{Exchange, Sender};
 use hyper_util::rt::TokioIo;
 use rustls::ClientConfig;
 use std::sync::{Arc, RwLock};
@@ -95,8 +95,6 @@ pub async fn tunnel(
         tracing::debug!(host, port, error = %e, "egress: an inspected connection ended");
     }
 }
-
-type Sender = hyper::client::conn::http1::SendRequest<Boxed>;
 
 /// TLS to the upstream, verified against the proxy's roots, and HTTP/1.1
 /// over it.

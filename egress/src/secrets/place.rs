@@ -3,7 +3,8 @@
 //! runs this last). A placeholder anywhere else in the head is refused:
 //! the reason says where it may go, in words a model can act on.
 
-use super::{Placement, SecretValue};
+use super::placement::Placement;
+use super::values::SecretValue;
 use base64::Engine;
 use http::header::{HeaderMap, HeaderName, HeaderValue};
 use std::collections::HashMap;
@@ -142,7 +143,7 @@ pub(crate) fn contains(hay: &[u8], needle: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::secrets::SecretText;
+    use crate::secrets::text::SecretText;
     use prims_policy::network::HostPattern;
     use prims_policy::SecretKind;
 

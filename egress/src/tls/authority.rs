@@ -5,7 +5,7 @@
 //! jail reaches and keeps it for a day, so a session's later requests to a
 //! host cost no signature.
 
-use super::TlsError;
+use super::error::{provider, TlsError};
 use rcgen::{
     BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
     Issuer, KeyPair, KeyUsagePurpose,
@@ -148,7 +148,7 @@ impl Authority {
             issuer: Issuer::new(ca_params(), key),
             ca: cert,
             leaf_key: KeyPair::generate().map_err(TlsError::Mint)?,
-            provider: super::provider(),
+            provider: provider(),
             served: Mutex::default(),
         })
     }

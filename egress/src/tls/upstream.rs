@@ -3,7 +3,7 @@
 //! configuration serves every connection, so its session cache lets a later
 //! connection to a host resume instead of a full handshake.
 
-use super::TlsError;
+use super::error::{provider, TlsError};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName};
 use rustls::{ClientConfig, RootCertStore};
@@ -34,7 +34,7 @@ pub fn client_config(extra: &[String]) -> Result<Arc<ClientConfig>, TlsError> {
             ));
         }
     }
-    let mut config = ClientConfig::builder_with_provider(super::provider())
+    let mut config = ClientConfig::builder_with_provider(provider())
         .with_safe_default_protocol_versions()
         .map_err(TlsError::Config)?
         .with_root_certificates(roots)

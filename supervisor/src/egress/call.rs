@@ -29,7 +29,7 @@ impl NetCall {
         tenant: Option<&str>,
         placeholder: impl Fn(&str) -> String,
     ) -> NetCall {
-        let (placements, env) = super::session_secrets(policy, tenant, placeholder);
+        let (placements, env) = super::inspection::session_secrets(policy, tenant, placeholder);
         self.rules.placements = placements;
         self.secret_env = env;
         self
@@ -94,7 +94,7 @@ pub(crate) fn call_rules(
         rules: Rules {
             list,
             inspect: true,
-            passthrough: super::passthrough(policy),
+            passthrough: super::inspection::passthrough(policy),
             ..Rules::default()
         },
         budget: Budget {

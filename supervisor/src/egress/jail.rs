@@ -40,7 +40,11 @@ pub(crate) fn run_env(bundle: Option<&str>) -> Vec<String> {
     let mut env = proxy_env();
     if let Some(bundle) = bundle {
         env.retain(|v| !v.starts_with("SSL_CERT_FILE="));
-        env.extend(super::CA_VARIABLES.iter().map(|v| format!("{v}={bundle}")));
+        env.extend(
+            super::inspection::CA_VARIABLES
+                .iter()
+                .map(|v| format!("{v}={bundle}")),
+        );
     }
     env.push("NO_PROXY=localhost,127.0.0.1,::1".into());
     env.push("no_proxy=localhost,127.0.0.1,::1".into());

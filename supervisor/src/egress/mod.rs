@@ -15,7 +15,7 @@ mod listener;
 
 pub(crate) use call::{call_rules, NetCall};
 pub use error::EgressError;
-pub(crate) use inspection::{passthrough, session_secrets, CA_VARIABLES, TRUST_IN_JAIL};
+pub(crate) use inspection::TRUST_IN_JAIL;
 pub use inspection::{read_values, Trust};
 pub(crate) use jail::{proxy_env, run_env, CA_BUNDLE, CA_DIR, JAIL_PORT};
 pub(crate) use listener::receive_listener;

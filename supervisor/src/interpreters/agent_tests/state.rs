@@ -314,3 +314,43 @@ async fn a_checked_save_names_a_value_that_does_not_load_and_changes_nothing() {
         other => panic!("{other:?}"),
     }
 }
+
+/// A session's secrets' placeholders reach its environment, a later set
+/// replaces the earlier one, and a bad name changes nothing.
+#[tokio::test]
+async fn environ_sets_and_unsets_the_sessions_variables() {
+    use std::collections::BTreeMap;
+    let dir = tempfile::tempdir().unwrap();
+    let mut live = Live::start(dir.path()).await;
+    let set = |pairs: &[(&str, &str)], unset: &[&str]| ToAgent::Environ {
+        set: pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect::<BTreeMap<_, _>>(),
+        unset: unset.iter().map(|s| s.to_string()).collect(),
+    };
+    let reply = live
+        .request(&set(
+            &[("EXAMPLE_TOKEN", "prims-secret-00"), ("OTHER", "x")],
+            &[],
+        ))
+        .await;
+    assert!(matches!(reply, FromAgent::EnvironSet {}), "{reply:?}");
+    let got = live
+        .ok("import os; (os.environ.get('EXAMPLE_TOKEN'), os.environ.get('OTHER'))")
+        .await;
+    assert_eq!(got.as_deref(), Some("('prims-secret-00', 'x')"));
+    let reply = live
+        .request(&set(&[("EXAMPLE_TOKEN", "prims-secret-00")], &["OTHER"]))
+        .await;
+    assert!(matches!(reply, FromAgent::EnvironSet {}), "{reply:?}");
+    let reply = live.request(&set(&[("BAD=NAME", "v")], &[])).await;
+    assert!(
+        matches!(&reply, FromAgent::Error { message } if message.contains("not a variable name")),
+        "{reply:?}"
+    );
+    let got = live
+        .ok("import os; (os.environ.get('EXAMPLE_TOKEN'), 'OTHER' in os.environ, 'BAD=NAME' in os.environ)")
+        .await;
+    assert_eq!(got.as_deref(), Some("('prims-secret-00', False, False)"));
+}
