@@ -21,6 +21,8 @@ const OTHER: &str = "other.test.example";
 const ROGUE: &str = "rogue.test.example";
 const VALUE: &str = "sk-live-7d1f0c9e4b2a8e6f";
 const ROTATED: &str = "sk-live-rotated-55aa01";
+const S3_KEY_ID: &str = "AKIAPRIMSTESTKEY0001";
+const S3_SECRET: &str = "s3-real-secret/K7MDENG+bPxRfiCYEXAMPLE";
 
 struct World {
     d: Daemon,
@@ -40,11 +42,14 @@ fn policy(dir: &Path, ip: std::net::Ipv4Addr, ports: (u16, u16)) -> String {
          allow = [\"{API}\", \"{OTHER}\", \"{ROGUE}\", \"{ip}\"]\n\
          upstream_ca = [\"{}\"]\n\
          [secrets.EXAMPLE_TOKEN]\nfile = \"{}\"\nhosts = [\"{API}\"]\n\
+         [secrets.S3]\nkind = \"aws\"\naccess_key_id = \"{S3_KEY_ID}\"\nfile = \"{}\"\n\
+         hosts = [\"{API}\"]\n\
          [interpreters]\npool_size = 0\n",
         ports.0,
         ports.1,
         dir.join("test-ca.pem").display(),
         dir.join("example-token").display(),
+        dir.join("s3-secret").display(),
     )
 }
 
@@ -62,6 +67,7 @@ async fn world() -> World {
     let dir = tempfile::tempdir().unwrap().keep();
     std::fs::write(dir.join("test-ca.pem"), &ca.pem).unwrap();
     std::fs::write(dir.join("example-token"), format!("{VALUE}\n")).unwrap();
+    std::fs::write(dir.join("s3-secret"), S3_SECRET).unwrap();
     let ip = ns.addr;
     let args: Vec<String> = [API, OTHER, ROGUE]
         .iter()
@@ -277,4 +283,74 @@ fn assert_no_value(w: &World, r: &RunReply, value: &str) {
             }
         }
     }
+}
+
+/// The clients code really uses: requests and httpx place a token, and
+/// boto3's S3 client, signing with the session's placeholder keys, has its
+/// request signed again with the real ones, as S3 checks it.
+#[tokio::test(flavor = "multi_thread")]
+async fn egress_secrets_serve_requests_httpx_and_boto3_unchanged() {
+    let w = world().await;
+    let c = w.d.client().await;
+    let s = c.open_session(None).await.unwrap().session_id;
+    let p = w.port;
+    let code = format!(
+        "import json, os, boto3, httpx, requests\n\
+         api = 'https://{API}:{p}/v1/echo'\n\
+         auth = {{'Authorization': 'Bearer ' + os.environ['EXAMPLE_TOKEN']}}\n\
+         r = requests.get(api, headers=auth, timeout=20)\n\
+         h = httpx.get(api, headers=auth, timeout=20)\n\
+         s3 = boto3.client('s3', endpoint_url='https://{API}:{p}', region_name='us-east-1')\n\
+         import botocore.exceptions\n\
+         try:\n\
+         \x20   s3.put_object(Bucket='bucket', Key='hello.txt', Body=b'hello')\n\
+         except botocore.exceptions.ClientError as e:\n\
+         \x20   print('S3 error', e.response)\n\
+         print(json.dumps({{'requests': [r.status_code, r.text], 'httpx': [h.status_code, h.text], \
+         'key_id': os.environ['AWS_ACCESS_KEY_ID']}}))\n"
+    );
+    let req = prims_protocol::wire::RunRequest {
+        requirements: vec!["requests".into(), "httpx".into(), "boto3".into()],
+        ..run_req(&s, &code)
+    };
+    let r = send(&c, req).await;
+    let o = outcome(&r);
+    for client in ["requests", "httpx"] {
+        assert_eq!(o[client][0], 200, "{client}: {}", o[client]);
+        assert!(!o[client][1].as_str().unwrap().contains(VALUE), "{client}");
+    }
+    let received = w.api.received();
+    let bearers = received
+        .iter()
+        .filter(|r| r.head.contains(&format!("Bearer {VALUE}")))
+        .count();
+    assert_eq!(bearers, 2, "{received:?}");
+    // The jail signed with its placeholders; S3 saw the real key's signature.
+    let key_id = o["key_id"].as_str().unwrap();
+    assert_ne!(key_id, S3_KEY_ID);
+    let put = received
+        .iter()
+        .find(|r| r.head.starts_with("PUT /bucket/hello.txt"))
+        .unwrap_or_else(|| panic!("no PUT: {}\n{received:?}", stdout(&r)));
+    let (method, target, headers) = parsed(&put.head);
+    prims_egress::secrets::aws::check(S3_KEY_ID, S3_SECRET, &method, &target, &headers)
+        .unwrap_or_else(|e| panic!("{e}: {}", put.head));
+    assert!(!put.head.contains(key_id), "{}", put.head);
+    assert_no_value(&w, &r, S3_SECRET);
+    assert!(!serde_json::to_string(&r).unwrap().contains(S3_KEY_ID));
+}
+
+/// A recorded head's method, target and headers.
+fn parsed(head: &str) -> (String, String, http::HeaderMap) {
+    let mut lines = head.split("\r\n");
+    let first: Vec<&str> = lines.next().unwrap_or_default().split(' ').collect();
+    let mut headers = http::HeaderMap::new();
+    for l in lines.filter(|l| !l.is_empty()) {
+        let (k, v) = l.split_once(':').expect("a header line");
+        headers.append(
+            http::HeaderName::from_bytes(k.trim().to_ascii_lowercase().as_bytes()).unwrap(),
+            http::HeaderValue::from_str(v.trim()).unwrap(),
+        );
+    }
+    (first[0].to_string(), first[1].to_string(), headers)
 }

@@ -6,6 +6,7 @@
 
 use super::body::{Boxed, Stopped, Watch, Watched};
 use crate::run::Run;
+use crate::secrets::aws::resign;
 use crate::secrets::place::place;
 use crate::secrets::stream::{Redactor, Scanner};
 use crate::secrets::Values;
@@ -64,6 +65,10 @@ impl Exchange {
             .map_or("/", |p| p.as_str())
             .to_string();
         if let Err(why) = place(&target, req.headers_mut(), host, placements, &values) {
+            return self.refuse(StatusCode::FORBIDDEN, why);
+        }
+        let method = req.method().as_str().to_string();
+        if let Err(why) = resign(&method, &target, req.headers_mut(), placements, &values) {
             return self.refuse(StatusCode::FORBIDDEN, why);
         }
         let serves_here = placements.iter().any(|p| p.serves(host));
