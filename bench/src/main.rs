@@ -10,6 +10,7 @@ mod cluster;
 mod egress;
 mod fresh;
 mod idle;
+mod inspect;
 mod jail;
 mod live;
 mod mcp;
@@ -129,6 +130,12 @@ enum Bench {
         #[arg(long, default_value_t = 1 << 20)]
         bytes: usize,
     },
+    /// What inspecting TLS adds to an HTTPS request, against a tunnel in
+    /// the same run (needs root).
+    Inspect {
+        #[arg(long, default_value_t = 200)]
+        runs: usize,
+    },
     /// What a new user gets from a `prims serve` started seconds before on a
     /// fresh state directory, all through MCP over HTTP: the first call
     /// after /health, HumanEval-style programs against bare python, idle
@@ -212,6 +219,7 @@ fn main() -> Result<()> {
             compare_ipython,
         } => live::main(runs, rounds, prims, policy, compare_ipython),
         Bench::Egress { runs, bytes } => egress::main(runs, bytes, prims),
+        Bench::Inspect { runs } => inspect::main(runs, prims),
         Bench::Fresh {
             rounds,
             repeat,
