@@ -249,6 +249,29 @@ async fn egress_secrets_are_placed_only_in_their_header_for_their_host() {
     let last = w.api.received().pop().expect("a request");
     assert!(last.head.contains(&format!("Bearer {ROTATED}")), "{last:?}");
     assert_no_value(&w, &r, ROTATED);
+
+    // A branch carries the placeholder (in a saved global, and in its
+    // environment), never the value, and the placeholder works there.
+    let keep = run(&c, &s, "kept = TOKEN\nprint(json.dumps([]))\n").await;
+    assert_eq!(
+        keep.outcome.status,
+        prims_protocol::jail::Status::Ok,
+        "{}",
+        stderr(&keep)
+    );
+    let f = c.fork_session(&s, None, 1).await.expect("a branch");
+    let branch = &f.sessions[0].session_id;
+    let in_branch = format!(
+        "print(json.dumps({{'same': kept == os.environ['EXAMPLE_TOKEN'], 'bearer': \
+         call('https://{API}:{p}/v1/echo', {{'Authorization': 'Bearer ' + kept}})}}))\n"
+    );
+    let r = run(&c, branch, &in_branch).await;
+    let o = outcome(&r);
+    assert_eq!(o["same"], true, "{o}");
+    assert_eq!(o["bearer"][1], 200, "{}", o["bearer"]);
+    let last = w.api.received().pop().expect("a request");
+    assert!(last.head.contains(&format!("Bearer {ROTATED}")), "{last:?}");
+    assert_no_value(&w, &r, ROTATED);
 }
 
 fn base64_of(s: &str) -> String {
