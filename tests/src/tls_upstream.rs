@@ -85,6 +85,9 @@ impl TlsUpstream {
                 let Ok((tcp, _)) = listener.accept().await else {
                     return;
                 };
+                // Small writes (the session tickets, then the answer) go
+                // out at once, as a real server's would.
+                let _ = tcp.set_nodelay(true);
                 let (acceptor, r) = (acceptor.clone(), r.clone());
                 tokio::spawn(async move {
                     if let Ok(tls) = acceptor.accept(tcp).await {
