@@ -73,13 +73,22 @@ pub async fn run(control: Channel, resolver: Resolver) -> io::Result<()> {
                 secrets,
             } => {
                 inspection.values.replace(secrets);
-                if let Err(why) = configure(&inspection, ca_cert, ca_key, &upstream_ca) {
-                    tracing::error!(why, "egress: could not configure TLS inspection");
-                    let jail = CONFIGURE_FAILED;
-                    control
-                        .send(&FromProxy::Refused { jail, why }, None)
-                        .await?;
-                }
+                // Off this loop: loading the system's roots can take more
+                // than the watchdog's second on a slow machine, and the
+                // loop must keep answering its pings.
+                let (inspection, control) = (inspection.clone(), control.clone());
+                tokio::spawn(async move {
+                    let made = tokio::task::spawn_blocking(move || {
+                        configure(&inspection, ca_cert, ca_key, &upstream_ca)
+                    })
+                    .await
+                    .unwrap_or_else(|e| Err(format!("configuring panicked: {e}")));
+                    if let Err(why) = made {
+                        tracing::error!(why, "egress: could not configure TLS inspection");
+                        let jail = CONFIGURE_FAILED;
+                        let _ = control.send(&FromProxy::Refused { jail, why }, None).await;
+                    }
+                });
             }
             ToProxy::Attach { jail } => match listener(fd) {
                 Ok(l) => {

@@ -44,6 +44,21 @@ impl Inspection {
     pub fn tls(&self) -> Option<Arc<Tls>> {
         self.tls.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
+
+    /// [`Inspection::tls`], waiting (at most 10 s) for a configuration
+    /// still being made when the proxy has just started.
+    async fn ready(&self) -> Option<Arc<Tls>> {
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            if let Some(tls) = self.tls() {
+                return Some(tls);
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return None;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+    }
 }
 
 /// Serves one tunnel whose `CONNECT` was allowed and answered: `conn` is
@@ -56,7 +71,7 @@ pub async fn tunnel(
     run: Arc<Run>,
     inspection: &Inspection,
 ) {
-    let Some(tls) = inspection.tls() else {
+    let Some(tls) = inspection.ready().await else {
         let why = "the proxy has no inspection CA (the supervisor has not configured it)";
         return run.log.denied(host, port, why);
     };
