@@ -64,10 +64,7 @@ pub async fn pump(
             }
         };
         if n == 0 {
-            let _ = nix::sys::socket::shutdown(
-                std::os::fd::AsRawFd::as_raw_fd(to),
-                nix::sys::socket::Shutdown::Write,
-            );
+            pass_on_eof(to);
             return Ok(());
         }
         if !run.take_bytes(n) {
@@ -106,10 +103,7 @@ pub async fn pump_watching(
             Err(_) => return Err(Stop::Broken),
         };
         if n == 0 {
-            let _ = nix::sys::socket::shutdown(
-                std::os::fd::AsRawFd::as_raw_fd(to),
-                nix::sys::socket::Shutdown::Write,
-            );
+            pass_on_eof(to);
             return Ok(());
         }
         if let Some(name) = scanner.feed(&buf[..n]) {
@@ -130,4 +124,12 @@ pub async fn pump_watching(
             }
         }
     }
+}
+
+/// `from`'s end of file, passed on as a shutdown of `to`'s writing side.
+fn pass_on_eof(to: &TcpStream) {
+    let _ = nix::sys::socket::shutdown(
+        std::os::fd::AsRawFd::as_raw_fd(to),
+        nix::sys::socket::Shutdown::Write,
+    );
 }

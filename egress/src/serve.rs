@@ -88,6 +88,13 @@ async fn handle(mut conn: TcpStream, run: Arc<Run>, current: &Current, edge: &Ed
         }
     };
     let (host, port) = (req.host.as_str(), req.port);
+    // Plain HTTP is never inspected: a placeholder in it is refused. (A
+    // tunnel's bytes are TLS, inspected or passed through: not searched.)
+    let mut scanner = req
+        .forward
+        .as_ref()
+        .map(|_| Scanner::placeholders(&run.rules.placements))
+        .filter(|s| !s.is_empty());
     let refused = match decide(&run.rules, &edge.resolver, host, port).await {
         Err(reason) => Err(reason),
         Ok(_) if run.out_of_bytes() => Err(format!(
@@ -98,15 +105,14 @@ async fn handle(mut conn: TcpStream, run: Arc<Run>, current: &Current, edge: &Ed
             "the run opened its {} connections already (network.max_connections)",
             run.budget.max_connections
         )),
-        Ok(addrs) => match &req.forward {
-            // Plain HTTP is never inspected: a placeholder there is refused.
-            Some(head) => match placeholder_in(&run, head) {
+        Ok(addrs) => match (&mut scanner, &req.forward) {
+            (Some(s), Some(head)) => match s.feed(head) {
                 Some(name) => Err(format!(
                     "the placeholder of secret {name} was sent over plain HTTP, where it is never placed; use https://"
                 )),
                 None => Ok(addrs),
             },
-            None => Ok(addrs),
+            _ => Ok(addrs),
         },
     };
     let addrs = match refused {
@@ -148,6 +154,7 @@ async fn handle(mut conn: TcpStream, run: Arc<Run>, current: &Current, edge: &Ed
         return crate::inspect::tunnel(conn, upstream, host, port, run.clone(), &edge.inspection)
             .await;
     }
+    let after_head = head.rest.len();
     let first: Vec<u8> = match &req.forward {
         None => {
             if conn
@@ -161,9 +168,12 @@ async fn handle(mut conn: TcpStream, run: Arc<Run>, current: &Current, edge: &Ed
         }
         Some(rewritten) => [rewritten.as_slice(), &head.rest].concat(),
     };
-    let mut scanner = placeholders(&run);
     if !first.is_empty() {
-        if let Some(name) = scanner.feed(&first) {
+        // The head was searched already; what came after it was not.
+        if let Some(name) = scanner
+            .as_mut()
+            .and_then(|s| s.feed(&first[first.len() - after_head..]))
+        {
             return refused_body(&run, host, port, name);
         }
         if !run.take_bytes(first.len()) {
@@ -178,10 +188,9 @@ async fn handle(mut conn: TcpStream, run: Arc<Run>, current: &Current, edge: &Ed
     let _ = conn.set_nodelay(true);
     let _ = upstream.set_nodelay(true);
     let outward = async {
-        if scanner.is_empty() {
-            pump(&conn, &upstream, &run, host, port).await
-        } else {
-            pump_watching(&conn, &upstream, &run, (host, port), &mut scanner).await
+        match scanner.as_mut() {
+            None => pump(&conn, &upstream, &run, host, port).await,
+            Some(s) => pump_watching(&conn, &upstream, &run, (host, port), s).await,
         }
     };
     let both = tokio::try_join!(outward, pump(&upstream, &conn, &run, host, port));
@@ -190,25 +199,6 @@ async fn handle(mut conn: TcpStream, run: Arc<Run>, current: &Current, edge: &Ed
         Err(Stop::Placeholder(name)) => refused_body(&run, host, port, &name),
         _ => {}
     }
-}
-
-/// The session's placeholders, to search plain HTTP for.
-fn placeholders(run: &Run) -> Scanner {
-    Scanner::new(
-        run.rules
-            .placements
-            .iter()
-            .flat_map(|p| {
-                p.placeholders()
-                    .map(|ph| (ph.as_bytes().to_vec(), p.name.clone()))
-            })
-            .collect(),
-    )
-}
-
-fn placeholder_in(run: &Run, head: &[u8]) -> Option<String> {
-    let mut s = placeholders(run);
-    s.feed(head).map(str::to_string)
 }
 
 fn refused_body(run: &Run, host: &str, port: u16, name: &str) {

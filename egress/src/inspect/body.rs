@@ -55,7 +55,16 @@ impl<B> Watched<B> {
         }
     }
 
+    /// Stops the exchange: recorded for the run here (an answer's body
+    /// is past any reply), and kept for the request's reply.
     fn stop(&self, why: String) -> BoxError {
+        tracing::info!(
+            host = self.host,
+            port = self.port,
+            why,
+            "egress: stopped an exchange"
+        );
+        self.run.log.denied(&self.host, self.port, &why);
         *self.stopped.lock().unwrap_or_else(|p| p.into_inner()) = Some(why.clone());
         why.into()
     }

@@ -84,17 +84,11 @@ impl Exchange {
             parts.uri = uri;
         }
         let stopped = Stopped::default();
-        let placeholders: Vec<(Vec<u8>, String)> = placements
-            .iter()
-            .flat_map(|p| {
-                p.placeholders()
-                    .map(|ph| (ph.as_bytes().to_vec(), p.name.clone()))
-            })
-            .collect();
-        let watch = if placeholders.is_empty() {
+        let scanner = Scanner::placeholders(placements);
+        let watch = if scanner.is_empty() {
             Watch::Nothing
         } else {
-            Watch::Placeholders(Scanner::new(placeholders))
+            Watch::Placeholders(scanner)
         };
         let body = Watched::new(body, watch, self.run.clone(), host, port, stopped.clone());
         let request = Request::from_parts(parts, body.boxed_unsync());
@@ -113,8 +107,9 @@ impl Exchange {
             Ok(a) => a,
             Err(e) => {
                 let why = stopped.lock().unwrap_or_else(|p| p.into_inner()).take();
+                // A stopped body was recorded where it stopped.
                 return match why {
-                    Some(why) => self.refuse(StatusCode::FORBIDDEN, why),
+                    Some(why) => reply(StatusCode::FORBIDDEN, &why),
                     None => self.fail(format!("{host}: {e}")),
                 };
             }

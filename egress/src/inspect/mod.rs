@@ -18,8 +18,9 @@ use crate::tls::upstream::server_name;
 use exchange::{Exchange, Sender};
 use hyper_util::rt::TokioIo;
 use rustls::ClientConfig;
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 use tokio::net::TcpStream;
+use tokio::sync::watch;
 
 /// What inspecting needs, set by the supervisor and replaced whole at a
 /// reload.
@@ -30,34 +31,40 @@ pub struct Tls {
 }
 
 /// The proxy's inspection state, shared by every listener.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct Inspection {
-    tls: Arc<RwLock<Option<Arc<Tls>>>>,
+    tls: Arc<watch::Sender<Option<Arc<Tls>>>>,
     pub values: Values,
+}
+
+impl Default for Inspection {
+    fn default() -> Self {
+        Inspection {
+            tls: Arc::new(watch::Sender::new(None)),
+            values: Values::default(),
+        }
+    }
 }
 
 impl Inspection {
     pub fn set(&self, tls: Tls) {
-        *self.tls.write().unwrap_or_else(|p| p.into_inner()) = Some(Arc::new(tls));
+        self.tls.send_replace(Some(Arc::new(tls)));
     }
 
     pub fn tls(&self) -> Option<Arc<Tls>> {
-        self.tls.read().unwrap_or_else(|p| p.into_inner()).clone()
+        self.tls.borrow().clone()
     }
 
     /// [`Inspection::tls`], waiting (at most 10 s) for a configuration
     /// still being made when the proxy has just started.
     async fn ready(&self) -> Option<Arc<Tls>> {
-        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
-        loop {
-            if let Some(tls) = self.tls() {
-                return Some(tls);
-            }
-            if tokio::time::Instant::now() >= deadline {
-                return None;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-        }
+        let mut rx = self.tls.subscribe();
+        let made = rx.wait_for(Option::is_some);
+        let tls = match tokio::time::timeout(std::time::Duration::from_secs(10), made).await {
+            Ok(Ok(tls)) => tls.clone(),
+            _ => None,
+        };
+        tls
     }
 }
 

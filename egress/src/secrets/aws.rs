@@ -12,7 +12,7 @@
 //! refused: each chunk's signature would have to be made again.
 
 use super::placement::Placement;
-use super::values::SecretValue;
+use super::values::{value_of, SecretValue};
 use hmac::{Hmac, Mac};
 use http::header::{HeaderMap, HeaderValue, AUTHORIZATION};
 use sha2::{Digest, Sha256};
@@ -76,25 +76,19 @@ pub fn resign(
     else {
         return Ok(Vec::new());
     };
-    let Some(value) = values.get(&p.name) else {
-        return Err(format!(
-            "secret {} has no value on this server now (the admin's policy names it, but its value could not be read)",
-            p.name
-        ));
-    };
+    let value = value_of(p, values)?;
     let Some(real_id) = value.key_id.as_ref() else {
         return Err(format!("secret {} has no access_key_id", p.name));
     };
     let to_sign = string_to_sign(method, target, headers, &signed)?;
-    let scope: Vec<&str> = signed.scope.split('/').collect();
-    let theirs = signature(&p.placeholder, &scope, &to_sign);
-    if theirs != signed.signature.to_ascii_lowercase() {
+    if !signed_by(&p.placeholder, &signed, &to_sign) {
         return Err(format!(
             "the request's SigV4 signature does not match the session's placeholder credentials \
              (sign with AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY as the session has them; {})",
             p.rule()
         ));
     }
+    let scope: Vec<&str> = signed.scope.split('/').collect();
     let ours = signature(value.value.expose(), &scope, &to_sign);
     let credential = format!("{}/{}", real_id.expose(), signed.scope);
     let header = format!(
@@ -127,11 +121,16 @@ pub fn check(
         return Err(format!("signed by key id {}", signed.key_id));
     }
     let to_sign = string_to_sign(method, target, headers, &signed)?;
-    let scope: Vec<&str> = signed.scope.split('/').collect();
-    if signature(secret, &scope, &to_sign) != signed.signature.to_ascii_lowercase() {
+    if !signed_by(secret, &signed, &to_sign) {
         return Err("the signature does not match".into());
     }
     Ok(())
+}
+
+/// Whether `signed`'s signature of `to_sign` was made with `secret`.
+fn signed_by(secret: &str, signed: &Signed<'_>, to_sign: &str) -> bool {
+    let scope: Vec<&str> = signed.scope.split('/').collect();
+    signature(secret, &scope, to_sign) == signed.signature.to_ascii_lowercase()
 }
 
 fn string_to_sign(

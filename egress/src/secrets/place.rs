@@ -4,7 +4,7 @@
 //! the reason says where it may go, in words a model can act on.
 
 use super::placement::Placement;
-use super::values::SecretValue;
+use super::values::{value_of, SecretValue};
 use base64::Engine;
 use http::header::{HeaderMap, HeaderName, HeaderValue};
 use std::collections::HashMap;
@@ -84,30 +84,19 @@ fn place_in(
             // Its header is re-signed whole by `aws`, never substituted.
             continue;
         }
-        let Some(secret) = values.get(&p.name) else {
-            return Err(format!(
-                "secret {} has no value on this server now (the admin's policy names it, but its value could not be read)",
-                p.name
-            ));
-        };
-        let real = secret.value.expose();
-        let text = match (&out, in_basic) {
-            (Some(t), _) => t.clone(),
-            (None, true) => {
-                let decoded = basic.clone().unwrap_or_default();
-                let scheme = std::str::from_utf8(&raw[..raw.len().min(6)]).unwrap_or("Basic ");
-                let replaced = decoded.replace(&p.placeholder, real);
-                format!(
-                    "{scheme}{}",
-                    base64::engine::general_purpose::STANDARD.encode(replaced)
-                )
-            }
-            (None, false) => String::from_utf8_lossy(raw).into_owned(),
-        };
-        out = Some(if in_basic {
-            text
-        } else {
-            text.replace(&p.placeholder, real)
+        let real = value_of(p, values)?.value.expose();
+        // After an earlier placement in this header, its text so far.
+        let text = out
+            .take()
+            .unwrap_or_else(|| String::from_utf8_lossy(raw).into_owned());
+        out = Some(match basic_credentials(text.as_bytes()) {
+            Some(decoded) if in_basic => format!(
+                "{}{}",
+                &text[..6],
+                base64::engine::general_purpose::STANDARD
+                    .encode(decoded.replace(&p.placeholder, real))
+            ),
+            _ => text.replace(&p.placeholder, real),
         });
         placed.push(p.name.clone());
     }

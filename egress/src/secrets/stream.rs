@@ -15,6 +15,20 @@ pub struct Scanner {
 }
 
 impl Scanner {
+    /// A scanner for every placeholder of `placements`, each called by
+    /// its secret's name.
+    pub fn placeholders(placements: &[super::placement::Placement]) -> Scanner {
+        Scanner::new(
+            placements
+                .iter()
+                .flat_map(|p| {
+                    p.placeholders()
+                        .map(|ph| (ph.as_bytes().to_vec(), p.name.clone()))
+                })
+                .collect(),
+        )
+    }
+
     pub fn new(patterns: Vec<(Vec<u8>, String)>) -> Scanner {
         let patterns: Vec<_> = patterns
             .into_iter()

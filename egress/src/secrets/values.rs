@@ -31,3 +31,17 @@ impl Values {
         self.0.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
 }
+
+/// The value of `p`'s secret, or why there is none: the policy names a
+/// secret whose value could not be read.
+pub(crate) fn value_of<'a>(
+    p: &super::placement::Placement,
+    values: &'a HashMap<String, SecretValue>,
+) -> Result<&'a SecretValue, String> {
+    values.get(&p.name).ok_or_else(|| {
+        format!(
+            "secret {} has no value on this server now (the admin's policy names it, but its value could not be read)",
+            p.name
+        )
+    })
+}
